@@ -1,0 +1,159 @@
+package zkstate_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// The fuzz targets check what the bridge relies on when it reads znodes other programs wrote:
+// parsing never panics, every rejection wraps ErrMalformed, and whatever parses survives
+// Encode → Parse unchanged, with Encode's output fit for Kafka 0.8.2's reader.
+// The golden samples (valid and malformed) seed the corpus.
+
+// recordsSeed adds every file of dir, malformed ones included, to the corpus.
+func recordsSeed(f *testing.F, dir string, add func(data []byte)) {
+	f.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			f.Fatal(err)
+		}
+		add(data)
+	}
+	add([]byte(`null`))
+	add([]byte(`{}`))
+}
+
+func FuzzParseConsumerRegistration(f *testing.F) {
+	recordsSeed(f, "testdata/ids", func(d []byte) { f.Add(d) })
+	f.Add([]byte(`{"version":1,"subscription":{"t":-2},"pattern":"static","timestamp":"1"}`))
+	f.Add([]byte(`{"subscription":{"a\u00e9\\\"":10000},"pattern":"black_list","timestamp":-9223372036854775808}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := zkstate.ParseConsumerRegistration(data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		enc := r.Encode()
+		r2, err := zkstate.ParseConsumerRegistration(enc)
+		if err != nil {
+			t.Fatalf("Encode gave %s, which does not parse: %v", enc, err)
+		}
+		if !reflect.DeepEqual(r, r2) {
+			t.Fatalf("round trip changed the value:\n from %+v\n  via %s\n   to %+v", r, enc, r2)
+		}
+		if enc2 := r2.Encode(); !bytes.Equal(enc, enc2) {
+			t.Fatalf("Encode is not deterministic: %s then %s", enc, enc2)
+		}
+		recordsCheckInt32Numbers(t, enc)
+		total := 0
+		for _, n := range r.Subscription {
+			total += n
+		}
+		if total > 100000 {
+			return // valid, but expanding it would only measure the allocator
+		}
+		for topic, ids := range zkstate.ConsumerThreads("c", r) {
+			if len(ids) != r.Subscription[topic] {
+				t.Fatalf("%d thread ids for %q, want %d", len(ids), topic, r.Subscription[topic])
+			}
+		}
+		if r.Pattern != zkstate.PatternStatic {
+			// Expanding a wildcard must not panic whatever the filter; errors are fine.
+			_, _ = zkstate.WildcardThreads("c", r, []string{"a", "__consumer_offsets", "logs.x"})
+		}
+	})
+}
+
+func FuzzParseBrokerRegistration(f *testing.F) {
+	recordsSeed(f, "testdata/brokers", func(d []byte) { f.Add(int32(1), d) })
+	f.Add(int32(-1), []byte(`{"version":4,"host":null,"port":-1,"endpoints":["A://[::1]:1","B://:2"],"listener_security_protocol_map":{"A":"PLAINTEXT"}}`))
+	f.Add(int32(1001), []byte(`{"version":5,"endpoints":["x://y://h:1"],"timestamp":1e400,"jmx_port":null}`))
+	f.Fuzz(func(t *testing.T, id int32, data []byte) {
+		b, err := zkstate.ParseBrokerRegistration(id, data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if b.ID != id {
+			t.Fatalf("ID = %d, want %d", b.ID, id)
+		}
+		_, _, _ = b.Addr()
+		enc := b.Encode()
+		b2, err := zkstate.ParseBrokerRegistration(id, enc)
+		if err != nil {
+			t.Fatalf("Encode gave %s, which does not parse: %v", enc, err)
+		}
+		if !reflect.DeepEqual(b, b2) {
+			t.Fatalf("round trip changed the value:\n from %+v\n  via %s\n   to %+v", b, enc, b2)
+		}
+		recordsCheckInt32Numbers(t, enc)
+	})
+}
+
+func FuzzParseTopicAssignment(f *testing.F) {
+	recordsSeed(f, "testdata/topics", func(d []byte) { f.Add(d) })
+	f.Add([]byte(`{"version":2,"partitions":{"2147483647":[],"0":[-1,2147483647]},"adding_replicas":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := zkstate.ParseTopicAssignment(data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		ids := a.PartitionIDs()
+		for i := 1; i < len(ids); i++ {
+			if ids[i-1] >= ids[i] {
+				t.Fatalf("PartitionIDs not strictly ascending: %v", ids)
+			}
+		}
+		enc := a.Encode()
+		a2, err := zkstate.ParseTopicAssignment(enc)
+		if err != nil {
+			t.Fatalf("Encode gave %s, which does not parse: %v", enc, err)
+		}
+		if !reflect.DeepEqual(a, a2) {
+			t.Fatalf("round trip changed the value:\n from %+v\n  via %s\n   to %+v", a, enc, a2)
+		}
+		recordsCheckInt32Numbers(t, enc)
+	})
+}
+
+func FuzzParseOffset(f *testing.F) {
+	recordsSeed(f, "testdata/offsets", func(d []byte) { f.Add(d) })
+	for _, s := range []string{"12a", "", " 42\n", "-1", "+7", "9223372036854775807", "-9223372036854775808", "0x10", "1_000"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := zkstate.ParseOffset(data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %q does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		enc := zkstate.FormatOffset(n)
+		n2, err := zkstate.ParseOffset(enc)
+		if err != nil || n2 != n {
+			t.Fatalf("ParseOffset(FormatOffset(%d)) = %d, %v", n, n2, err)
+		}
+	})
+}
