@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+func TestInterspersedMovesPositionalsAfterFlags(t *testing.T) {
+	app := newApp(&env{})
+	for _, tc := range []struct{ in, want string }{
+		{"zkbridge groups describe billing --zk h:1", "zkbridge groups describe --zk h:1 -- billing"},
+		{"zkbridge --log-level debug groups describe billing -o json", "zkbridge --log-level debug groups describe -o json -- billing"},
+		{"zkbridge groups list --zk=h:1", "zkbridge groups list --zk=h:1"},
+		{"zkbridge groups describe --help", "zkbridge groups describe --help"},
+		{"zkbridge offsets export g --format csv --zk h", "zkbridge offsets export --format csv --zk h -- g"},
+		{"zkbridge nosuch x", "zkbridge -- nosuch x"},
+		{"zkbridge groups describe -- -weird-group", "zkbridge groups describe -- -weird-group"},
+	} {
+		got := strings.Join(interspersed(app, strings.Fields(tc.in)), " ")
+		if got != tc.want {
+			t.Errorf("interspersed(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestGroupNameMayStartWithDash(t *testing.T) {
+	// Kafka allows group names such as "-x"; after "--" they are positionals, not flags.
+	var got string
+	app := &cli.App{Commands: []*cli.Command{{Name: "d", Action: func(c *cli.Context) error { got = c.Args().First(); return nil }}}}
+	if err := app.Run(interspersed(app, []string{"p", "d", "--", "-x"})); err != nil || got != "-x" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestBuildGroupView(t *testing.T) {
+	tp := func(t string, p int32) zkstate.TopicPartition { return zkstate.TopicPartition{Topic: t, Partition: p} }
+	snap := &zkstate.GroupSnapshot{
+		Group: "g",
+		Consumers: map[string]zkstate.Consumer{
+			"g_a-1-aaaaaaaa": {ID: "g_a-1-aaaaaaaa", Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "static", Subscription: map[string]int{"t": 2}}},
+			"g_w-1-bbbbbbbb": {ID: "g_w-1-bbbbbbbb", Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "white_list", Subscription: map[string]int{"x.*": 1}}},
+		},
+		Owners: map[zkstate.TopicPartition]string{
+			tp("t", 0): "g_a-1-aaaaaaaa-0",
+			tp("t", 2): "g_a-1-aaaaaaaa-1",
+			tp("t", 1): "g_gone-1-cccccccc-0", // its consumer is not registered: a stale owner
+		},
+		Offsets:       map[zkstate.TopicPartition]int64{tp("t", 0): 10, tp("t", 3): 7},
+		Partitions:    map[string][]int32{"t": {0, 1, 2, 3}, "x1": {0}},
+		MissingTopics: []string{"zz"},
+		Problems:      []zkstate.Problem{{Path: "/consumers/g/offsets/t/9", Err: errors.New("bad")}},
+	}
+	v := buildGroupView(snap)
+	if got := v.Members[0].Owned; !reflect.DeepEqual(got, []string{"t/0", "t/2"}) {
+		t.Errorf("owned = %v", got)
+	}
+	if v.Members[0].Threads != 2 || v.Members[1].Pattern != "white_list" {
+		t.Errorf("members = %+v", v.Members)
+	}
+	// t/1's owner is stale, so it counts as owned by nobody live; x1 has no static subscriber.
+	if !reflect.DeepEqual(v.Unowned, []string{"t/3"}) {
+		t.Errorf("unowned = %v, want [t/3] (t/1 has a stale owner znode)", v.Unowned)
+	}
+	if len(v.StaleOwners) != 1 || !strings.Contains(v.StaleOwners[0], "t/1 owned by g_gone-1-cccccccc-0") {
+		t.Errorf("stale = %v", v.StaleOwners)
+	}
+	if v.Partitions[0].Offset == nil || *v.Partitions[0].Offset != 10 || v.Partitions[1].Offset != nil {
+		t.Errorf("offsets = %+v", v.Partitions[:2])
+	}
+	if len(v.Problems) != 1 || len(v.MissingTopics) != 1 {
+		t.Errorf("problems %v missing %v", v.Problems, v.MissingTopics)
+	}
+}
+
+func TestCompactRanges(t *testing.T) {
+	got := compactRanges([]string{"a/0", "a/1", "a/2", "a/5", "b/1", "b/2"})
+	if got != "a/0-2, a/5, b/1-2" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -1,0 +1,446 @@
+package zkstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// SessionState is what happened to the Store's session.
+type SessionState int
+
+const (
+	// Connected: a session is established (SessionID is its id). After Expired the id is new.
+	Connected SessionState = iota + 1
+	// Disconnected: the connection to ZooKeeper dropped; the session lives on until its
+	// timeout, and go-zookeeper reconnects by itself.
+	Disconnected
+	// Expired: the server ended the session (SessionID is the old id); its ephemerals are gone
+	// and its watches lost. A new session follows; be fenced until then: nothing this process
+	// believed it owned through an ephemeral can be trusted.
+	Expired
+	// AuthFailed: the server refused our credentials.
+	AuthFailed
+	// Reclaimed: after a new session, the ephemerals of CreateEphemeral were re-created.
+	// SessionEvent.Err lists those that could not be: a *ReclaimConflictError for a path that
+	// another session's node now holds (never overwritten), or the error of a failed create.
+	Reclaimed
+)
+
+func (s SessionState) String() string {
+	switch s {
+	case Connected:
+		return "connected"
+	case Disconnected:
+		return "disconnected"
+	case Expired:
+		return "expired"
+	case AuthFailed:
+		return "auth failed"
+	case Reclaimed:
+		return "reclaimed"
+	}
+	return fmt.Sprintf("SessionState(%d)", int(s))
+}
+
+// SessionEvent is delivered to Config.OnSession.
+type SessionEvent struct {
+	State     SessionState
+	SessionID int64
+	// Err is set on Reclaimed when some ephemerals could not be re-created: errors.Join of
+	// *ReclaimConflictError and create failures. Use errors.As or ReclaimConflicts.
+	Err error
+}
+
+// ReclaimConflicts lists the conflicts of a Reclaimed event.
+func (e SessionEvent) ReclaimConflicts() []*ReclaimConflictError {
+	var out []*ReclaimConflictError
+	var walk func(error)
+	walk = func(err error) {
+		var rc *ReclaimConflictError
+		if errors.As(err, &rc) && err == error(rc) {
+			out = append(out, rc)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	if e.Err != nil {
+		walk(e.Err)
+	}
+	return out
+}
+
+// ErrReclaimConflict matches every *ReclaimConflictError.
+var ErrReclaimConflict = errors.New("ephemeral held by another session")
+
+// ReclaimConflictError: after our session expired, another session created a node at the path
+// of one of our remembered ephemerals, so we did not re-create it. The path stays remembered;
+// it is tried again after the next new session, until DeleteEphemeral.
+type ReclaimConflictError struct {
+	Path  string
+	Owner int64 // the node's ephemeral owner; 0 when someone made it persistent
+}
+
+func (e *ReclaimConflictError) Error() string {
+	return fmt.Sprintf("zkstate: reclaim %s: held by session 0x%x, not ours", e.Path, e.Owner)
+}
+
+func (e *ReclaimConflictError) Is(target error) bool { return target == ErrReclaimConflict }
+
+// ErrNotOwner: DeleteEphemeral found the node held by another session and left it alone.
+var ErrNotOwner = errors.New("node owned by another session")
+
+// eventQueue carries go-zookeeper's session events from its callback, which must never block
+// (it runs on go-zookeeper's connection goroutines), to our session goroutine.
+type eventQueue struct {
+	mu     sync.Mutex
+	items  []queuedEvent
+	signal chan struct{}
+}
+
+type queuedEvent struct {
+	state     zk.State
+	sessionID int64
+}
+
+func (q *eventQueue) init() { q.signal = make(chan struct{}, 1) }
+
+func (q *eventQueue) push(e queuedEvent) {
+	q.mu.Lock()
+	q.items = append(q.items, e)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) take() []queuedEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}
+
+// onZKEvent is go-zookeeper's event callback. It runs right after go-zookeeper stored a new
+// session id, so reading the id here pins it to the event.
+func (s *Store) onZKEvent(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return // watch events reach their watchers through go-zookeeper's per-watch channels
+	}
+	var id int64
+	if c := s.zconn.Load(); ev.State == zk.StateHasSession && c != nil {
+		id = c.SessionID()
+	}
+	s.events.push(queuedEvent{state: ev.State, sessionID: id})
+}
+
+// sessionTracker is the session goroutine's view of the session.
+type sessionTracker struct {
+	current      int64        // id of the session we last had, 0 before the first
+	expiredKnown bool         // an Expired event was already emitted for current
+	lastState    SessionState // the last state emitted
+}
+
+// sessionLoop turns go-zookeeper's state changes into SessionEvents and triggers the reclaim of
+// our ephemerals whenever a session is (re-)established.
+func (s *Store) sessionLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.lifetime.Done():
+			return
+		case <-s.events.signal:
+		}
+		for _, ev := range s.events.take() {
+			if s.lifetime.Err() != nil {
+				return
+			}
+			s.handleSessionEvent(ev)
+		}
+	}
+}
+
+func (s *Store) handleSessionEvent(ev queuedEvent) {
+	t := &s.sess
+	switch ev.state {
+	case zk.StateHasSession:
+		id := ev.sessionID
+		if id == 0 {
+			id = s.conn.SessionID()
+		}
+		if t.current != 0 && id != t.current && !t.expiredKnown {
+			// We never saw the expiry itself (e.g. the server answered a reconnect with a new
+			// session), but a new id means the old session and its ephemerals are gone.
+			s.emit(SessionEvent{State: Expired, SessionID: t.current})
+		}
+		t.current, t.expiredKnown = id, false
+		s.emit(SessionEvent{State: Connected, SessionID: id})
+		s.hasOnce.Do(func() { close(s.hasSess) })
+		select {
+		case s.reclaimCh <- struct{}{}:
+		default:
+		}
+	case zk.StateDisconnected:
+		// go-zookeeper reports Disconnected after every failed connection attempt too; only
+		// losing a connection we had is news.
+		if t.lastState == Connected {
+			s.emit(SessionEvent{State: Disconnected, SessionID: t.current})
+		}
+	case zk.StateExpired:
+		if t.current != 0 && !t.expiredKnown {
+			t.expiredKnown = true
+			s.emit(SessionEvent{State: Expired, SessionID: t.current})
+		}
+	case zk.StateAuthFailed:
+		s.emit(SessionEvent{State: AuthFailed, SessionID: t.current})
+	}
+}
+
+// emit logs a session event of the session goroutine and delivers it.
+func (s *Store) emit(ev SessionEvent) {
+	s.sess.lastState = ev.State
+	l := s.log.Info()
+	if ev.State == Expired || ev.State == AuthFailed {
+		l = s.log.Warn()
+	}
+	l.Str("state", ev.State.String()).Str("session", fmt.Sprintf("0x%x", ev.SessionID)).Msg("zookeeper session")
+	s.deliver(ev)
+}
+
+// deliver hands an event to Config.OnSession; the session and reclaim goroutines both deliver,
+// one call at a time.
+func (s *Store) deliver(ev SessionEvent) {
+	if s.onSession == nil {
+		return
+	}
+	s.sessionMu.Lock()
+	defer s.sessionMu.Unlock()
+	s.onSession(ev)
+}
+
+// ephemerals remembers what CreateEphemeral created, to re-create it after a session expiry.
+// sem serialises every operation on the set (create, delete, reclaim) so that a reclaim never
+// re-creates a node DeleteEphemeral is removing, nor races CreateEphemeral for the same path.
+type ephemerals struct {
+	sem   chan struct{}
+	nodes map[string]*ephemeral // by caller path; read and written only while holding sem
+}
+
+type ephemeral struct {
+	data []byte
+	// owner is the session the node is known to belong to; a reclaim re-creates every node
+	// whose owner is not the current session. 0: unknown (the create raced a session change).
+	owner int64
+	// conflictIn is the session in which a conflict was last reported, so a conflict is
+	// reported once per session rather than at every reconnect.
+	conflictIn int64
+}
+
+func (e *ephemerals) init() {
+	e.sem = make(chan struct{}, 1)
+	e.nodes = make(map[string]*ephemeral)
+}
+
+func (e *ephemerals) lock(ctx context.Context) error {
+	select {
+	case e.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *ephemerals) unlock() { <-e.sem }
+
+// CreateEphemeral creates an ephemeral node (and any missing persistent parents) and remembers
+// it: when the session expires, the Store re-creates it with the same data in the new session,
+// unless another session holds the path by then (see Reclaimed). ErrNodeExists when the path
+// is taken, by anyone but our current session.
+func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) error {
+	if err := validatePath(p); err != nil || p == "/" {
+		if err == nil {
+			err = errors.New("cannot create the root")
+		}
+		return pathErr("create ephemeral", p, err)
+	}
+	if err := s.eph.lock(ctx); err != nil {
+		return pathErr("create ephemeral", p, err)
+	}
+	defer s.eph.unlock()
+	data = slices.Clone(data)
+	before := s.SessionID()
+	err := s.createRaw(ctx, s.full(p), data, zk.FlagEphemeral, s.aclFor(p), true)
+	after := s.SessionID()
+	if errors.Is(err, zk.ErrNodeExists) {
+		// A node created by our own session (an earlier attempt whose reply we lost, or the
+		// reclaimer) is ours.
+		if owned, ownErr := s.OwnedByUs(ctx, p); ownErr == nil && owned {
+			err = nil
+		}
+	}
+	if err != nil {
+		return pathErr("create ephemeral", p, err)
+	}
+	e := &ephemeral{data: data}
+	if before == after {
+		e.owner = before
+	}
+	s.eph.nodes[p] = e
+	if e.owner == 0 {
+		s.kickReclaim() // the session changed under us: let the reclaimer check the node
+	}
+	return nil
+}
+
+// DeleteEphemeral forgets a remembered ephemeral and deletes its node if our session holds it.
+// A missing node is fine; a node held by another session is left alone and ErrNotOwner
+// returned.
+func (s *Store) DeleteEphemeral(ctx context.Context, p string) error {
+	if err := validatePath(p); err != nil {
+		return pathErr("delete ephemeral", p, err)
+	}
+	if err := s.eph.lock(ctx); err != nil {
+		return pathErr("delete ephemeral", p, err)
+	}
+	defer s.eph.unlock()
+	delete(s.eph.nodes, p)
+	ok, st, err := s.Exists(ctx, p)
+	if err != nil || !ok {
+		return err
+	}
+	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 {
+		return pathErr("delete ephemeral", p, ErrNotOwner)
+	}
+	err = s.Delete(ctx, p, st.Version)
+	if errors.Is(err, ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// OwnedByUs reports whether the node at p is an ephemeral of our current session. Never assume
+// an owner or registration znode is ours because we once created it: a session expiry deletes
+// it, and another consumer may have created the same path since. A missing node is not ours
+// (false, nil).
+func (s *Store) OwnedByUs(ctx context.Context, p string) (bool, error) {
+	ok, st, err := s.Exists(ctx, p)
+	if err != nil || !ok {
+		return false, err
+	}
+	id := s.SessionID()
+	return id != 0 && st.EphemeralOwner == id, nil
+}
+
+func (s *Store) kickReclaim() {
+	select {
+	case s.reclaimCh <- struct{}{}:
+	default:
+	}
+}
+
+// reclaimLoop re-creates remembered ephemerals after each new session. It runs apart from the
+// session goroutine so that a slow CreateEphemeral holding the set never delays session events.
+func (s *Store) reclaimLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.lifetime.Done():
+			return
+		case <-s.reclaimCh:
+		}
+		s.reclaim(s.lifetime)
+	}
+}
+
+func (s *Store) reclaim(ctx context.Context) {
+	if err := s.eph.lock(ctx); err != nil {
+		return
+	}
+	defer s.eph.unlock()
+	cur := s.SessionID()
+	if cur == 0 {
+		return // no session now: the next Connected triggers us again
+	}
+	paths := make([]string, 0, len(s.eph.nodes))
+	for p, e := range s.eph.nodes {
+		if e.owner != cur {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		return
+	}
+	slices.Sort(paths)
+	var errs []error
+	reclaimed := 0
+	for _, p := range paths {
+		e := s.eph.nodes[p]
+		before := s.SessionID()
+		created, owner, err := s.reclaimOne(ctx, p, e.data)
+		after := s.SessionID()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case created && before == cur && after == cur:
+			e.owner = cur
+			reclaimed++
+		case created:
+			// The session changed while we created the node: whichever session made it, the
+			// Connected event of the newer one brings us back to check.
+		case owner == after && after != 0:
+			e.owner = after // already ours: CreateEphemeral won a race with us
+		default:
+			if e.conflictIn != cur {
+				e.conflictIn = cur
+				errs = append(errs, &ReclaimConflictError{Path: p, Owner: owner})
+			}
+		}
+	}
+	if len(errs) == 0 && reclaimed == 0 {
+		return // only conflicts already reported in this session
+	}
+	ev := SessionEvent{State: Reclaimed, SessionID: cur, Err: errors.Join(errs...)}
+	l := s.log.Info()
+	if ev.Err != nil {
+		l = s.log.Warn().Err(ev.Err)
+	}
+	l.Int("reclaimed", reclaimed).Int("failed", len(errs)).Str("session", fmt.Sprintf("0x%x", cur)).
+		Msg("re-created our ephemerals in the new session")
+	s.deliver(ev)
+}
+
+// reclaimOne creates p as our ephemeral unless a node is there. created says it made the node;
+// otherwise owner is the ephemeral owner of the node found at p.
+func (s *Store) reclaimOne(ctx context.Context, p string, data []byte) (created bool, owner int64, err error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		err := s.createRaw(ctx, s.full(p), data, zk.FlagEphemeral, s.aclFor(p), true)
+		if err == nil {
+			return true, 0, nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return false, 0, pathErr("reclaim", p, err)
+		}
+		ok, st, err := s.Exists(ctx, p)
+		if err != nil {
+			return false, 0, err
+		}
+		if ok {
+			return false, st.EphemeralOwner, nil
+		}
+		// deleted between our create and our look: try again
+	}
+	return false, 0, pathErr("reclaim", p, errors.New("node keeps appearing and disappearing"))
+}

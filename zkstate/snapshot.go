@@ -1,0 +1,511 @@
+package zkstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// GroupSnapshot is one consumer group as the Kafka 0.8 layout holds it. The reads are
+// pipelined, not one transaction: a group that changes while it is read can show a mix of
+// before and after (as it can to every 0.8 tool).
+type GroupSnapshot struct {
+	Group string
+	// Consumers are the registrations under /consumers/<g>/ids, by consumer id. A registration
+	// whose JSON does not parse is left out and reported in Problems.
+	Consumers map[string]Consumer
+	// Owners maps a partition to the thread id in /consumers/<g>/owners/<t>/<p>, as written
+	// (a value that is not a thread id is kept and also reported in Problems).
+	Owners map[TopicPartition]string
+	// Offsets holds /consumers/<g>/offsets/<t>/<p>: the next offset to consume.
+	Offsets map[TopicPartition]int64
+	// Partitions maps every topic the group mentions (static subscriptions, topics a wildcard
+	// subscription matches, topics under owners and offsets) to its sorted partition ids, from
+	// /brokers/topics/<t>.
+	Partitions map[string][]int32
+	// MissingTopics are mentioned topics without /brokers/topics/<t>, sorted.
+	MissingTopics []string
+	// Problems are znodes whose data or name does not parse, sorted by path.
+	Problems []Problem
+	Stats    Stats
+}
+
+// Consumer is one registration under /consumers/<g>/ids.
+type Consumer struct {
+	ID           string
+	Registration ConsumerRegistration
+	// EphemeralOwner is the session holding the registration (0 for a persistent node, as
+	// fixtures write them).
+	EphemeralOwner int64
+}
+
+// Problem is a znode a read skipped or kept only in part because its name or data is
+// malformed. Err wraps ErrMalformed.
+type Problem struct {
+	Path string
+	Err  error
+}
+
+// Stats says what a pipelined read cost: Requests in Waves round trips (each wave is a set of
+// requests in flight together, which needs the answers of the wave before).
+type Stats struct {
+	Requests int
+	Waves    int
+	Elapsed  time.Duration
+}
+
+// notFoundError is ErrNoNode with a message naming what is missing.
+type notFoundError struct{ what string }
+
+func (e *notFoundError) Error() string { return "zkstate: " + e.what + " not found" }
+func (e *notFoundError) Unwrap() error { return ErrNoNode }
+
+// fanOut runs fn(0..n-1) with at most Config.Pipeline calls in flight, so n reads on the one
+// connection cost about one round trip rather than n: go-zookeeper writes each request as soon
+// as it is queued and matches the replies by xid. It returns early with ctx's error when ctx
+// ends; calls still in flight then finish in the background and their results must be
+// ignored. st, when not nil, counts the wave.
+func (s *Store) fanOut(ctx context.Context, n int, st *Stats, fn func(i int)) error {
+	if n == 0 {
+		return nil
+	}
+	if st != nil {
+		st.Waves++
+		st.Requests += n
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(n, s.pipeline); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	if ctx.Done() == nil {
+		wg.Wait()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return ctx.Err() // workers skip the calls left when ctx ends
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reads is one wave of pipelined reads: Get (data) or Children of a list of paths.
+type reads struct {
+	paths    []string
+	children bool
+	data     [][]byte
+	kids     [][]string
+	stats    []*zk.Stat
+	errs     []error
+}
+
+func (r *reads) add(p string) int {
+	r.paths = append(r.paths, p)
+	return len(r.paths) - 1
+}
+
+func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error {
+	type ref struct{ w, i int }
+	var all []ref
+	for w, r := range waves {
+		r.data = make([][]byte, len(r.paths))
+		r.kids = make([][]string, len(r.paths))
+		r.stats = make([]*zk.Stat, len(r.paths))
+		r.errs = make([]error, len(r.paths))
+		for i := range r.paths {
+			all = append(all, ref{w, i})
+		}
+	}
+	return s.fanOut(ctx, len(all), st, func(k int) {
+		r, i := waves[all[k].w], all[k].i
+		full := s.full(r.paths[i])
+		if r.children {
+			r.kids[i], r.stats[i], r.errs[i] = s.conn.Children(full)
+		} else {
+			r.data[i], r.stats[i], r.errs[i] = s.conn.Get(full)
+		}
+	})
+}
+
+// result returns read i's error, with a missing node reported as ok=false.
+func (r *reads) result(i int) (ok bool, err error) {
+	switch {
+	case r.errs[i] == nil:
+		return true, nil
+	case errors.Is(r.errs[i], zk.ErrNoNode):
+		return false, nil
+	}
+	op := "get"
+	if r.children {
+		op = "children"
+	}
+	return false, pathErr(op, r.paths[i], r.errs[i])
+}
+
+// Snapshot reads one group: its registrations, owners and offsets, and the partitions of every
+// topic it mentions, in a few pipelined waves (about 3 round trips whatever the group's size).
+// Malformed znodes do not fail it; they land in Problems. A group without /consumers/<g> is an
+// error wrapping ErrNoNode.
+func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, error) {
+	start := time.Now()
+	if group == "" {
+		return nil, errors.New("zkstate: snapshot: empty group name")
+	}
+	snap := &GroupSnapshot{
+		Group:      group,
+		Consumers:  map[string]Consumer{},
+		Owners:     map[TopicPartition]string{},
+		Offsets:    map[TopicPartition]int64{},
+		Partitions: map[string][]int32{},
+	}
+	fail := func(err error) (*GroupSnapshot, error) {
+		return nil, fmt.Errorf("zkstate: snapshot of group %q: %w", group, err)
+	}
+	problem := func(p string, err error) { snap.Problems = append(snap.Problems, Problem{Path: p, Err: err}) }
+
+	// Wave 1: the group and its three directories.
+	w1 := &reads{children: true}
+	w1.add(GroupPath(group))
+	idsI, ownersI, offsetsI := w1.add(IDsPath(group)), w1.add(OwnersPath(group)), w1.add(OffsetsPath(group))
+	if err := s.runReads(ctx, &snap.Stats, w1); err != nil {
+		return fail(err)
+	}
+	if ok, err := w1.result(0); err != nil {
+		return fail(err)
+	} else if !ok {
+		return nil, &notFoundError{what: fmt.Sprintf("group %q", group)}
+	}
+	for _, i := range []int{idsI, ownersI, offsetsI} {
+		if _, err := w1.result(i); err != nil {
+			return fail(err)
+		}
+	}
+
+	// Wave 2: registrations, and the partitions under owners/<t> and offsets/<t>.
+	regs := &reads{}
+	for _, id := range w1.kids[idsI] {
+		regs.add(IDPath(group, id))
+	}
+	ownerTopics, offsetTopics := &reads{children: true}, &reads{children: true}
+	for _, t := range w1.kids[ownersI] {
+		ownerTopics.add(OwnersTopicPath(group, t))
+	}
+	for _, t := range w1.kids[offsetsI] {
+		offsetTopics.add(OffsetsTopicPath(group, t))
+	}
+	if err := s.runReads(ctx, &snap.Stats, regs, ownerTopics, offsetTopics); err != nil {
+		return fail(err)
+	}
+
+	topics := map[string]bool{} // every topic the group mentions
+	var wildcards []Consumer
+	for i, id := range w1.kids[idsI] {
+		ok, err := regs.result(i)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			continue // the consumer left between our two reads
+		}
+		reg, err := ParseConsumerRegistration(regs.data[i])
+		if err != nil {
+			problem(regs.paths[i], err)
+			continue
+		}
+		c := Consumer{ID: id, Registration: reg, EphemeralOwner: regs.stats[i].EphemeralOwner}
+		snap.Consumers[id] = c
+		if reg.Pattern == PatternStatic || reg.Pattern == "" {
+			for t := range reg.Subscription {
+				topics[t] = true
+			}
+		} else {
+			wildcards = append(wildcards, c)
+		}
+	}
+
+	// Wave 3: owners, offsets, topic assignments (and the topic list, for wildcards).
+	owners, offsets := &reads{}, &reads{}
+	var ownerTPs, offsetTPs []TopicPartition
+	for _, dir := range []struct {
+		topics []string // the topic directories of wave 1
+		r      *reads   // their children, from wave 2
+		out    *reads
+		tps    *[]TopicPartition
+		path   func(t string, p int32) string
+	}{
+		{w1.kids[ownersI], ownerTopics, owners, &ownerTPs, func(t string, p int32) string { return OwnerPath(group, t, p) }},
+		{w1.kids[offsetsI], offsetTopics, offsets, &offsetTPs, func(t string, p int32) string { return OffsetPath(group, t, p) }},
+	} {
+		for i, t := range dir.topics {
+			ok, err := dir.r.result(i)
+			if err != nil {
+				return fail(err)
+			}
+			if !ok {
+				continue
+			}
+			topics[t] = true
+			for _, name := range dir.r.kids[i] {
+				p, err := parsePartition(name)
+				if err != nil {
+					problem(dir.r.paths[i]+"/"+name, err)
+					continue
+				}
+				dir.out.add(dir.path(t, p))
+				*dir.tps = append(*dir.tps, TopicPartition{Topic: t, Partition: p})
+			}
+		}
+	}
+	assignments := &reads{}
+	var assignmentTopics []string
+	for _, t := range sortedKeys(topics) {
+		assignments.add(TopicPath(t))
+		assignmentTopics = append(assignmentTopics, t)
+	}
+	allTopics := &reads{children: true}
+	if len(wildcards) > 0 {
+		allTopics.add(TopicsPath)
+	}
+	if err := s.runReads(ctx, &snap.Stats, owners, offsets, assignments, allTopics); err != nil {
+		return fail(err)
+	}
+	for i, tp := range ownerTPs {
+		ok, err := owners.result(i)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			continue
+		}
+		thread := string(owners.data[i])
+		snap.Owners[tp] = thread
+		if _, _, err := ParseThreadID(thread); err != nil {
+			problem(owners.paths[i], err)
+		}
+	}
+	for i, tp := range offsetTPs {
+		ok, err := offsets.result(i)
+		if err != nil {
+			return fail(err)
+		}
+		if !ok {
+			continue
+		}
+		off, err := ParseOffset(offsets.data[i])
+		if err != nil {
+			problem(offsets.paths[i], err)
+			continue
+		}
+		snap.Offsets[tp] = off
+	}
+	if err := s.collectAssignments(snap, assignments, assignmentTopics); err != nil {
+		return fail(err)
+	}
+
+	// Wave 4, only for wildcard subscriptions: the matching topics not read yet.
+	if len(wildcards) > 0 {
+		if _, err := allTopics.result(0); err != nil {
+			return fail(err)
+		}
+		more := &reads{}
+		var moreTopics []string
+		seen := map[string]bool{}
+		for _, c := range wildcards {
+			matched, err := WildcardThreads(c.ID, c.Registration, allTopics.kids[0])
+			if err != nil {
+				problem(IDPath(group, c.ID), err)
+				continue
+			}
+			for _, t := range sortedKeys(matched) {
+				if !topics[t] && !seen[t] {
+					seen[t] = true
+					more.add(TopicPath(t))
+					moreTopics = append(moreTopics, t)
+				}
+			}
+		}
+		if err := s.runReads(ctx, &snap.Stats, more); err != nil {
+			return fail(err)
+		}
+		if err := s.collectAssignments(snap, more, moreTopics); err != nil {
+			return fail(err)
+		}
+	}
+
+	slices.Sort(snap.MissingTopics)
+	sortProblems(snap.Problems)
+	snap.Stats.Elapsed = time.Since(start)
+	return snap, nil
+}
+
+func (s *Store) collectAssignments(snap *GroupSnapshot, r *reads, topics []string) error {
+	for i, t := range topics {
+		ok, err := r.result(i)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			snap.MissingTopics = append(snap.MissingTopics, t)
+			continue
+		}
+		a, err := ParseTopicAssignment(r.data[i])
+		if err != nil {
+			snap.Problems = append(snap.Problems, Problem{Path: r.paths[i], Err: err})
+			continue
+		}
+		snap.Partitions[t] = a.PartitionIDs()
+	}
+	return nil
+}
+
+// parsePartition reads a partition znode name as Kafka writes it (decimal, no sign, no leading
+// zeros).
+func parsePartition(name string) (int32, error) {
+	v, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || v < 0 || strconv.FormatInt(v, 10) != name {
+		return 0, fmt.Errorf("%w: partition name %q is not a partition number", ErrMalformed, name)
+	}
+	return int32(v), nil
+}
+
+func sortProblems(ps []Problem) {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		switch {
+		case a.Path < b.Path:
+			return -1
+		case a.Path > b.Path:
+			return 1
+		}
+		return 0
+	})
+}
+
+// Groups lists the groups under /consumers, sorted; none when /consumers is missing.
+func (s *Store) Groups(ctx context.Context) ([]string, error) {
+	groups, _, err := s.Children(ctx, ConsumersPath)
+	if errors.Is(err, ErrNoNode) {
+		return nil, nil
+	}
+	return groups, err
+}
+
+// Brokers reads every registration under /brokers/ids, pipelined, sorted by id. Malformed
+// ones are left out and reported as Problems.
+func (s *Store) Brokers(ctx context.Context) ([]BrokerRegistration, []Problem, error) {
+	ids, _, err := s.Children(ctx, BrokerIDsPath)
+	if errors.Is(err, ErrNoNode) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var problems []Problem
+	r := &reads{}
+	var brokerIDs []int32
+	for _, name := range ids {
+		id, err := parseBrokerID(name)
+		if err != nil {
+			problems = append(problems, Problem{Path: BrokerIDsPath + "/" + name, Err: err})
+			continue
+		}
+		r.add(BrokerPath(id))
+		brokerIDs = append(brokerIDs, id)
+	}
+	if err := s.runReads(ctx, nil, r); err != nil {
+		return nil, nil, fmt.Errorf("zkstate: brokers: %w", err)
+	}
+	var out []BrokerRegistration
+	for i, id := range brokerIDs {
+		ok, err := r.result(i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zkstate: brokers: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		b, err := ParseBrokerRegistration(id, r.data[i])
+		if err != nil {
+			problems = append(problems, Problem{Path: r.paths[i], Err: err})
+			continue
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b BrokerRegistration) int { return int(a.ID) - int(b.ID) })
+	sortProblems(problems)
+	return out, problems, nil
+}
+
+func parseBrokerID(name string) (int32, error) {
+	v, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || strconv.FormatInt(v, 10) != name {
+		return 0, fmt.Errorf("%w: broker id %q is not a number", ErrMalformed, name)
+	}
+	return int32(v), nil
+}
+
+// Topics reads every topic's replica assignment under /brokers/topics, pipelined. Malformed
+// ones are left out and reported as Problems.
+func (s *Store) Topics(ctx context.Context) (map[string]TopicAssignment, []Problem, error) {
+	names, _, err := s.Children(ctx, TopicsPath)
+	if errors.Is(err, ErrNoNode) {
+		return map[string]TopicAssignment{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &reads{}
+	for _, t := range names {
+		r.add(TopicPath(t))
+	}
+	if err := s.runReads(ctx, nil, r); err != nil {
+		return nil, nil, fmt.Errorf("zkstate: topics: %w", err)
+	}
+	out := make(map[string]TopicAssignment, len(names))
+	var problems []Problem
+	for i, t := range names {
+		ok, err := r.result(i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zkstate: topics: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		a, err := ParseTopicAssignment(r.data[i])
+		if err != nil {
+			problems = append(problems, Problem{Path: r.paths[i], Err: err})
+			continue
+		}
+		out[t] = a
+	}
+	sortProblems(problems)
+	return out, problems, nil
+}
