@@ -1,0 +1,72 @@
+package newproto
+
+// FindCoordinator, key 10: versions 0-4.
+//
+// Version notes:
+//   - v0: one group id in, error + coordinator node id, host, port out.
+//   - v1: CoordinatorType (0 group, 1 transaction), ThrottleMillis,
+//     ErrorMessage.
+//   - v2: no change in the body (throttle after response, KIP-219).
+//   - v3: flexible versions.
+//   - v4: batched lookups (KIP-699): CoordinatorKeys in, one Coordinators
+//     entry per key out, each with its own error.
+//   - v5 (TRANSACTION_ABORTABLE, KIP-890) and v6 (share groups, KIP-932):
+//     not served.
+//
+// Every group's coordinator is the bridge's own node: bridge answers the
+// group APIs for all groups it fronts. Transactions are not coordinated by
+// the bridge: a transaction key gets COORDINATOR_NOT_AVAILABLE with an
+// error message saying why (v1+). Any other key type is INVALID_REQUEST,
+// as Kafka answers it.
+//
+// Not implemented yet: asking the Coordinator whether this bridge instance
+// holds a group's lease (NOT_COORDINATOR when another bridge does).
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { regKey(kmsg.FindCoordinator, 0, 4) }
+
+// Coordinator key types (FindCoordinatorRequest.CoordinatorType).
+const (
+	coordinatorGroup       int8 = 0
+	coordinatorTransaction int8 = 1
+)
+
+const errNoTxnCoordinator = "zkbridge coordinates consumer groups only; it has no transaction coordinator"
+
+func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
+	self := r.self(req)
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	resp.SetVersion(m.Version)
+
+	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key = key
+		switch m.CoordinatorType {
+		case coordinatorGroup:
+			c.NodeID, c.Host, c.Port = self.NodeID, self.Host, self.Port
+		case coordinatorTransaction:
+			c.NodeID, c.Port = -1, -1
+			c.ErrorCode = int16(ErrCoordinatorNotAvailable)
+			c.ErrorMessage = kmsg.StringPtr(errNoTxnCoordinator)
+		default:
+			c.NodeID, c.Port = -1, -1
+			c.ErrorCode = int16(ErrInvalidRequest)
+			c.ErrorMessage = kmsg.StringPtr("unknown coordinator key type")
+		}
+		return c
+	}
+
+	if m.Version >= 4 {
+		for _, key := range m.CoordinatorKeys {
+			resp.Coordinators = append(resp.Coordinators, answer(key))
+		}
+		return resp
+	}
+	c := answer(m.CoordinatorKey)
+	resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+	resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+	return resp
+}

@@ -1,0 +1,294 @@
+package newproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn serves one client connection with kfake's shape (client_conn.go):
+//
+//   - the reader goroutine reads frames, stamps each request with a
+//     sequence number and starts a handler goroutine for it;
+//   - each handler goroutine calls the Handler and posts the result;
+//   - the writer (the conn's own goroutine, serve) writes results in
+//     sequence order, holding back those that finish early, because the
+//     Kafka protocol requires responses in request order per connection.
+//
+// slots bounds the requests between being read and being written; a
+// result is posted into results, which has room for every slot, so a
+// handler never blocks on posting and never leaks.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	info ConnInfo
+	log  zerolog.Logger
+
+	// ctx is cancelled when the connection must stop at once; it
+	// derives from the server's base context.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	drain     chan struct{} // closed when the server starts a graceful close
+	drainOnce sync.Once
+
+	slots     chan struct{}
+	results   chan result
+	handlers  sync.WaitGroup
+	lastWrite atomic.Int64 // unix nanoseconds of the last response written
+}
+
+// result is a handled request, ready to be written.
+type result struct {
+	seq     uint64
+	corr    int32
+	key     int16
+	version int16
+	resp    kmsg.Response
+	err     error
+}
+
+// readEnd tells the writer that the reader stopped, after accepted
+// requests; drain says whether their responses are still to be written
+// (graceful close) or the connection is to close now.
+type readEnd struct {
+	accepted uint64
+	drain    bool
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *conn {
+	ctx, cancel := context.WithCancel(s.base)
+	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr()}
+	return &conn{
+		s:    s,
+		nc:   nc,
+		info: info,
+		log: s.log.With().Uint64("conn", id).
+			Str("remote", addrString(info.Remote)).Logger(),
+		ctx:     ctx,
+		cancel:  cancel,
+		drain:   make(chan struct{}),
+		slots:   make(chan struct{}, s.cfg.MaxInflight),
+		results: make(chan result, s.cfg.MaxInflight),
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// beginDrain makes the reader stop at the next frame boundary (or now,
+// if it is waiting for one) while the writer flushes what was accepted.
+func (c *conn) beginDrain() {
+	c.drainOnce.Do(func() {
+		close(c.drain)
+		// Wakes a reader blocked in Read. The reader re-checks drain
+		// after setting its own deadline, so neither order loses.
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func (c *conn) draining() bool {
+	select {
+	case <-c.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve runs the connection until it closes and every goroutine it
+// started has exited.
+func (c *conn) serve() {
+	c.log.Debug().Msg("connection opened")
+	ends := make(chan readEnd, 1)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		ends <- c.read()
+	}()
+
+	why := c.write(ends)
+
+	c.cancel()
+	_ = c.nc.Close()
+	<-readerDone
+	c.handlers.Wait()
+	c.log.Debug().Str("why", why).Msg("connection closed")
+}
+
+// read is the reader goroutine.
+func (c *conn) read() readEnd {
+	var seq uint64
+	for {
+		// A slot first: at MaxInflight the socket is not read, which
+		// pushes back on the client.
+		select {
+		case c.slots <- struct{}{}:
+		case <-c.ctx.Done():
+			return readEnd{accepted: seq}
+		case <-c.drain:
+			return readEnd{accepted: seq, drain: true}
+		}
+
+		var deadline time.Time
+		if c.s.cfg.IdleTimeout > 0 {
+			deadline = time.Now().Add(c.s.cfg.IdleTimeout)
+		}
+		_ = c.nc.SetReadDeadline(deadline)
+		if c.draining() {
+			return readEnd{accepted: seq, drain: true}
+		}
+		frame, err := readFrame(c.nc, c.s.cfg.MaxFrameBytes)
+		if errors.Is(err, errNoFrame) && c.busy() && !c.draining() {
+			<-c.slots
+			continue
+		}
+		var req *Request
+		if err == nil {
+			req, err = parseRequest(frame)
+		}
+		if err != nil {
+			if c.draining() {
+				return readEnd{accepted: seq, drain: true}
+			}
+			c.readFailed(err)
+			return readEnd{accepted: seq}
+		}
+		req.Conn = c.info
+		c.s.metrics.request(req.Msg.Key(), req.Msg.GetVersion())
+		if e := c.log.Trace(); e.Enabled() {
+			e.Str("api", kmsg.NameForKey(req.Msg.Key())).Int16("version", req.Msg.GetVersion()).
+				Int32("correlation_id", req.CorrelationID).Msg("request")
+		}
+
+		c.handlers.Add(1)
+		go c.handle(seq, req)
+		seq++
+	}
+}
+
+// busy reports whether a connection that sent no frame for IdleTimeout
+// is still active: it waits for responses (a JoinGroup held through a long
+// rebalance), or was written to within IdleTimeout. Kafka's idle timer
+// counts both directions too.
+func (c *conn) busy() bool {
+	inflight := len(c.slots) > 1 // the reader holds one slot itself
+	return inflight || time.Since(time.Unix(0, c.lastWrite.Load())) < c.s.cfg.IdleTimeout
+}
+
+// readFailed logs why the reader stopped. A client closing its connection
+// is routine; a rejected frame is worth a warning and a metric.
+func (c *conn) readFailed(err error) {
+	var fe *frameError
+	switch {
+	case errors.As(err, &fe):
+		c.s.metrics.framesRejected.WithLabelValues(fe.reason).Inc()
+		c.log.Warn().Err(err).Str("reason", fe.reason).Msg("rejected frame; closing connection")
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+		// The client closed, or we did.
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Debug().Dur("idle_timeout", c.s.cfg.IdleTimeout).Msg("idle connection")
+	default:
+		c.log.Debug().Err(err).Msg("read failed")
+	}
+}
+
+// handle runs the Handler for one request on its own goroutine.
+func (c *conn) handle(seq uint64, req *Request) {
+	defer c.handlers.Done()
+	key, version := req.Msg.Key(), req.Msg.GetVersion()
+	resp, err := c.callHandler(req)
+	if err == nil && resp != nil {
+		if resp.Key() != key {
+			err = fmt.Errorf("handler answered %s with a %s response", kmsg.NameForKey(key), kmsg.NameForKey(resp.Key()))
+		} else if key != int16(kmsg.ApiVersions) {
+			resp.SetVersion(version)
+		}
+	}
+	c.s.metrics.answered(key, resp, err)
+	c.results <- result{seq: seq, corr: req.CorrelationID, key: key, version: version, resp: resp, err: err}
+}
+
+// callHandler turns a panic into an error: one bad request closes its
+// connection, not the daemon.
+func (c *conn) callHandler(req *Request) (resp kmsg.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			resp, err = nil, fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return c.s.handler.Handle(c.ctx, req)
+}
+
+// write is the writer loop; it returns why the connection ends.
+func (c *conn) write(ends <-chan readEnd) string {
+	var (
+		next    uint64
+		pending = map[uint64]result{} // finished early, waiting for their turn
+		end     *readEnd
+		buf     []byte
+	)
+	for {
+		if r, ok := pending[next]; ok {
+			delete(pending, next)
+			next++
+			if r.err != nil {
+				c.log.Warn().Err(r.err).Str("api", kmsg.NameForKey(r.key)).Int16("version", r.version).
+					Int32("correlation_id", r.corr).Msg("request not answered; closing connection")
+				return "request failed"
+			}
+			if r.resp != nil {
+				buf = appendResponse(buf[:0], r.corr, r.resp)
+				if err := c.writeFrame(buf); err != nil {
+					if c.ctx.Err() == nil {
+						c.log.Debug().Err(err).Msg("write failed")
+					}
+					return "write failed"
+				}
+			}
+			<-c.slots
+			continue
+		}
+		if end != nil && (!end.drain || next == end.accepted) {
+			if end.drain {
+				return "drained"
+			}
+			return "reader stopped"
+		}
+		select {
+		case r := <-c.results:
+			pending[r.seq] = r
+		case e := <-ends:
+			end = &e
+			ends = nil
+		case <-c.ctx.Done():
+			return "cancelled"
+		}
+	}
+}
+
+func (c *conn) writeFrame(buf []byte) error {
+	var deadline time.Time
+	if c.s.cfg.IdleTimeout > 0 {
+		deadline = time.Now().Add(c.s.cfg.IdleTimeout)
+	}
+	_ = c.nc.SetWriteDeadline(deadline)
+	_, err := c.nc.Write(buf)
+	c.lastWrite.Store(time.Now().UnixNano())
+	return err
+}

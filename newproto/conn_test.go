@@ -1,0 +1,375 @@
+package newproto_test
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+// heartbeat is a small request whose handler tests control.
+func heartbeat() *kmsg.HeartbeatRequest {
+	r := kmsg.NewPtrHeartbeatRequest()
+	r.SetVersion(4)
+	r.Group, r.MemberID = "g", "m"
+	return r
+}
+
+func heartbeatOK(context.Context, *newproto.Request) (kmsg.Response, error) {
+	return kmsg.NewPtrHeartbeatResponse(), nil
+}
+
+// The Kafka protocol requires responses in request order per connection
+// (kfake client_conn.go): request 1 is answered after request 2 has been,
+// and still arrives first.
+func TestResponsesInRequestOrder(t *testing.T) {
+	secondDone := make(chan struct{})
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		switch req.CorrelationID {
+		case 1:
+			select {
+			case <-secondDone:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		case 2:
+			defer close(secondDone)
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{Handler: h})
+	c := dial(t, ts.addr)
+	c.send(heartbeat())
+	c.send(heartbeat())
+	for want := int32(1); want <= 2; want++ {
+		if corr, _ := c.recv(12, 4); corr != want {
+			t.Fatalf("response with correlation id %d, want %d", corr, want)
+		}
+	}
+}
+
+// Many pipelined requests finishing in random order come back in order.
+func TestResponsesInRequestOrderPipelined(t *testing.T) {
+	const n = 200
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		select {
+		case <-time.After(time.Duration(rand.IntN(2000)) * time.Microsecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	// MaxInflight below n also exercises the reader's back-pressure.
+	ts := startServer(t, newproto.Config{Handler: h, MaxInflight: 16})
+	c := dial(t, ts.addr)
+	go func() {
+		for range n {
+			c.send(heartbeat())
+		}
+	}()
+	for want := int32(1); want <= n; want++ {
+		if corr, _ := c.recv(12, 4); corr != want {
+			t.Fatalf("response with correlation id %d, want %d", corr, want)
+		}
+	}
+}
+
+// A request held for a long time (a JoinGroup waiting for a rebalance)
+// does not hold up requests on other connections.
+func TestHeldRequestDoesNotBlockOtherConnections(t *testing.T) {
+	release := make(chan struct{})
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		if req.ClientID == "held" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{Handler: h})
+	held := dial(t, ts.addr)
+	held.fmtr = kmsg.NewRequestFormatter(kmsg.FormatterClientID("held"))
+	held.send(heartbeat())
+	other := dial(t, ts.addr)
+	for range 3 {
+		other.roundTrip(heartbeat())
+	}
+	close(release)
+	if corr, _ := held.recv(12, 4); corr != 1 {
+		t.Fatalf("held response correlation id %d", corr)
+	}
+}
+
+// An oversize or negative frame size closes that connection before the
+// server allocates the frame; other connections keep working.
+func TestOversizeFrameClosesOnlyThatConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size uint32
+	}{
+		{"just over the limit", 1025},
+		{"2 GiB", 0x7fffffff},
+		{"negative", 0xffffffff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, newproto.Config{MaxFrameBytes: 1024, Handler: newproto.HandlerFunc(heartbeatOK)})
+			other := dial(t, ts.addr)
+			c := dial(t, ts.addr)
+			// Only the size: the server must not wait for the body.
+			c.write(binary.BigEndian.AppendUint32(nil, tc.size))
+			c.expectClosed()
+			other.roundTrip(heartbeat())
+			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "size"}); got != 1 {
+				t.Errorf("frames_rejected_total{reason=size} = %v, want 1", got)
+			}
+		})
+	}
+	t.Run("at the limit is read", func(t *testing.T) {
+		ts := startServer(t, newproto.Config{MaxFrameBytes: 64, Handler: newproto.HandlerFunc(heartbeatOK)})
+		c := dial(t, ts.addr)
+		r := heartbeat()
+		frame := c.fmtr.AppendRequest(nil, r, 1)
+		// Pad the member id so the frame is exactly 64 bytes.
+		r.MemberID += string(make([]byte, 64-(len(frame)-4)))
+		c.roundTrip(r)
+	})
+}
+
+// Garbled frames close only their connection.
+func TestGarbledFrameClosesOnlyThatConnection(t *testing.T) {
+	valid := kmsg.NewRequestFormatter().AppendRequest(nil, heartbeat(), 1)
+	framed := func(body []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	random := make([]byte, 300)
+	for i := range random {
+		random[i] = byte(rand.IntN(256))
+	}
+	random[0], random[1] = 0x7f, 0x00 // an api key no codec knows
+	for _, tc := range []struct {
+		name   string
+		frame  []byte
+		reason string
+	}{
+		{"random bytes", framed(random), "api_key"},
+		{"empty frame", framed(nil), "header"},
+		{"short header", framed([]byte{0, 12, 0}), "header"},
+		{"client id longer than the frame", framed([]byte{0, 12, 0, 4, 0, 0, 0, 1, 0x7f, 0xff}), "header"},
+		{"truncated body", framed(valid[4 : len(valid)-3]), "body"},
+		{"bad api key", framed([]byte{0x0f, 0xff, 0, 0, 0, 0, 0, 1, 0, 0}), "api_key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
+			other := dial(t, ts.addr)
+			c := dial(t, ts.addr)
+			c.write(tc.frame)
+			c.expectClosed()
+			other.roundTrip(heartbeat())
+			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": tc.reason}); got != 1 {
+				t.Errorf("frames_rejected_total{reason=%s} = %v, want 1", tc.reason, got)
+			}
+		})
+	}
+}
+
+// A Handler error or panic closes the connection after the responses to
+// earlier requests have been written.
+func TestHandlerFailureClosesAfterEarlierResponses(t *testing.T) {
+	for _, mode := range []string{"error", "panic"} {
+		t.Run(mode, func(t *testing.T) {
+			h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+				if req.CorrelationID == 2 {
+					if mode == "panic" {
+						panic("handler bug")
+					}
+					return nil, context.DeadlineExceeded
+				}
+				return kmsg.NewPtrHeartbeatResponse(), nil
+			})
+			ts := startServer(t, newproto.Config{Handler: h})
+			c := dial(t, ts.addr)
+			c.send(heartbeat())
+			c.send(heartbeat())
+			c.send(heartbeat())
+			if corr, _ := c.recv(12, 4); corr != 1 {
+				t.Fatalf("correlation id %d, want 1", corr)
+			}
+			c.expectClosed()
+			dial(t, ts.addr).roundTrip(heartbeat())
+		})
+	}
+}
+
+// A handler that answers with another key's response is a bug: the
+// connection is closed instead of sending the client something it cannot
+// decode.
+func TestHandlerWrongResponseKey(t *testing.T) {
+	h := newproto.HandlerFunc(func(context.Context, *newproto.Request) (kmsg.Response, error) {
+		return kmsg.NewPtrSyncGroupResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{Handler: h})
+	c := dial(t, ts.addr)
+	c.send(heartbeat())
+	c.expectClosed()
+}
+
+// A (nil, nil) answer writes nothing and does not stall later responses.
+func TestHandlerNoResponse(t *testing.T) {
+	h := newproto.HandlerFunc(func(_ context.Context, req *newproto.Request) (kmsg.Response, error) {
+		if req.CorrelationID == 1 {
+			return nil, nil
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{Handler: h})
+	c := dial(t, ts.addr)
+	c.send(heartbeat())
+	c.send(heartbeat())
+	if corr, _ := c.recv(12, 4); corr != 2 {
+		t.Fatalf("correlation id %d, want 2", corr)
+	}
+}
+
+// Close lets in-flight requests finish and their responses go out, then
+// closes the connections, and leaves no goroutine behind.
+func TestCloseDrainsInflight(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{Handler: h, DrainTimeout: 10 * time.Second})
+	c := dial(t, ts.addr)
+	idle := dial(t, ts.addr)
+	c.send(heartbeat())
+	<-started
+
+	closed := make(chan error, 1)
+	go func() { closed <- ts.srv.Close() }()
+	idle.expectClosed() // nothing in flight: closed at once
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the in-flight request finished")
+	default:
+	}
+	close(release)
+	if corr, _ := c.recv(12, 4); corr != 1 {
+		t.Fatalf("correlation id %d", corr)
+	}
+	c.expectClosed()
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if g := serverGoroutines(); len(g) > 0 {
+		t.Fatalf("goroutines left after Close:\n%s", g)
+	}
+	ts.stop()
+	if _, err := dialErr(ts.addr); err == nil {
+		t.Fatal("listener still accepting after Close")
+	}
+}
+
+// A request that outlives the drain deadline has its context cancelled,
+// and Close still returns with nothing left running.
+func TestCloseDrainDeadline(t *testing.T) {
+	var cancelled atomic.Bool
+	started := make(chan struct{})
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		close(started)
+		<-ctx.Done()
+		cancelled.Store(true)
+		return nil, ctx.Err()
+	})
+	ts := startServer(t, newproto.Config{Handler: h, DrainTimeout: 100 * time.Millisecond})
+	c := dial(t, ts.addr)
+	c.send(heartbeat())
+	<-started
+	begin := time.Now()
+	if err := ts.srv.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if d := time.Since(begin); d < 100*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Close took %v, want about the 100ms drain timeout", d)
+	}
+	if !cancelled.Load() {
+		t.Error("handler context not cancelled")
+	}
+	c.expectClosed()
+	if g := serverGoroutines(); len(g) > 0 {
+		t.Fatalf("goroutines left after Close:\n%s", g)
+	}
+}
+
+// Cancelling Serve's context closes the server gracefully.
+func TestServeContextCancel(t *testing.T) {
+	ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
+	c := dial(t, ts.addr)
+	c.roundTrip(heartbeat())
+	ts.stop() // cancels ctx, waits for Serve
+	c.expectClosed()
+	if g := serverGoroutines(); len(g) > 0 {
+		t.Fatalf("goroutines left after Serve returned:\n%s", g)
+	}
+	ln, err := listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.srv.Serve(context.Background(), ln); err != newproto.ErrServerClosed {
+		t.Fatalf("Serve after Close: %v, want ErrServerClosed", err)
+	}
+}
+
+// A connection that sends nothing for IdleTimeout is closed.
+func TestIdleTimeout(t *testing.T) {
+	ts := startServer(t, newproto.Config{IdleTimeout: 100 * time.Millisecond, Handler: newproto.HandlerFunc(heartbeatOK)})
+	c := dial(t, ts.addr)
+	c.roundTrip(heartbeat())
+	c.expectClosed()
+}
+
+// A connection waiting for a held response is not idle.
+func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
+	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		if req.CorrelationID == 1 {
+			select {
+			case <-time.After(400 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return kmsg.NewPtrHeartbeatResponse(), nil
+	})
+	ts := startServer(t, newproto.Config{IdleTimeout: 100 * time.Millisecond, Handler: h})
+	c := dial(t, ts.addr)
+	c.roundTrip(heartbeat()) // held 400ms, four idle periods
+	c.roundTrip(heartbeat())
+	c.expectClosed() // now idle
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, cfg := range []newproto.Config{
+		{MaxFrameBytes: -1},
+		{MaxInflight: -1},
+		{NodeID: -1},
+		{AdvertisedPort: 70000},
+	} {
+		if _, err := newproto.New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded", cfg)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package newproto
+
+import (
+	"go/build"
+	"strings"
+	"testing"
+)
+
+// DESIGN.md section 2: newproto declares the interfaces it consumes and
+// never imports bridge, zkstate or legacy (bridge/group, the pure engine,
+// will be allowed).
+func TestImportBoundaries(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/zkbridge/zkbridge/"
+	for _, imp := range append(append(pkg.Imports, pkg.TestImports...), pkg.XTestImports...) {
+		if !strings.HasPrefix(imp, module) {
+			continue
+		}
+		switch rest := strings.TrimPrefix(imp, module); {
+		case rest == "bridge/group":
+		case rest == "newproto":
+		default:
+			t.Errorf("newproto imports %s", imp)
+		}
+	}
+}

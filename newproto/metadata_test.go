@@ -1,0 +1,223 @@
+package newproto_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+// testCluster: brokers 1 and 2, and 3 which is down (in replica lists,
+// not in the broker list). orders-1's leader is the dead broker.
+func testCluster() *fakeCluster {
+	return &fakeCluster{
+		brokers: []newproto.Broker{
+			{NodeID: 2, Host: "10.0.0.2", Port: 9092},
+			{NodeID: 1, Host: "10.0.0.1", Port: 9092, Rack: kmsg.StringPtr("rack-a")},
+		},
+		topics: map[string][]newproto.Partition{
+			"orders": {
+				{ID: 1, Leader: 3, Replicas: []int32{3, 2}, ISR: []int32{2}},
+				{ID: 0, Leader: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}},
+			},
+			"__consumer_offsets": {{ID: 0, Leader: 2, Replicas: []int32{2}, ISR: []int32{2}}},
+		},
+	}
+}
+
+func metadataConfig() newproto.Config {
+	return newproto.Config{
+		NodeID:         7,
+		AdvertisedHost: "bridge.test",
+		AdvertisedPort: 19092,
+		ClusterID:      "zk-cluster",
+		Cluster:        testCluster(),
+	}
+}
+
+type brokerView struct {
+	id   int32
+	host string
+	port int32
+	rack string
+}
+
+type partView struct {
+	err                    int16
+	id, leader, epoch      int32
+	replicas, isr, offline []int32
+}
+
+func brokersOf(resp *kmsg.MetadataResponse) []brokerView {
+	var out []brokerView
+	for _, b := range resp.Brokers {
+		bv := brokerView{b.NodeID, b.Host, b.Port, ""}
+		if b.Rack != nil {
+			bv.rack = *b.Rack
+		}
+		out = append(out, bv)
+	}
+	return out
+}
+
+func TestMetadataAllTopics(t *testing.T) {
+	ts := startServer(t, metadataConfig())
+	c := dial(t, ts.addr)
+	for _, v := range versions(0, 12) {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(v)
+			req.Topics = nil // all topics; v0 encodes it as an empty array
+			req.AllowAutoTopicCreation = true
+			resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+
+			rack := "rack-a"
+			if v == 0 {
+				rack = "" // no rack before v1
+			}
+			want := []brokerView{{1, "10.0.0.1", 9092, rack}, {2, "10.0.0.2", 9092, ""}, {7, "bridge.test", 19092, ""}}
+			if got := brokersOf(resp); !reflect.DeepEqual(got, want) {
+				t.Errorf("brokers\n got %v\nwant %v", got, want)
+			}
+			if v >= 1 && resp.ControllerID != 1 {
+				t.Errorf("controller %d, want 1 (lowest real broker)", resp.ControllerID)
+			}
+			if v >= 2 && (resp.ClusterID == nil || *resp.ClusterID != "zk-cluster") {
+				t.Errorf("cluster id %v", resp.ClusterID)
+			}
+			if len(resp.Topics) != 2 {
+				t.Fatalf("%d topics, want 2", len(resp.Topics))
+			}
+			off, orders := resp.Topics[0], resp.Topics[1]
+			if *off.Topic != "__consumer_offsets" || *orders.Topic != "orders" {
+				t.Fatalf("topics %q %q, want sorted by name", *off.Topic, *orders.Topic)
+			}
+			if v >= 1 && (!off.IsInternal || orders.IsInternal) {
+				t.Errorf("is_internal: offsets %v orders %v", off.IsInternal, orders.IsInternal)
+			}
+			if orders.ErrorCode != 0 || orders.TopicID != [16]byte{} {
+				t.Errorf("orders: error %d, id %x", orders.ErrorCode, orders.TopicID)
+			}
+			if v >= 8 && orders.AuthorizedOperations != -2147483648 {
+				t.Errorf("authorized operations %d, want INT32_MIN", orders.AuthorizedOperations)
+			}
+			var parts []partView
+			for _, p := range orders.Partitions {
+				parts = append(parts, partView{p.ErrorCode, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas})
+			}
+			var offline []int32
+			if v >= 5 {
+				offline = []int32{3}
+			}
+			const epoch = -1 // unknown (v7+); before v7 kmsg's default
+			want2 := []partView{
+				{0, 0, 1, epoch, []int32{1, 2}, []int32{1, 2}, nil},
+				{int16(newproto.ErrLeaderNotAvailable), 1, -1, epoch, []int32{3, 2}, []int32{2}, offline},
+			}
+			if !reflect.DeepEqual(parts, want2) {
+				t.Errorf("orders partitions\n got %+v\nwant %+v", parts, want2)
+			}
+		})
+	}
+}
+
+func TestMetadataNamedTopics(t *testing.T) {
+	ts := startServer(t, metadataConfig())
+	c := dial(t, ts.addr)
+	for _, v := range versions(0, 12) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		for _, name := range []string{"orders", "missing", "orders"} {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 2 {
+			t.Fatalf("v%d: %d topics, want orders and missing once each", v, len(resp.Topics))
+		}
+		if got := resp.Topics[0]; *got.Topic != "orders" || got.ErrorCode != 0 || len(got.Partitions) != 2 {
+			t.Errorf("v%d: orders: %q error %d, %d partitions", v, *got.Topic, got.ErrorCode, len(got.Partitions))
+		}
+		if got := resp.Topics[1]; *got.Topic != "missing" || got.ErrorCode != int16(newproto.ErrUnknownTopicOrPartition) || len(got.Partitions) != 0 {
+			t.Errorf("v%d: missing: %q error %d", v, *got.Topic, got.ErrorCode)
+		}
+	}
+}
+
+// From v1 an empty topic list asks for no topics (null asks for all).
+func TestMetadataNoTopics(t *testing.T) {
+	ts := startServer(t, metadataConfig())
+	c := dial(t, ts.addr)
+	for _, v := range versions(1, 12) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 0 || len(resp.Brokers) != 3 {
+			t.Errorf("v%d: %d topics, %d brokers; want 0 and 3", v, len(resp.Topics), len(resp.Brokers))
+		}
+	}
+}
+
+func TestMetadataTopicByID(t *testing.T) {
+	ts := startServer(t, metadataConfig())
+	c := dial(t, ts.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.TopicID = [16]byte{1, 2, 3}
+	req.Topics = append(req.Topics, rt)
+	resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != int16(newproto.ErrUnknownTopicID) || resp.Topics[0].TopicID != rt.TopicID {
+		t.Fatalf("topics %+v, want one UNKNOWN_TOPIC_ID", resp.Topics)
+	}
+}
+
+// Without a Cluster, or with one whose brokers include our node id, the
+// broker list holds our node once and the controller is a real broker or
+// ours. Without an advertised address we advertise the address dialed.
+func TestMetadataOurNode(t *testing.T) {
+	t.Run("no cluster", func(t *testing.T) {
+		ts := startServer(t, newproto.Config{NodeID: 5})
+		c := dial(t, ts.addr)
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(1)
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		want := []brokerView{{5, "127.0.0.1", ts.port(), ""}}
+		if got := brokersOf(resp); !reflect.DeepEqual(got, want) || resp.ControllerID != 5 || len(resp.Topics) != 0 {
+			t.Errorf("brokers %v controller %d topics %d; want %v, 5, 0", got, resp.ControllerID, len(resp.Topics), want)
+		}
+	})
+	t.Run("same id as a broker", func(t *testing.T) {
+		cfg := metadataConfig()
+		cfg.NodeID = 1
+		ts := startServer(t, cfg)
+		c := dial(t, ts.addr)
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(4)
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		want := []brokerView{{1, "bridge.test", 19092, ""}, {2, "10.0.0.2", 9092, ""}}
+		if got := brokersOf(resp); !reflect.DeepEqual(got, want) || resp.ControllerID != 2 {
+			t.Errorf("brokers %v controller %d; want %v, 2", got, resp.ControllerID, want)
+		}
+	})
+}
+
+// Metadata before v13 has no top-level error: a Cluster that fails closes
+// the connection (clients retry on another connection); others carry on.
+func TestMetadataClusterError(t *testing.T) {
+	cfg := metadataConfig()
+	cfg.Cluster = &fakeCluster{err: errors.New("zookeeper session expired")}
+	ts := startServer(t, cfg)
+	c := dial(t, ts.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(9)
+	c.send(req)
+	c.expectClosed()
+	checkAlive(t, dial(t, ts.addr))
+}

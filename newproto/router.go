@@ -1,0 +1,84 @@
+package newproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// router is the built-in Handler: it answers the APIs in the ApiVersions
+// table, one file per api key, and everything else as unsupported.go says.
+// Central dispatch by key, as kfake's cluster.go does.
+type router struct {
+	nodeID    int32
+	host      string // advertised; "" means the address the client dialed
+	port      int32  // advertised; 0 means the port the client dialed
+	clusterID string
+	cluster   Cluster     // nil: no brokers but ours, no topics
+	coord     Coordinator // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
+	log       zerolog.Logger
+}
+
+// Handle implements Handler.
+func (r *router) Handle(ctx context.Context, req *Request) (kmsg.Response, error) {
+	if m, ok := req.Msg.(*kmsg.ApiVersionsRequest); ok {
+		// Answers unsupported versions itself (KIP-511).
+		return r.apiVersions(m), nil
+	}
+	if !supports(req.Msg.Key(), req.Msg.GetVersion()) {
+		return r.unsupported(req)
+	}
+	switch m := req.Msg.(type) {
+	case *kmsg.MetadataRequest:
+		return r.metadata(ctx, req, m)
+	case *kmsg.FindCoordinatorRequest:
+		return r.findCoordinator(req, m), nil
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
+		*kmsg.LeaveGroupRequest, *kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest,
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest:
+		return r.group(ctx, req)
+	}
+	// A key registered with regKey but not routed above; a test checks
+	// that every registered key has a route.
+	return nil, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Msg.Key()), errNoRoute)
+}
+
+var errNoRoute = errors.New("newproto: api key in the version table has no route")
+
+// self is the bridge's own node as Metadata and FindCoordinator advertise
+// it. Without a configured advertised address it is the address the client
+// dialed, which is right whenever clients reach the bridge directly.
+func (r *router) self(req *Request) Broker {
+	b := Broker{NodeID: r.nodeID, Host: r.host, Port: r.port}
+	if b.Host != "" && b.Port != 0 {
+		return b
+	}
+	host, port := splitAddr(req.Conn.Local)
+	if b.Host == "" {
+		b.Host = host
+	}
+	if b.Port == 0 {
+		b.Port = port
+	}
+	return b
+}
+
+func splitAddr(a net.Addr) (string, int32) {
+	switch a := a.(type) {
+	case nil:
+		return "", 0
+	case *net.TCPAddr:
+		return a.IP.String(), int32(a.Port)
+	}
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	p, _ := strconv.ParseInt(port, 10, 32)
+	return host, int32(p)
+}

@@ -1,0 +1,354 @@
+package newproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultMaxFrameBytes is Kafka's socket.request.max.bytes default.
+	DefaultMaxFrameBytes int32 = 100 << 20
+	// DefaultMaxInflight bounds the requests of one connection that are
+	// being handled or waiting for their turn to be written.
+	DefaultMaxInflight = 100
+	// DefaultIdleTimeout is Kafka's connections.max.idle.ms default.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultDrainTimeout bounds how long Close waits for in-flight
+	// requests before cancelling them.
+	DefaultDrainTimeout = 5 * time.Second
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("newproto: server closed")
+
+// Handler answers decoded requests. The built-in router (used when
+// Config.Handler is nil) is one; tests and middleware may supply another.
+//
+// Handle is called on its own goroutine per request, concurrently with
+// other requests of the same connection, and may block (a JoinGroup is
+// held until the rebalance completes): the connection writes responses in
+// request order whatever order they finish in. ctx is cancelled when the
+// connection closes or when the server's drain deadline passes; Handle
+// must then return promptly.
+//
+// Results:
+//   - (resp, nil): resp is written. resp.Key() must be the request's key;
+//     the server sets resp's version to the request's, except for
+//     ApiVersions, whose handler chooses it (KIP-511 answers at v0).
+//   - (nil, nil): nothing is written (a request that expects no response).
+//   - (_, err): responses to earlier requests are written, then the
+//     connection is closed and err logged. A panic is treated the same way.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (kmsg.Response, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (kmsg.Response, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, req *Request) (kmsg.Response, error) {
+	return f(ctx, req)
+}
+
+// Config configures a Server. Zero values mean the documented defaults.
+type Config struct {
+	// Listen is the address ListenAndServe listens on, e.g. ":9092".
+	Listen string
+	// Logger receives connection and protocol events.
+	Logger zerolog.Logger
+	// Registerer receives the metrics (metrics.go); nil: not exported.
+	Registerer prometheus.Registerer
+
+	// MaxFrameBytes rejects larger request frames before reading them
+	// (DefaultMaxFrameBytes).
+	MaxFrameBytes int32
+	// MaxInflight bounds the requests one connection may have handled
+	// at once (DefaultMaxInflight); the connection is not read while
+	// it is reached, which pushes back on the client as Kafka's
+	// channel muting does.
+	MaxInflight int
+	// IdleTimeout closes a connection with no request in flight that
+	// has neither sent a frame nor been written to for this long, or
+	// that does not take a response for this long (DefaultIdleTimeout,
+	// Kafka's connections.max.idle.ms; negative: never).
+	IdleTimeout time.Duration
+	// DrainTimeout is how long Close lets in-flight requests finish
+	// (DefaultDrainTimeout; negative: cancel them at once).
+	DrainTimeout time.Duration
+
+	// Handler answers requests. Nil means the built-in router configured
+	// by the fields below; when Handler is set they are ignored.
+	Handler Handler
+
+	// NodeID is the bridge's broker id in Metadata and FindCoordinator.
+	// Choose it so that it does not collide with a real broker, unless
+	// the bridge stands for that broker: our node replaces a Cluster
+	// broker with the same id.
+	NodeID int32
+	// AdvertisedHost and AdvertisedPort are the address clients are told
+	// to reach our node at; empty/zero: the address each client dialed.
+	AdvertisedHost string
+	AdvertisedPort int32
+	// ClusterID is Metadata's cluster id (v2+); empty: null.
+	ClusterID string
+	// Cluster supplies brokers and topics for Metadata; nil: our node
+	// only, no topics.
+	Cluster Cluster
+	// Coordinator answers the group APIs; nil: COORDINATOR_NOT_AVAILABLE.
+	Coordinator Coordinator
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxFrameBytes < 0:
+		return fmt.Errorf("newproto: MaxFrameBytes %d is negative", c.MaxFrameBytes)
+	case c.MaxInflight < 0:
+		return fmt.Errorf("newproto: MaxInflight %d is negative", c.MaxInflight)
+	case c.NodeID < 0:
+		// Clients use negative ids for bootstrap brokers they have
+		// not identified yet (franz-go: math.MinInt32+i).
+		return fmt.Errorf("newproto: NodeID %d is negative", c.NodeID)
+	case c.AdvertisedPort < 0 || c.AdvertisedPort > 65535:
+		return fmt.Errorf("newproto: AdvertisedPort %d out of range", c.AdvertisedPort)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if c.MaxInflight == 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	return c
+}
+
+// Server serves the Kafka wire protocol on one or more listeners.
+type Server struct {
+	cfg     Config
+	log     zerolog.Logger
+	handler Handler
+	metrics *metrics
+
+	// base is the parent of every connection's context; cancelling it
+	// cancels all in-flight requests (Close, after the drain deadline).
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	nextID    uint64
+	connWG    sync.WaitGroup // one per conn in conns
+
+	closeOnce sync.Once
+}
+
+// New checks cfg and builds a Server; it does not listen.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With().Str("component", "newproto").Logger()
+	h := cfg.Handler
+	if h == nil {
+		h = &router{
+			nodeID:    cfg.NodeID,
+			host:      cfg.AdvertisedHost,
+			port:      cfg.AdvertisedPort,
+			clusterID: cfg.ClusterID,
+			cluster:   cfg.Cluster,
+			coord:     cfg.Coordinator,
+			log:       log,
+		}
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:        cfg,
+		log:        log,
+		handler:    h,
+		metrics:    m,
+		base:       base,
+		cancelBase: cancel,
+		listeners:  map[net.Listener]struct{}{},
+		conns:      map[*conn]struct{}{},
+	}, nil
+}
+
+// ListenAndServe listens on Config.Listen and serves until ctx is done or
+// Close is called.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("newproto: listening on %q: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve accepts connections on ln until ctx is done or Close is called,
+// and closes ln. When ctx ends it closes the whole server gracefully
+// (Close) before returning nil. It may be called for several listeners.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	s.log.Info().Stringer("addr", ln.Addr()).Msg("serving Kafka protocol")
+
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	err := s.accept(ctx, ln)
+
+	s.mu.Lock()
+	delete(s.listeners, ln)
+	closing := s.closing
+	s.mu.Unlock()
+	_ = ln.Close()
+	switch {
+	case ctx.Err() != nil:
+		return s.Close()
+	case closing:
+		return nil
+	}
+	return err
+}
+
+func (s *Server) accept(ctx context.Context, ln net.Listener) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || s.isClosing() {
+				return nil
+			}
+			if !temporary(err) {
+				return fmt.Errorf("newproto: accepting on %s: %w", ln.Addr(), err)
+			}
+			// Out of file descriptors and the like: wait, as
+			// net/http does, instead of spinning.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("accept failed")
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func temporary(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EMFILE) ||
+		errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// Addr returns the address of a listener being served, or nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ln := range s.listeners {
+		return ln.Addr()
+	}
+	return nil
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.nextID++
+	c := newConn(s, nc, s.nextID)
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+
+	s.metrics.connsAccepted.Inc()
+	s.metrics.connsOpen.Inc()
+	go func() {
+		defer s.connWG.Done()
+		defer s.metrics.connsOpen.Dec()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Close stops accepting, stops reading new requests, lets in-flight
+// requests finish and their responses be written for up to DrainTimeout,
+// then cancels what remains and closes every connection. It returns when
+// every goroutine the server started has exited. It is safe to call more
+// than once and concurrently with Serve.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		for ln := range s.listeners {
+			_ = ln.Close()
+		}
+		for c := range s.conns {
+			c.beginDrain()
+		}
+		s.mu.Unlock()
+
+		done := make(chan struct{})
+		go func() {
+			s.connWG.Wait()
+			close(done)
+		}()
+		timer := time.NewTimer(max(s.cfg.DrainTimeout, 0))
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			s.log.Warn().Dur("drain_timeout", s.cfg.DrainTimeout).Msg("drain deadline passed; cancelling in-flight requests")
+		}
+		s.cancelBase()
+		<-done
+	})
+	return nil
+}
