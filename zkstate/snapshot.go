@@ -53,9 +53,11 @@ type Problem struct {
 	Err  error
 }
 
-// Stats says what a pipelined read cost: Requests in Waves round trips (each wave is a set of
-// requests in flight together, which needs the answers of the wave before).
+// Stats says what a read cost: Reads znodes read with Requests requests to ZooKeeper, in Waves
+// round trips (each wave is a set of requests in flight together, which needs the answers of
+// the wave before). With multiRead, Requests is far below Reads; pipelined, they are equal.
 type Stats struct {
+	Reads    int
 	Requests int
 	Waves    int
 	Elapsed  time.Duration
@@ -144,6 +146,29 @@ func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error 
 		for i := range r.paths {
 			all = append(all, ref{w, i})
 		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	// One wave, one round trip: as multiReads when the server has them, else pipelined.
+	ops := make([]readOp, len(all))
+	for k, rf := range all {
+		ops[k] = readOp{path: s.full(waves[rf.w].paths[rf.i]), children: waves[rf.w].children}
+	}
+	if res, requests, ok := s.tryMultiRead(ctx, ops); ok {
+		if st != nil {
+			st.Waves++
+			st.Requests += requests
+			st.Reads += len(all)
+		}
+		for k, rf := range all {
+			r := waves[rf.w]
+			r.data[rf.i], r.kids[rf.i], r.stats[rf.i], r.errs[rf.i] = res[k].data, res[k].children, res[k].stat, res[k].err
+		}
+		return nil
+	}
+	if st != nil {
+		st.Reads += len(all)
 	}
 	return s.fanOut(ctx, len(all), st, func(k int) {
 		r, i := waves[all[k].w], all[k].i

@@ -58,11 +58,12 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {
-		name     string
-		pipeline int
-	}{{"pipelined", zkstate.DefaultPipeline}, {"serial", 1}} {
+		name      string
+		pipeline  int
+		multiRead bool
+	}{{"multiread", zkstate.DefaultPipeline, true}, {"pipelined", zkstate.DefaultPipeline, false}, {"serial", 1, false}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := openStore(b, connect, func(c *zkstate.Config) { c.Pipeline = bc.pipeline })
+			s := openStore(b, connect, func(c *zkstate.Config) { c.Pipeline = bc.pipeline; c.NoMultiRead = !bc.multiRead })
 			var st zkstate.Stats
 			for b.Loop() {
 				snap, err := s.Snapshot(ctx, "big")
@@ -75,6 +76,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				}
 				st = snap.Stats
 			}
+			b.ReportMetric(float64(st.Reads), "znodes/op")
 			b.ReportMetric(float64(st.Requests), "requests/op")
 			b.ReportMetric(float64(st.Waves), "waves/op")
 		})

@@ -124,6 +124,10 @@ type Config struct {
 	// Pipeline is how many reads a pipelined read keeps in flight (default DefaultPipeline);
 	// 1 makes them serial.
 	Pipeline int
+	// NoMultiRead turns off batching Snapshot's reads with ZooKeeper 3.6's multiRead
+	// (multiread.go), leaving the pipelined single reads; for comparisons and old servers
+	// (the Store also falls back by itself when the server lacks multiRead).
+	NoMultiRead bool
 }
 
 // Validate reports a Config Open cannot use.
@@ -236,6 +240,11 @@ type Store struct {
 	maxMulti int
 	pipeline int
 
+	// servers and sessionTimeout let the multiRead path open its own connection (multiread.go).
+	servers        []string
+	sessionTimeout time.Duration
+	mreads         multiReads
+
 	onSession func(SessionEvent)
 	sessionMu sync.Mutex // serialises OnSession calls
 	events    eventQueue // go-zookeeper's session events, queued by its callback
@@ -277,17 +286,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Pipeline == 0 {
 		cfg.Pipeline = DefaultPipeline
 	}
+
 	s := &Store{
-		chroot:    chroot,
-		log:       cfg.Logger.With().Str("component", "zkstate").Logger(),
-		openACL:   zk.WorldACL(zk.PermAll),
-		maxMulti:  cfg.MaxMultiBytes,
-		pipeline:  cfg.Pipeline,
-		onSession: cfg.OnSession,
-		hasSess:   make(chan struct{}),
-		reclaimCh: make(chan struct{}, 1),
-		drained:   make(chan struct{}),
+		chroot:   chroot,
+		log:      cfg.Logger.With().Str("component", "zkstate").Logger(),
+		openACL:  zk.WorldACL(zk.PermAll),
+		maxMulti: cfg.MaxMultiBytes,
+		pipeline: cfg.Pipeline,
+
+		servers:        servers,
+		sessionTimeout: cfg.SessionTimeout,
+		onSession:      cfg.OnSession,
+		hasSess:        make(chan struct{}),
+		reclaimCh:      make(chan struct{}, 1),
+		drained:        make(chan struct{}),
 	}
+	s.mreads.unsupported = cfg.NoMultiRead
 	s.events.init()
 	s.eph.init()
 	s.ownACL = s.openACL
@@ -359,6 +373,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.stop()
+	s.closeMultiRead()
 	s.conn.Close()
 	<-s.drained
 	s.wg.Wait()
