@@ -74,6 +74,7 @@ type readResult struct {
 // multiReader is one raw ZooKeeper connection used only for multiRead. It is not safe for
 // concurrent use; the Store serialises calls with its mutex.
 type multiReader struct {
+	addr    string // the server this connection talks to
 	conn    net.Conn
 	r       *bufio.Reader
 	timeout time.Duration
@@ -93,7 +94,7 @@ func dialMultiReader(ctx context.Context, servers []string, sessionTimeout time.
 			lastErr = err
 			continue
 		}
-		m := &multiReader{conn: c, r: bufio.NewReaderSize(c, 64<<10), timeout: sessionTimeout}
+		m := &multiReader{addr: addr, conn: c, r: bufio.NewReaderSize(c, 64<<10), timeout: sessionTimeout}
 		if err := m.handshake(ctx); err != nil {
 			c.Close()
 			lastErr = err
@@ -469,6 +470,17 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 	if mr.unsupported || s.closed.Load() {
 		return nil, 0, false
 	}
+	// Read on the server our main session uses: ZooKeeper orders a session's reads after its
+	// own writes, but another session on another server of an ensemble may lag them; a
+	// session on the same server sees every write that server has acknowledged to us.
+	servers := s.servers
+	if cur := s.conn.Server(); cur != "" {
+		servers = append([]string{cur}, servers...)
+		if mr.m != nil && mr.m.addr != cur {
+			mr.m.close()
+			mr.m = nil
+		}
+	}
 	if mr.m != nil && mr.m.stale() {
 		if err := mr.m.ping(ctx); err != nil {
 			mr.m.conn.Close()
@@ -476,7 +488,7 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 		}
 	}
 	if mr.m == nil {
-		m, err := dialMultiReader(ctx, s.servers, s.sessionTimeout)
+		m, err := dialMultiReader(ctx, servers, s.sessionTimeout)
 		if err != nil {
 			s.log.Debug().Err(err).Msg("multiRead connection failed; using pipelined reads")
 			return nil, 0, false

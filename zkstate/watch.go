@@ -132,6 +132,12 @@ func (s *Store) watch(ctx context.Context, p string, kind watchKind) (<-chan Wat
 			if err != nil {
 				return // wctx ended
 			}
+			if !next.Exists && typ != SessionExpired {
+				// The node went away between the fire and the re-read (a children watch
+				// fires for the last child's deletion, then the node itself is deleted):
+				// what the caller now sees is a deleted node, so say so.
+				typ = Deleted
+			}
 			next.Type = typ
 			ev, fire = next, nextFire
 		}
