@@ -2,9 +2,9 @@ package newproto
 
 // The group-coordinator APIs, routed to a Coordinator.
 //
-// Served ranges (each API gets its own NN_snake_name.go file with version
-// notes when its translation to group-engine events lands; the ranges are
-// declared here now so ApiVersions advertises them):
+// Served ranges (each API's own NN_snake_name.go file registers its range
+// with regKey and opens with its version notes; GroupCoordinator in
+// groups.go implements Coordinator on the group engine):
 //
 //	key  api             versions  flexible from
 //	  8  OffsetCommit    0-8       8
@@ -34,18 +34,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-func init() {
-	regKey(kmsg.OffsetCommit, 0, 8)
-	regKey(kmsg.OffsetFetch, 0, 8)
-	regKey(kmsg.JoinGroup, 0, 9)
-	regKey(kmsg.Heartbeat, 0, 4)
-	regKey(kmsg.LeaveGroup, 0, 5)
-	regKey(kmsg.SyncGroup, 0, 5)
-	regKey(kmsg.DescribeGroups, 0, 5)
-	regKey(kmsg.ListGroups, 0, 4)
-	regKey(kmsg.DeleteGroups, 0, 2)
-}
 
 // Coordinator answers the group-coordinator APIs; the bridge's group-engine
 // adapter implements it. newproto has already checked that the version is

@@ -36,6 +36,9 @@ var groupAPIs = []groupAPI{
 	{kmsg.SyncGroup, 0, 5, func(v int16) kmsg.Request {
 		r := kmsg.NewPtrSyncGroupRequest()
 		r.Group, r.Generation, r.MemberID = "g", 1, "m"
+		// Mandatory from v5 (KIP-559): without them the request is
+		// INCONSISTENT_GROUP_PROTOCOL before any group is asked.
+		r.ProtocolType, r.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
 		return r
 	}, func(resp kmsg.Response) []int16 { return []int16{resp.(*kmsg.SyncGroupResponse).ErrorCode} }},
 

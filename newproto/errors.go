@@ -3,6 +3,8 @@ package newproto
 import (
 	"errors"
 	"fmt"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
 )
 
 // ErrorCode is a Kafka protocol error code, with the meaning Kafka gives it
@@ -111,3 +113,9 @@ func codeOf(err error) (ErrorCode, bool) {
 	}
 	return 0, false
 }
+
+// wireCode is the Kafka error code for the group engine's outcome. The
+// engine numbers its codes as Kafka does (bridge/group/errors.go), so the
+// mapping is the identity; this is the one place that relies on it, and
+// TestGroupErrorCodes checks that every engine code has the same name here.
+func wireCode(c group.ErrorCode) int16 { return int16(c) }

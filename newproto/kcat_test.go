@@ -8,9 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -93,5 +98,131 @@ func TestKcatListsMetadata(t *testing.T) {
 	}
 	if topics["orders"] != 2 || topics["payments"] != 1 || len(topics) != 2 {
 		t.Errorf("topics %v, want orders:2 payments:1", topics)
+	}
+}
+
+// kcatPath finds kcat, or skips (fails in CI, where it must be installed).
+func kcatPath(t *testing.T) string {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
+			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
+		}
+		t.Skip("kcat not installed; apt-get install -y kcat")
+	}
+	return kcat
+}
+
+// startKcatConsumer runs `kcat -G group topic` (librdkafka's balanced
+// consumer) until the test ends, with a fast heartbeat; its stderr is
+// logged if the test fails.
+func startKcatConsumer(t *testing.T, addr, groupName string, extra ...string) {
+	t.Helper()
+	kcat := kcatPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	args := append([]string{"-b", addr, "-G", groupName, "-q", "-o", "end",
+		"-X", "heartbeat.interval.ms=100", "-X", "session.timeout.ms=10000"}, extra...)
+	cmd := exec.CommandContext(ctx, kcat, append(args, kgoTopic)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting kcat: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kcat stderr:\n%s", stderr.String())
+		}
+	})
+}
+
+// kcat's balanced consumer (-G) is librdkafka's consumer group: it joins
+// through our coordinator (ApiVersions, FindCoordinator v2, JoinGroup v5
+// with KIP-394's second join, SyncGroup v3 with its range assignment as
+// leader, Heartbeat v3, OffsetFetch v7) and then fails to fetch, which is
+// fine here. Run once as a dynamic member and once static
+// (group.instance.id, KIP-345); each shows up in DescribeGroups with
+// librdkafka's client id, and its assignment covers every partition.
+func TestKcatJoinsGroup(t *testing.T) {
+	kcatPath(t)
+	for _, instance := range []string{"", "kcat-1"} {
+		t.Run("instance="+instance, func(t *testing.T) {
+			ts, fg := kgoGroupServer(t)
+			g := "kcat-group" + instance
+			var extra []string
+			if instance != "" {
+				extra = []string{"-X", "group.instance.id=" + instance}
+			}
+			startKcatConsumer(t, ts.addr, g, extra...)
+
+			raw := dial(t, ts.addr)
+			eventually(t, 20*time.Second, "kcat's member Stable", func() bool {
+				d := fg.describe(g)
+				return d.State == group.Stable && len(d.Members) == 1
+			})
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.SetVersion(5)
+			r.Groups = []string{g}
+			dg := raw.roundTrip(r).(*kmsg.DescribeGroupsResponse).Groups[0]
+			if dg.ErrorCode != 0 || dg.State != "Stable" || len(dg.Members) != 1 {
+				t.Fatalf("DescribeGroups: %s %s with %d members", codeName(dg.ErrorCode), dg.State, len(dg.Members))
+			}
+			m := dg.Members[0]
+			inst := ""
+			if m.InstanceID != nil {
+				inst = *m.InstanceID
+			}
+			if m.ClientID != "rdkafka" || m.ClientHost != "/127.0.0.1" || inst != instance {
+				t.Errorf("member client %q host %q instance %q, want rdkafka /127.0.0.1 %q", m.ClientID, m.ClientHost, inst, instance)
+			}
+			var a kmsg.ConsumerMemberAssignment
+			if err := a.ReadFrom(m.MemberAssignment); err != nil {
+				t.Fatalf("assignment %x: %v", m.MemberAssignment, err)
+			}
+			var parts []int32
+			for _, at := range a.Topics {
+				if at.Topic == kgoTopic {
+					parts = append(parts, at.Partitions...)
+				}
+			}
+			if !coverOnce(6, parts) {
+				t.Errorf("assignment %v, want partitions 0-5", parts)
+			}
+			t.Logf("kcat: member %s protocol %s partitions %v", m.MemberID, dg.Protocol, parts)
+		})
+	}
+}
+
+// kgo and librdkafka in one group on "range" (kgo leads): the assignment
+// the leader wrote for both covers every partition once.
+func TestKcatAndKgoMixedGroup(t *testing.T) {
+	kcatPath(t)
+	ts, fg := kgoGroupServer(t)
+	const g = "kcat-kgo"
+	o := newOwnership()
+	newGroupMember(t, ts, o, g, "kgo", kgo.Balancers(kgo.RangeBalancer()))
+	eventually(t, 10*time.Second, "kgo alone is Stable", func() bool {
+		d := fg.describe(g)
+		return d.State == group.Stable && len(d.Members) == 1
+	})
+	startKcatConsumer(t, ts.addr, g)
+	eventually(t, 20*time.Second, "kgo and kcat Stable", func() bool {
+		d := fg.describe(g)
+		return d.State == group.Stable && len(d.Members) == 2
+	})
+	raw := dial(t, ts.addr)
+	state, assigned, clients := describeAssignments(t, raw, g)
+	var lists [][]int32
+	var names []string
+	for id, ps := range assigned {
+		lists = append(lists, ps)
+		names = append(names, clients[id])
+	}
+	sort.Strings(names)
+	if state != "Stable" || !coverOnce(6, lists...) || fmt.Sprint(names) != "[kgo-test@/127.0.0.1 rdkafka@/127.0.0.1]" {
+		t.Errorf("DescribeGroups: %s %v %v, want Stable, kgo and rdkafka covering 0-5 once", state, names, assigned)
 	}
 }

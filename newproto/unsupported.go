@@ -158,9 +158,13 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			return r, true
 		}
-		// v2-v7 have a top-level error; v0-v1 only per-partition
+		// v2-v7 have a top-level error and, as Kafka's
+		// getErrorResponse, no partitions; v0-v1 only per-partition
 		// errors, as Kafka puts a group error into each partition.
 		r.ErrorCode = c
+		if v >= 2 {
+			return r, true
+		}
 		for _, t := range req.Topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()
 			rt.Topic = t.Topic
@@ -171,7 +175,14 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			r.Topics = append(r.Topics, rt)
 		}
-		return r, v >= 2 || len(r.Topics) > 0
+		return r, len(r.Topics) > 0
+
+	case *kmsg.JoinGroupRequest:
+		// Kafka's JoinGroup error result: the member id echoed,
+		// generation -1 (UNKNOWN_GENERATION_ID).
+		r := resp.(*kmsg.JoinGroupResponse)
+		r.ErrorCode, r.Generation, r.MemberID = c, -1, req.MemberID
+		return r, true
 
 	case *kmsg.FindCoordinatorRequest:
 		r := resp.(*kmsg.FindCoordinatorResponse)

@@ -58,15 +58,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // interspersed moves a leaf command's positional arguments after its flags, so
 // `zkbridge groups describe billing --zk host:2181` works as people type it: urfave/cli, like Go's
-// flag package, stops parsing flags at the first positional argument. Every zkbridge flag takes a
-// value except the help flags, which is what lets this walk tell a flag's value from a positional.
+// flag package, stops parsing flags at the first positional argument. A flag takes the next
+// argument as its value unless it is a boolean flag of the command reached so far (or a help
+// flag), which is what lets this walk tell a flag's value from a positional.
 func interspersed(app *cli.App, args []string) []string {
 	if len(args) == 0 {
 		return args
 	}
 	head := []string{args[0]}
 	var tail []string
-	cmds := app.Commands
+	cmds, flags := app.Commands, app.Flags
 	leaf := false
 	for i := 1; i < len(args); i++ {
 		a := args[i]
@@ -76,7 +77,7 @@ func interspersed(app *cli.App, args []string) []string {
 			i = len(args)
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			head = append(head, a)
-			if !strings.Contains(a, "=") && !isBoolFlag(a) && i+1 < len(args) {
+			if !strings.Contains(a, "=") && !isBoolFlag(flags, a) && i+1 < len(args) {
 				i++
 				head = append(head, args[i])
 			}
@@ -91,7 +92,7 @@ func interspersed(app *cli.App, args []string) []string {
 				continue
 			}
 			head = append(head, a)
-			cmds = sub.Subcommands
+			cmds, flags = sub.Subcommands, sub.Flags
 			leaf = len(cmds) == 0
 		}
 	}
@@ -101,10 +102,21 @@ func interspersed(app *cli.App, args []string) []string {
 	return append(head, tail...)
 }
 
-func isBoolFlag(a string) bool {
-	switch strings.TrimLeft(a, "-") {
+func isBoolFlag(flags []cli.Flag, a string) bool {
+	name := strings.TrimLeft(a, "-")
+	switch name {
 	case "h", "help", "generate-bash-completion":
 		return true
+	}
+	for _, f := range flags {
+		if _, ok := f.(*cli.BoolFlag); !ok {
+			continue
+		}
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
 	}
 	return false
 }
@@ -168,6 +180,8 @@ func newApp(e *env) *cli.App {
 			groupsCommand(e),
 			offsetsCommand(e),
 			demoCommand(e),
+			legacyConsumerCommand(e),
+			serveCommand(e),
 		},
 	}
 	return app

@@ -21,6 +21,7 @@ func TestInterspersedMovesPositionalsAfterFlags(t *testing.T) {
 		{"zkbridge offsets export g --format csv --zk h", "zkbridge offsets export --format csv --zk h -- g"},
 		{"zkbridge nosuch x", "zkbridge -- nosuch x"},
 		{"zkbridge groups describe -- -weird-group", "zkbridge groups describe -- -weird-group"},
+		{"zkbridge legacy-consumer --auto-commit --group g x", "zkbridge legacy-consumer --auto-commit --group g -- x"},
 	} {
 		got := strings.Join(interspersed(app, strings.Fields(tc.in)), " ")
 		if got != tc.want {

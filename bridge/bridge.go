@@ -1,0 +1,601 @@
+// Package bridge is the zkbridge daemon as a library, in the shape of etcd's embed package: a
+// Config with Validate, New, and Run(ctx), which opens the ZooKeeper session, serves the Kafka
+// listener and the admin listener, hosts one actor per consumer group and returns after every
+// goroutine it started has exited. Tests and other programs run a whole bridge in process.
+//
+// The group decisions live in the pure engine (bridge/group); this package is its IO shell
+// (DESIGN.md §3): it steps events into one group.Machine per group (coordinator.go), executes
+// the writes the engine asks for as fenced ZooKeeper multis (records.go), mirrors offsets and
+// ownership into the Kafka 0.8 layout (mirror.go), answers Metadata from /brokers
+// (cluster.go), and exports metrics and health on the admin listener (admin.go, metrics.go).
+//
+// ZooKeeper layout under Config.Root (default /zkbridge):
+//
+//	<root>/bridges/<node-id>                 ephemeral: one per running bridge
+//	<root>/groups/<g>/epoch                  its version fences every write of the group
+//	<root>/groups/<g>/record                 JSON of group.Record
+//	<root>/groups/<g>/offsets/<t>/<p>        JSON: offset, leader epoch, metadata, commit time
+//
+// and in Kafka's own layout: /consumers/<g>/offsets/<t>/<p> (the committed offsets, decimal
+// text) and, for each Stable generation, the ephemerals /consumers/<g>/ids/<consumer-id> and
+// /consumers/<g>/owners/<t>/<p>.
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultRoot        = "/zkbridge"
+	DefaultKafkaListen = "127.0.0.1:9092"
+	DefaultAdminListen = "127.0.0.1:9191"
+	// DefaultNodeID is the broker id the bridge advertises in Metadata and FindCoordinator. Real
+	// Kafka clusters number their brokers from 0 or 1 upwards (broker.id, or from 1001 with
+	// reserved.broker.max.id when generated), so 9000 stays clear of them while being a valid,
+	// non-negative id (clients use negative ids for bootstrap brokers).
+	DefaultNodeID int32 = 9000
+	// DefaultZKSessionTimeout is the ZooKeeper session timeout the bridge asks for.
+	DefaultZKSessionTimeout = 10 * time.Second
+	// DefaultZKConnectTimeout bounds the wait for the first ZooKeeper session in Run.
+	DefaultZKConnectTimeout = 10 * time.Second
+	// DefaultWriteTimeout bounds one group write, retries included; after it the group is
+	// fenced (NOT_COORDINATOR) and loaded again by the next request.
+	DefaultWriteTimeout = 10 * time.Second
+	// DefaultLoadTimeout bounds loading a group (taking its epoch, reading its record).
+	DefaultLoadTimeout = 10 * time.Second
+	// DefaultMirrorRetry is how often the 0.8 mirror retries znodes it could not write, e.g.
+	// owners still held by the session of a bridge that was killed.
+	DefaultMirrorRetry = 2 * time.Second
+	// DefaultMetadataMaxAge bounds how stale the broker and topic view served in Metadata may
+	// be; broker and topic additions and removals are seen at once through watches, leader
+	// changes within this age.
+	DefaultMetadataMaxAge = 5 * time.Second
+	// DefaultGroupIdleTimeout unloads a group that has been Empty and idle this long (its state
+	// stays in ZooKeeper; the next request loads it again).
+	DefaultGroupIdleTimeout = 10 * time.Minute
+	// DefaultDrainTimeout is how long shutdown lets Kafka connections finish their requests.
+	DefaultDrainTimeout = newproto.DefaultDrainTimeout
+)
+
+// Config configures a Bridge. Only ZKConnect is required; zero values mean the defaults above.
+type Config struct {
+	// ZKConnect is the ZooKeeper connect string, as Kafka's zookeeper.connect:
+	// "host1:2181,host2:2181/optional/chroot".
+	ZKConnect string
+	// ZKSessionTimeout is the session timeout asked for (DefaultZKSessionTimeout). A connection
+	// lost for longer than this fences every group: the session is as good as expired.
+	ZKSessionTimeout time.Duration
+	// ZKConnectTimeout bounds the wait for the first session (DefaultZKConnectTimeout).
+	ZKConnectTimeout time.Duration
+	// ZKDigest, when set as "user:password", authenticates the session (see zkstate.Config).
+	ZKDigest string
+
+	// Root is the bridge's own ZooKeeper subtree (DefaultRoot).
+	Root string
+
+	// KafkaListen is the address of the Kafka listener (DefaultKafkaListen); port 0 picks one
+	// (see Addr).
+	KafkaListen string
+	// AdvertisedAddr is the host:port clients are told to reach the bridge at, in Metadata and
+	// FindCoordinator. Empty: the Kafka listener's address, or, when it listens on every
+	// interface, the address each client dialed.
+	AdvertisedAddr string
+	// NodeID is the bridge's broker id (DefaultNodeID when 0). It must not be a real broker's
+	// id: Metadata replaces a broker with the same id by the bridge.
+	NodeID int32
+	// ClusterID is Metadata's cluster id (v2+); empty: null.
+	ClusterID string
+
+	// LegacyListen is the address of the legacy (seed 001) coordinator listener, where
+	// Consult/Register consumers connect (the serve command's default is DefaultLegacyListen);
+	// empty: no legacy listener.
+	LegacyListen string
+
+	// AdminListen is the address of the admin HTTP listener with /metrics, /healthz and
+	// /readyz (DefaultAdminListen).
+	AdminListen string
+
+	// Group is the group engine's configuration; the zero value means group.DefaultConfig().
+	Group group.Config
+
+	WriteTimeout     time.Duration // DefaultWriteTimeout
+	LoadTimeout      time.Duration // DefaultLoadTimeout
+	MirrorRetry      time.Duration // DefaultMirrorRetry
+	MetadataMaxAge   time.Duration // DefaultMetadataMaxAge
+	GroupIdleTimeout time.Duration // DefaultGroupIdleTimeout
+	DrainTimeout     time.Duration // DefaultDrainTimeout; negative: cancel in-flight requests at once
+
+	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
+	// callers pass theirs.
+	Logger zerolog.Logger
+}
+
+// withDefaults fills the zero values.
+func (c Config) withDefaults() Config {
+	if c.ZKSessionTimeout == 0 {
+		c.ZKSessionTimeout = DefaultZKSessionTimeout
+	}
+	if c.ZKConnectTimeout == 0 {
+		c.ZKConnectTimeout = DefaultZKConnectTimeout
+	}
+	if c.Root == "" {
+		c.Root = DefaultRoot
+	}
+	if c.KafkaListen == "" {
+		c.KafkaListen = DefaultKafkaListen
+	}
+	if c.NodeID == 0 {
+		c.NodeID = DefaultNodeID
+	}
+	if c.AdminListen == "" {
+		c.AdminListen = DefaultAdminListen
+	}
+	if c.Group == (group.Config{}) {
+		c.Group = group.DefaultConfig()
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.WriteTimeout, DefaultWriteTimeout},
+		{&c.LoadTimeout, DefaultLoadTimeout},
+		{&c.MirrorRetry, DefaultMirrorRetry},
+		{&c.MetadataMaxAge, DefaultMetadataMaxAge},
+		{&c.GroupIdleTimeout, DefaultGroupIdleTimeout},
+		{&c.DrainTimeout, DefaultDrainTimeout},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	return c
+}
+
+// Validate reports every setting New would refuse, after applying the defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.ZKConnect == "" {
+		errs = append(errs, errors.New("bridge: ZKConnect is required"))
+	} else if err := (zkstate.Config{Connect: c.ZKConnect, SessionTimeout: c.ZKSessionTimeout, Digest: c.ZKDigest}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: %w", err))
+	}
+	if c.ZKSessionTimeout < 0 || c.ZKConnectTimeout < 0 {
+		errs = append(errs, errors.New("bridge: ZooKeeper timeouts must not be negative"))
+	}
+	if err := validRoot(c.Root); err != nil {
+		errs = append(errs, err)
+	}
+	if _, _, err := net.SplitHostPort(c.KafkaListen); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: KafkaListen %q: %w", c.KafkaListen, err))
+	}
+	if c.LegacyListen != "" {
+		if _, _, err := net.SplitHostPort(c.LegacyListen); err != nil {
+			errs = append(errs, fmt.Errorf("bridge: LegacyListen %q: %w", c.LegacyListen, err))
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: AdminListen %q: %w", c.AdminListen, err))
+	}
+	if c.AdvertisedAddr != "" {
+		if _, _, err := splitAdvertised(c.AdvertisedAddr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("bridge: NodeID %d is negative (clients reserve negative ids for bootstrap brokers)", c.NodeID))
+	}
+	if err := c.Group.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: %w", err))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"WriteTimeout", c.WriteTimeout}, {"LoadTimeout", c.LoadTimeout}, {"MirrorRetry", c.MirrorRetry},
+		{"MetadataMaxAge", c.MetadataMaxAge}, {"GroupIdleTimeout", c.GroupIdleTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("bridge: %s %v is negative", d.name, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validRoot checks Config.Root: an absolute ZooKeeper path, not the root itself.
+func validRoot(root string) error {
+	if !strings.HasPrefix(root, "/") || root == "/" || strings.HasSuffix(root, "/") || path.Clean(root) != root {
+		return fmt.Errorf("bridge: Root %q must be an absolute path such as %s", root, DefaultRoot)
+	}
+	return nil
+}
+
+// splitAdvertised splits an advertised host:port; both parts are required.
+func splitAdvertised(addr string) (string, int32, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("bridge: AdvertisedAddr %q: %w", addr, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 || host == "" {
+		return "", 0, fmt.Errorf("bridge: AdvertisedAddr %q: want host:port with a port in 1-65535", addr)
+	}
+	return host, int32(p), nil
+}
+
+// Bridge is one zkbridge daemon. Build it with New, run it with Run.
+type Bridge struct {
+	cfg     Config
+	log     zerolog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	coord   *coordinator
+	legacy  atomic.Pointer[LegacyCoordinator]
+
+	started  atomic.Bool
+	ready    chan struct{}
+	serving  atomic.Bool // the Kafka listener accepts connections
+	stopping atomic.Bool // Run is shutting down
+
+	mu         sync.Mutex
+	kafkaAddr  net.Addr
+	adminAddr  net.Addr
+	legacyAddr net.Addr
+}
+
+// New checks cfg and builds a Bridge; it neither connects nor listens (Run does).
+func New(cfg Config) (*Bridge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With().Str("component", "bridge").Int32("node_id", cfg.NodeID).Logger()
+	b := &Bridge{
+		cfg:     cfg,
+		log:     log,
+		reg:     reg,
+		metrics: m,
+		ready:   make(chan struct{}),
+	}
+	b.coord = newCoordinator(cfg, log, m)
+	return b, nil
+}
+
+// Ready is closed once Run has a ZooKeeper session and both listeners are serving.
+func (b *Bridge) Ready() <-chan struct{} { return b.ready }
+
+// Addr is the Kafka listener's address; nil before Ready.
+func (b *Bridge) Addr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.kafkaAddr
+}
+
+// AdminAddr is the admin listener's address; nil before Ready.
+func (b *Bridge) AdminAddr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.adminAddr
+}
+
+// LegacyAddr is the legacy listener's address; nil before Ready or without Config.LegacyListen.
+func (b *Bridge) LegacyAddr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.legacyAddr
+}
+
+// Registry is the Prometheus registry the bridge's metrics live on (served at /metrics).
+func (b *Bridge) Registry() *prometheus.Registry { return b.reg }
+
+// Run connects to ZooKeeper, registers the bridge, serves the Kafka and admin listeners until
+// ctx ends, then shuts down: /readyz fails, every group is unloaded (parked requests are
+// answered NOT_COORDINATOR), Kafka connections are drained, the listeners closed and the
+// ZooKeeper session ended (which releases the bridge's ephemerals at once). It returns after
+// every goroutine it started has exited: nil after ctx ended, or the error that stopped it.
+// Run may be called once.
+func (b *Bridge) Run(ctx context.Context) error {
+	if b.started.Swap(true) {
+		return errors.New("bridge: Run called twice")
+	}
+	cfg := b.cfg
+
+	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.ZKConnectTimeout)
+	store, err := zkstate.Open(openCtx, zkstate.Config{
+		Connect:        cfg.ZKConnect,
+		SessionTimeout: cfg.ZKSessionTimeout,
+		Digest:         cfg.ZKDigest,
+		Logger:         cfg.Logger,
+		OnSession: func(ev zkstate.SessionEvent) {
+			b.coord.onSession(ev)
+			if l := b.legacy.Load(); l != nil {
+				l.OnSession(ev)
+			}
+		},
+	})
+	cancelOpen()
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	defer store.Close()
+
+	var lc net.ListenConfig
+	kafkaLn, err := lc.Listen(ctx, "tcp", cfg.KafkaListen)
+	if err != nil {
+		return fmt.Errorf("bridge: Kafka listener: %w", err)
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
+	if err != nil {
+		kafkaLn.Close()
+		return fmt.Errorf("bridge: admin listener: %w", err)
+	}
+
+	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
+	host, port := b.advertised(kafkaLn.Addr())
+	srv, err := newproto.New(newproto.Config{
+		Listen:         cfg.KafkaListen,
+		Logger:         cfg.Logger,
+		Registerer:     b.reg,
+		DrainTimeout:   cfg.DrainTimeout,
+		NodeID:         cfg.NodeID,
+		AdvertisedHost: host,
+		AdvertisedPort: port,
+		ClusterID:      cfg.ClusterID,
+		Cluster:        cl,
+		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log)),
+	})
+	if err != nil {
+		kafkaLn.Close()
+		adminLn.Close()
+		return fmt.Errorf("bridge: %w", err)
+	}
+
+	var legacyLn net.Listener
+	var legacySrv *legacy.Server
+	var legacyCoord *LegacyCoordinator
+	if cfg.LegacyListen != "" {
+		if legacyLn, legacySrv, legacyCoord, err = b.newLegacy(ctx, &lc, store); err != nil {
+			kafkaLn.Close()
+			adminLn.Close()
+			return err
+		}
+		b.legacy.Store(legacyCoord)
+	}
+
+	b.mu.Lock()
+	b.kafkaAddr, b.adminAddr = kafkaLn.Addr(), adminLn.Addr()
+	if legacyLn != nil {
+		b.legacyAddr = legacyLn.Addr()
+	}
+	b.mu.Unlock()
+	b.coord.start(store)
+
+	// Background work that lives as long as Run: registration, the metadata watches.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		b.register(bgCtx, store, host, port)
+	}()
+	go func() {
+		defer bg.Done()
+		cl.watch(bgCtx)
+	}()
+
+	// The listeners. Their contexts are not ctx: shutdown closes them in its own order.
+	errc := make(chan error, 3)
+	var serveWG sync.WaitGroup
+	serveWG.Add(2)
+	b.serving.Store(true) // bound: connections queue until Serve accepts them
+	go func() {
+		defer serveWG.Done()
+		err := srv.Serve(context.WithoutCancel(ctx), kafkaLn)
+		b.serving.Store(false)
+		if err != nil && !errors.Is(err, newproto.ErrServerClosed) {
+			errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
+		}
+	}()
+	admin := &http.Server{Handler: b.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer serveWG.Done()
+		if err := admin.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("bridge: admin listener: %w", err)
+		}
+	}()
+
+	// The legacy coordinator and its listener; stopped after the Kafka groups and before the
+	// ZooKeeper session closes, since the coordinator deletes its ids and owners through it.
+	legacyCtx, stopLegacy := context.WithCancel(context.WithoutCancel(ctx))
+	var legacyWG sync.WaitGroup
+	if legacySrv != nil {
+		legacyWG.Add(2)
+		go func() {
+			defer legacyWG.Done()
+			_ = legacyCoord.Run(legacyCtx)
+		}()
+		go func() {
+			defer legacyWG.Done()
+			if err := legacySrv.Serve(legacyCtx, legacyLn); err != nil {
+				errc <- fmt.Errorf("bridge: legacy listener: %w", err)
+			}
+		}()
+		b.log.Info().Stringer("legacy", legacyLn.Addr()).Msg("legacy coordinator serving")
+	}
+
+	b.log.Info().Stringer("kafka", kafkaLn.Addr()).Stringer("admin", adminLn.Addr()).
+		Str("zk", cfg.ZKConnect).Str("root", cfg.Root).Msg("bridge serving")
+	close(b.ready)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+
+	// Shutdown, in the order that answers every client: groups first (parked JoinGroups and
+	// SyncGroups get NOT_COORDINATOR and go look for the coordinator again), then the Kafka
+	// connections drain those answers, then the rest.
+	b.stopping.Store(true)
+	b.log.Info().Msg("bridge shutting down")
+	b.coord.close()
+	stopLegacy()
+	legacyWG.Wait()
+	_ = srv.Close()
+	shutCtx, cancelShut := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_ = admin.Shutdown(shutCtx)
+	cancelShut()
+	serveWG.Wait()
+	stopBG()
+	bg.Wait()
+	if err := store.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("bridge: closing ZooKeeper session: %w", err)
+	}
+	b.log.Info().Msg("bridge stopped")
+	return runErr
+}
+
+// newLegacy opens the legacy listener and builds its coordinator and server. The coordinator
+// advertises the listener's own address in ConsultResponse (the host name when it listens on
+// every interface).
+func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zkstate.Store) (net.Listener, *legacy.Server, *LegacyCoordinator, error) {
+	ln, err := lc.Listen(ctx, "tcp", b.cfg.LegacyListen)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("bridge: legacy listener: %w", err)
+	}
+	tcp := ln.Addr().(*net.TCPAddr)
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID,
+		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg})
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
+	}
+	srv, err := legacy.NewServer(legacy.Config{Logger: b.cfg.Logger, Coordinator: coord})
+	if err != nil {
+		ln.Close()
+		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
+	}
+	return ln, srv, coord, nil
+}
+
+// advertised is the address Metadata and FindCoordinator give for the bridge's node: the
+// configured one, else the listener's, unless it listens on every interface, in which case
+// newproto uses the address each client dialed (empty host).
+func (b *Bridge) advertised(ln net.Addr) (string, int32) {
+	if b.cfg.AdvertisedAddr != "" {
+		host, port, _ := splitAdvertised(b.cfg.AdvertisedAddr)
+		return host, port
+	}
+	tcp, ok := ln.(*net.TCPAddr)
+	if !ok {
+		return "", 0
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return "", int32(tcp.Port)
+	}
+	return tcp.IP.String(), int32(tcp.Port)
+}
+
+// registration is the data of <root>/bridges/<node-id>: who runs where, for operators and for
+// other bridges deciding whether a group's owner is alive.
+type registration struct {
+	Version    int    `json:"version"`
+	NodeID     int32  `json:"node_id"`
+	Kafka      string `json:"kafka"`
+	Advertised string `json:"advertised,omitempty"`
+	Admin      string `json:"admin"`
+	Started    string `json:"started"` // ms since the epoch, as a string like Kafka's timestamps
+	PID        int    `json:"pid"`
+}
+
+// register creates the bridge's ephemeral registration, retrying while the path is held: after
+// a kill -9 the previous incarnation's node lives until its session times out.
+func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
+	adv := ""
+	if host != "" {
+		adv = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	data, err := json.Marshal(registration{
+		Version:    1,
+		NodeID:     b.cfg.NodeID,
+		Kafka:      b.Addr().String(),
+		Advertised: adv,
+		Admin:      b.AdminAddr().String(),
+		Started:    strconv.FormatInt(time.Now().UnixMilli(), 10),
+		PID:        os.Getpid(),
+	})
+	if err != nil {
+		b.log.Error().Err(err).Msg("encoding the bridge registration")
+		return
+	}
+	p := bridgePath(b.cfg.Root, b.cfg.NodeID)
+	warned := false
+	for {
+		err := store.CreateEphemeral(ctx, p, data)
+		if err == nil {
+			b.log.Info().Str("path", p).Msg("bridge registered")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !warned {
+			// Another bridge with our node id, or our own previous incarnation whose session
+			// has not expired yet: retry until the node is gone.
+			b.log.Warn().Err(err).Str("path", p).Msg("bridge registration failed; retrying")
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// readiness lists why the bridge is not ready; none when it is.
+func (b *Bridge) readiness() []string {
+	var why []string
+	if b.stopping.Load() {
+		why = append(why, "shutting down")
+	}
+	if !b.coord.connected.Load() {
+		why = append(why, "zookeeper: no session")
+	}
+	if !b.serving.Load() {
+		why = append(why, "kafka listener: not serving")
+	}
+	return why
+}

@@ -1,0 +1,415 @@
+package bridge
+
+// What the Kafka listener reads straight from ZooKeeper, without a group's actor: the cluster
+// for Metadata (newproto.Cluster), committed offsets for OffsetFetch, and the list of groups.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// CommittedOffset is one committed offset as OffsetFetch returns it (newproto's type, so that
+// *Bridge is a newproto.Groups).
+type CommittedOffset = newproto.CommittedOffset
+
+// GroupListing is one group as ListGroups returns it.
+type GroupListing = newproto.GroupListing
+
+var _ newproto.Groups = (*Bridge)(nil)
+
+// cluster serves newproto.Cluster from /brokers: a cache refreshed when it is older than maxAge
+// or when a watch on /brokers/ids or /brokers/topics fires, so that Metadata, which clients send
+// often, costs no ZooKeeper round trip most of the time.
+type cluster struct {
+	store  *zkstate.Store
+	maxAge time.Duration
+	log    zerolog.Logger
+
+	brokersStale atomic.Bool
+	topicsStale  atomic.Bool
+
+	mu        sync.Mutex // serialises refreshes: concurrent callers share one
+	brokers   []newproto.Broker
+	brokersAt time.Time
+	topics    map[string][]newproto.Partition
+	topicsAt  time.Time
+}
+
+var _ newproto.Cluster = (*cluster)(nil)
+
+func newCluster(store *zkstate.Store, maxAge time.Duration, log zerolog.Logger) *cluster {
+	return &cluster{store: store, maxAge: maxAge, log: log}
+}
+
+// Brokers implements newproto.Cluster: the registered brokers that name a PLAINTEXT address.
+func (c *cluster) Brokers(ctx context.Context) ([]newproto.Broker, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.brokers != nil && !c.brokersStale.Load() && time.Since(c.brokersAt) < c.maxAge {
+		return c.brokers, nil
+	}
+	c.brokersStale.Store(false)
+	regs, problems, err := c.store.Brokers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: brokers: %w", err)
+	}
+	for _, p := range problems {
+		c.log.Debug().Err(p.Err).Str("path", p.Path).Msg("skipping malformed broker registration")
+	}
+	out := make([]newproto.Broker, 0, len(regs))
+	for _, r := range regs {
+		host, port, err := r.Addr()
+		if err != nil {
+			c.log.Debug().Err(err).Int32("broker", r.ID).Msg("skipping broker without a PLAINTEXT address")
+			continue
+		}
+		b := newproto.Broker{NodeID: r.ID, Host: host, Port: port}
+		if r.Rack != "" {
+			rack := r.Rack
+			b.Rack = &rack
+		}
+		out = append(out, b)
+	}
+	c.brokers, c.brokersAt = out, time.Now()
+	return out, nil
+}
+
+// Topics implements newproto.Cluster: every topic's partitions with their replicas from
+// /brokers/topics/<t> and leader and ISR from .../partitions/<p>/state (leader -1 when a
+// partition has no state).
+func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topics != nil && !c.topicsStale.Load() && time.Since(c.topicsAt) < c.maxAge {
+		return c.topics, nil
+	}
+	c.topicsStale.Store(false)
+	assignments, problems, err := c.store.Topics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: topics: %w", err)
+	}
+	for _, p := range problems {
+		c.log.Debug().Err(p.Err).Str("path", p.Path).Msg("skipping malformed topic")
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	var tps []tp
+	for t, a := range assignments {
+		for _, p := range a.PartitionIDs() {
+			tps = append(tps, tp{t, p})
+		}
+	}
+	states := make([]*zkstate.PartitionState, len(tps))
+	errs := make([]error, len(tps))
+	fanOut(ctx, len(tps), func(i int) {
+		data, _, err := c.store.Get(ctx, zkstate.PartitionStatePath(tps[i].topic, tps[i].part))
+		if errors.Is(err, zkstate.ErrNoNode) {
+			return
+		}
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		st, err := zkstate.ParsePartitionState(data)
+		if err != nil {
+			c.log.Debug().Err(err).Str("topic", tps[i].topic).Int32("partition", tps[i].part).Msg("malformed partition state")
+			return
+		}
+		states[i] = &st
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bridge: topics: %w", err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("bridge: partition states: %w", err)
+	}
+	out := make(map[string][]newproto.Partition, len(assignments))
+	for i, x := range tps {
+		p := newproto.Partition{ID: x.part, Leader: -1, Replicas: assignments[x.topic].Partitions[x.part]}
+		if st := states[i]; st != nil {
+			p.Leader, p.ISR = st.Leader, st.ISR
+		}
+		out[x.topic] = append(out[x.topic], p)
+	}
+	for t := range assignments {
+		if _, ok := out[t]; !ok {
+			out[t] = nil // a topic without partitions still exists
+		}
+	}
+	c.topics, c.topicsAt = out, time.Now()
+	return out, nil
+}
+
+// watch marks the cache stale whenever brokers or topics come or go, until ctx ends.
+func (c *cluster) watch(ctx context.Context) {
+	brokers, err := c.store.WatchChildren(ctx, zkstate.BrokerIDsPath)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cannot watch brokers; Metadata relies on its maximum age")
+		return
+	}
+	topics, err := c.store.WatchChildren(ctx, zkstate.TopicsPath)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cannot watch topics; Metadata relies on its maximum age")
+		for range brokers {
+		}
+		return
+	}
+	for brokers != nil || topics != nil {
+		select {
+		case _, ok := <-brokers:
+			if !ok {
+				brokers = nil
+				continue
+			}
+			c.brokersStale.Store(true)
+		case _, ok := <-topics:
+			if !ok {
+				topics = nil
+				continue
+			}
+			c.topicsStale.Store(true)
+		}
+	}
+}
+
+// FetchOffsets returns the committed offsets of a group (topics nil: all of them; a topic with
+// no partitions listed: all of its partitions). A partition with no commit is absent. The
+// offset is the 0.8 znode's, which 0.8 consumers share; metadata and leader epoch come from
+// the bridge's own record when it holds the same offset (else a 0.8 consumer committed since,
+// and they are "" and -1).
+func (b *Bridge) FetchOffsets(ctx context.Context, groupName string, topics map[string][]int32) ([]CommittedOffset, error) {
+	if err := validName("group", groupName); err != nil {
+		return nil, fmt.Errorf("bridge: %w: %w", err, newproto.ErrInvalidGroupID)
+	}
+	store, err := b.storeForReads()
+	if err != nil {
+		return nil, err
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	var tps []tp
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		if validName("topic", t) == nil {
+			names = append(names, t)
+		}
+	}
+	if topics == nil {
+		names, _, err = store.Children(ctx, zkstate.OffsetsPath(groupName))
+		if errors.Is(err, zkstate.ErrNoNode) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", groupName, err)
+		}
+	}
+	// Topics whose partitions were not listed: look them up.
+	var open []string
+	for _, t := range names {
+		if ps := topics[t]; len(ps) > 0 {
+			for _, p := range ps {
+				if p >= 0 {
+					tps = append(tps, tp{t, p})
+				}
+			}
+		} else {
+			open = append(open, t)
+		}
+	}
+	kids := make([][]string, len(open))
+	errs := make([]error, len(open))
+	fanOut(ctx, len(open), func(i int) {
+		kids[i], _, errs[i] = store.Children(ctx, zkstate.OffsetsTopicPath(groupName, open[i]))
+	})
+	for i, t := range open {
+		if errs[i] != nil && !errors.Is(errs[i], zkstate.ErrNoNode) {
+			return nil, unavailable("fetch offsets of group %q: %w", groupName, errs[i])
+		}
+		for _, name := range kids[i] {
+			p, err := strconv.ParseInt(name, 10, 32)
+			if err != nil || p < 0 || strconv.FormatInt(p, 10) != name {
+				continue
+			}
+			tps = append(tps, tp{t, int32(p)})
+		}
+	}
+
+	zkData := make([][]byte, len(tps))
+	ownData := make([][]byte, len(tps))
+	errs = make([]error, 2*len(tps))
+	fanOut(ctx, 2*len(tps), func(i int) {
+		x := tps[i/2]
+		var err error
+		if i%2 == 0 {
+			zkData[i/2], _, err = store.Get(ctx, zkstate.OffsetPath(groupName, x.topic, x.part))
+		} else {
+			ownData[i/2], _, err = store.Get(ctx, ownOffsetPath(b.cfg.Root, groupName, x.topic, x.part))
+		}
+		if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			errs[i] = err
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bridge: fetch offsets of group %q: %w", groupName, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, unavailable("fetch offsets of group %q: %w", groupName, err)
+	}
+	var out []CommittedOffset
+	for i, x := range tps {
+		if zkData[i] == nil {
+			continue
+		}
+		off, err := zkstate.ParseOffset(zkData[i])
+		if err != nil {
+			b.log.Warn().Err(err).Str("group", groupName).Str("topic", x.topic).Int32("partition", x.part).Msg("unreadable 0.8 offset; reported as no commit")
+			continue
+		}
+		co := CommittedOffset{Topic: x.topic, Partition: x.part, Offset: off, LeaderEpoch: -1}
+		var own offsetData
+		if ownData[i] != nil && json.Unmarshal(ownData[i], &own) == nil && own.Offset == off {
+			co.LeaderEpoch, co.Metadata = own.LeaderEpoch, own.Metadata
+		}
+		out = append(out, co)
+	}
+	slices.SortFunc(out, func(a, b CommittedOffset) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out, nil
+}
+
+// ListGroups lists the groups this bridge knows: those with a record under its root (with the
+// live state of the ones it has loaded, else the state a load would give: Stable with members,
+// Empty without), and the Kafka 0.8 groups under /consumers (protocol type "", Stable while a
+// 0.8 consumer is registered, else Empty), sorted by name.
+func (b *Bridge) ListGroups(ctx context.Context) ([]GroupListing, error) {
+	store, err := b.storeForReads()
+	if err != nil {
+		return nil, err
+	}
+	own, _, err := store.Children(ctx, groupsPath(b.cfg.Root))
+	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		return nil, unavailable("list groups: %w", err)
+	}
+	zkNames, err := store.Groups(ctx)
+	if err != nil {
+		return nil, unavailable("list groups: %w", err)
+	}
+	live := b.coord.states()
+
+	records := make([][]byte, len(own))
+	errs := make([]error, len(own))
+	fanOut(ctx, len(own), func(i int) {
+		records[i], _, errs[i] = store.Get(ctx, recordPath(b.cfg.Root, own[i]))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bridge: list groups: %w", err)
+	}
+	listed := map[string]bool{}
+	var out []GroupListing
+	for i, name := range own {
+		if errors.Is(errs[i], zkstate.ErrNoNode) {
+			continue // offsets only, or deleted: /consumers lists it if it has offsets
+		}
+		if errs[i] != nil {
+			return nil, unavailable("list groups: %w", errs[i])
+		}
+		var rec group.Record
+		if err := json.Unmarshal(records[i], &rec); err != nil {
+			b.log.Warn().Err(err).Str("group", name).Msg("unreadable group record; not listed")
+			continue
+		}
+		st := group.Empty
+		if len(rec.Members) > 0 {
+			st = group.Stable
+		}
+		if s, ok := live[name]; ok {
+			st = s
+		}
+		listed[name] = true
+		out = append(out, GroupListing{Group: name, ProtocolType: rec.ProtocolType, State: st.String()})
+	}
+	for name, st := range live {
+		if !listed[name] && st != group.Empty && st != group.Dead {
+			// Loaded and rebalancing before its first record write.
+			listed[name] = true
+			out = append(out, GroupListing{Group: name, ProtocolType: consumerProtocol, State: st.String()})
+		}
+	}
+	var zkGroups []string
+	for _, name := range zkNames {
+		if !listed[name] && validName("group", name) == nil {
+			zkGroups = append(zkGroups, name)
+		}
+	}
+	ids := make([][]string, len(zkGroups))
+	errs = make([]error, len(zkGroups))
+	fanOut(ctx, len(zkGroups), func(i int) {
+		ids[i], _, errs[i] = store.Children(ctx, zkstate.IDsPath(zkGroups[i]))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bridge: list groups: %w", err)
+	}
+	for i, name := range zkGroups {
+		if errs[i] != nil && !errors.Is(errs[i], zkstate.ErrNoNode) {
+			return nil, unavailable("list groups: %w", errs[i])
+		}
+		st := group.Empty
+		if len(ids[i]) > 0 {
+			st = group.Stable
+		}
+		out = append(out, GroupListing{Group: name, State: st.String()})
+	}
+	slices.SortFunc(out, func(a, b GroupListing) int {
+		switch {
+		case a.Group < b.Group:
+			return -1
+		case a.Group > b.Group:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// storeForReads returns the store while the bridge can read ZooKeeper.
+func (b *Bridge) storeForReads() (*zkstate.Store, error) {
+	b.coord.mu.Lock()
+	store, closed := b.coord.store, b.coord.closed
+	b.coord.mu.Unlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("bridge: shutting down: %w", newproto.ErrNotCoordinator)
+	case store == nil || !b.coord.connected.Load():
+		return nil, fmt.Errorf("bridge: no zookeeper session: %w", newproto.ErrCoordinatorNotAvailable)
+	}
+	return store, nil
+}
+
+// unavailable wraps a ZooKeeper failure as COORDINATOR_NOT_AVAILABLE, which clients retry.
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("bridge: %w (%w)", fmt.Errorf(format, args...), newproto.ErrCoordinatorNotAvailable)
+}

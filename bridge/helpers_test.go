@@ -1,0 +1,405 @@
+package bridge_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+
+// groups is the contract newproto consumes (newproto.Groups, implemented by *bridge.Bridge).
+type groups = newproto.Groups
+
+// testLog is a zerolog writer into t.Log that goes quiet once the test is over, so that a late
+// line from a goroutine cannot fail the run.
+type testLog struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func newLogger(t testing.TB) zerolog.Logger {
+	l := &testLog{t: t}
+	t.Cleanup(func() {
+		l.mu.Lock()
+		l.done = true
+		l.mu.Unlock()
+	})
+	return zerolog.New(zerolog.ConsoleWriter{Out: l, NoColor: true, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+}
+
+// testGroupConfig keeps the engine's timers short enough for tests.
+func testGroupConfig() group.Config {
+	c := group.DefaultConfig()
+	c.InitialRebalanceDelay = 300 * time.Millisecond
+	c.MinSessionTimeout = 100 * time.Millisecond
+	return c
+}
+
+// running is a Bridge whose Run is in progress.
+type running struct {
+	*bridge.Bridge
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// startBridge runs a bridge on loopback ports against connect and waits until it is ready; it
+// is stopped at cleanup.
+func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Config)) *running {
+	t.Helper()
+	cfg := bridge.Config{
+		ZKConnect:        connect,
+		ZKSessionTimeout: 4 * time.Second,
+		KafkaListen:      "127.0.0.1:0",
+		AdminListen:      "127.0.0.1:0",
+		NodeID:           node,
+		Group:            testGroupConfig(),
+		WriteTimeout:     3 * time.Second,
+		MirrorRetry:      200 * time.Millisecond,
+		DrainTimeout:     time.Second,
+		Logger:           newLogger(t).With().Int32("test_node", node).Logger(),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatalf("bridge.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Bridge: b, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- b.Run(ctx) }()
+	select {
+	case <-b.Ready():
+	case err := <-r.done:
+		cancel()
+		t.Fatalf("Run ended before ready: %v", err)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("bridge not ready after 20s")
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r
+}
+
+// stop cancels Run and waits for it (at most 20s); it may be called more than once.
+func (r *running) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(20 * time.Second):
+			r.err = fmt.Errorf("Run did not return within 20s of cancel")
+		}
+	})
+	return r.err
+}
+
+// openStore opens a store of the test's own on connect, closed at cleanup.
+func openStore(t *testing.T, connect string) *zkstate.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("zkstate.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// do calls Do with a timeout and fails the test on error.
+func do[R group.Reply](t *testing.T, g groups, name string, build func(group.Token) group.Event) R {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := g.Do(ctx, name, build)
+	if err != nil {
+		t.Fatalf("Do(%s): %v", name, err)
+	}
+	out, ok := r.(R)
+	if !ok {
+		t.Fatalf("Do(%s) = %T, want %T", name, r, *new(R))
+	}
+	return out
+}
+
+// subscription is a consumer-protocol subscription to topics.
+func subscription(version int16, topics ...string) []byte {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Version = version
+	m.Topics = topics
+	return m.AppendTo(nil)
+}
+
+// assignment is a consumer-protocol assignment of partitions of one topic.
+func assignment(topic string, partitions ...int32) []byte {
+	a := kmsg.NewConsumerMemberAssignment()
+	t := kmsg.NewConsumerMemberAssignmentTopic()
+	t.Topic, t.Partitions = topic, partitions
+	a.Topics = append(a.Topics, t)
+	return a.AppendTo(nil)
+}
+
+// joinEvent is a consumer's JoinGroup (v5-like: known member ids not required).
+func joinEvent(id group.MemberID, inst group.InstanceID, host string, topics ...string) func(group.Token) group.Event {
+	return func(tok group.Token) group.Event {
+		return group.JoinGroup{
+			Token:            tok,
+			InstanceID:       inst,
+			ClientID:         "client-" + string(id),
+			ClientHost:       "/" + host,
+			SessionTimeout:   30 * time.Second,
+			RebalanceTimeout: 2 * time.Second,
+			ProtocolType:     "consumer",
+			Protocols:        []group.Protocol{{Name: "range", Metadata: subscription(0, topics...)}},
+			NewMemberID:      id,
+		}
+	}
+}
+
+// joinAll sends the JoinGroups concurrently (they complete together, after the initial
+// rebalance delay) and returns the replies in order.
+func joinAll(t *testing.T, g groups, name string, joins ...func(group.Token) group.Event) []group.JoinReply {
+	t.Helper()
+	out := make([]group.JoinReply, len(joins))
+	errs := make([]error, len(joins))
+	var wg sync.WaitGroup
+	for i, j := range joins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			r, err := g.Do(ctx, name, j)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = r.(group.JoinReply)
+		}()
+		time.Sleep(20 * time.Millisecond) // keep the join order, so the first is the leader
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("join %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+// syncAll sends the members' SyncGroups concurrently (the leader's carries assignments) and
+// returns the replies in order.
+func syncAll(t *testing.T, g groups, name string, gen group.Generation, members []group.MemberID, insts []group.InstanceID, assignments map[group.MemberID][]byte) []group.SyncReply {
+	t.Helper()
+	out := make([]group.SyncReply, len(members))
+	var wg sync.WaitGroup
+	for i, id := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var as map[group.MemberID][]byte
+			if i == 0 {
+				as = assignments
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			r, err := g.Do(ctx, name, func(tok group.Token) group.Event {
+				return group.SyncGroup{Token: tok, MemberID: id, InstanceID: insts[i], Generation: gen, Assignments: as}
+			})
+			if err == nil {
+				out[i] = r.(group.SyncReply)
+			} else {
+				out[i] = group.SyncReply{Err: -1}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// commit commits offsets of one member.
+func commit(t *testing.T, g groups, name string, id group.MemberID, inst group.InstanceID, gen group.Generation, offs ...group.OffsetCommitPartition) group.OffsetCommitReply {
+	t.Helper()
+	return do[group.OffsetCommitReply](t, g, name, func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, MemberID: id, InstanceID: inst, Generation: gen, Offsets: offs}
+	})
+}
+
+func heartbeat(t *testing.T, g groups, name string, id group.MemberID, inst group.InstanceID, gen group.Generation) group.HeartbeatReply {
+	t.Helper()
+	return do[group.HeartbeatReply](t, g, name, func(tok group.Token) group.Event {
+		return group.Heartbeat{Token: tok, MemberID: id, InstanceID: inst, Generation: gen}
+	})
+}
+
+func describe(t *testing.T, g groups, name string) group.DescribeReply {
+	t.Helper()
+	return do[group.DescribeReply](t, g, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} })
+}
+
+// stableGroup brings a two-member group to Stable (generation 1): a (the leader) gets
+// partitions 0-2 of orders, b 3-5.
+func stableGroup(t *testing.T, g groups, name string, insts [2]group.InstanceID) {
+	t.Helper()
+	joins := joinAll(t, g, name,
+		joinEvent("a", insts[0], "10.0.0.1", "orders"),
+		joinEvent("b", insts[1], "10.0.0.2", "orders"))
+	for i, j := range joins {
+		if j.Err != group.ErrNone || j.Generation != 1 {
+			t.Fatalf("join %d = %+v, want generation 1 and no error", i, j)
+		}
+	}
+	if joins[0].Leader != "a" || len(joins[0].Members) != 2 {
+		t.Fatalf("leader's join = %+v, want leader a with 2 members", joins[0])
+	}
+	syncs := syncAll(t, g, name, 1, []group.MemberID{"a", "b"}, insts[:], map[group.MemberID][]byte{
+		"a": assignment("orders", 0, 1, 2),
+		"b": assignment("orders", 3, 4, 5),
+	})
+	for i, s := range syncs {
+		if s.Err != group.ErrNone || len(s.Assignment) == 0 {
+			t.Fatalf("sync %d = %+v, want an assignment", i, s)
+		}
+	}
+}
+
+// eventually polls cond every 50ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %v (last: %s)", what, timeout, detail)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// httpGet fetches an admin URL and returns status and body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// kafkaRoundTrip sends one non-flexible request on a new connection and reads its response.
+func kafkaRoundTrip(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	if req.IsFlexible() {
+		t.Fatalf("kafkaRoundTrip handles non-flexible versions only")
+	}
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var msg []byte
+	msg = binary.BigEndian.AppendUint16(msg, uint16(req.Key()))
+	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
+	msg = binary.BigEndian.AppendUint32(msg, 7) // correlation id
+	msg = binary.BigEndian.AppendUint16(msg, 4)
+	msg = append(msg, "test"...)
+	msg = req.AppendTo(msg)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
+	if _, err := c.Write(append(frame, msg...)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		t.Fatalf("read size: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	if corr := binary.BigEndian.Uint32(body); corr != 7 {
+		t.Fatalf("correlation id %d, want 7", corr)
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		t.Fatalf("decode %T: %v", resp, err)
+	}
+	return resp
+}
+
+// checkNoLeaks fails the test if goroutines running project code outlive what started them
+// (etcd's CheckLeakedGoroutine idea): after every bridge and store of the test is closed, none
+// may remain. Goroutines of the test itself (with _test.go frames) do not count.
+func checkNoLeaks(t *testing.T) {
+	t.Helper()
+	var leaked []string
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		leaked = leaked[:0]
+		buf := make([]byte, 1<<20)
+		for {
+			n := runtime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		for _, g := range bytes.Split(buf, []byte("\n\n")) {
+			s := string(g)
+			if strings.Contains(s, "github.com/zkbridge/zkbridge/") && !strings.Contains(s, "_test.go") {
+				leaked = append(leaked, s)
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(leaked) > 0 {
+		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+	}
+}

@@ -1,0 +1,189 @@
+package bridge
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// kafka-go's ConsumerGroup writes member metadata with version 1 but without the owned
+// partitions version 1 adds (issue 3 §7: parse leniently); franz-go and the Java client write
+// the full version. Both must give the subscription.
+func TestSubscribedTopicsLenient(t *testing.T) {
+	full := kmsg.NewConsumerMemberMetadata()
+	full.Version = 3
+	full.Topics = []string{"orders", "payments"}
+	full.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "orders", Partitions: []int32{1}}}
+
+	// kafka-go: version 1, topics, user data, and nothing after.
+	var kafkaGo []byte
+	kafkaGo = binary.BigEndian.AppendUint16(kafkaGo, 1)
+	kafkaGo = binary.BigEndian.AppendUint32(kafkaGo, 2)
+	for _, topic := range []string{"orders", "payments"} {
+		kafkaGo = binary.BigEndian.AppendUint16(kafkaGo, uint16(len(topic)))
+		kafkaGo = append(kafkaGo, topic...)
+	}
+	kafkaGo = binary.BigEndian.AppendUint32(kafkaGo, 0) // empty user data
+
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"franz-go v3", full.AppendTo(nil)},
+		{"kafka-go v1 without owned partitions", kafkaGo},
+	} {
+		got, err := subscribedTopics(tc.b)
+		if err != nil || strings.Join(got, ",") != "orders,payments" {
+			t.Errorf("%s: subscribedTopics = %v, %v; want orders,payments", tc.name, got, err)
+		}
+	}
+	if _, err := subscribedTopics([]byte{0, 1, 0xff}); err == nil {
+		t.Errorf("subscribedTopics(garbage) succeeded")
+	}
+}
+
+func TestAssignedPartitions(t *testing.T) {
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Version = 1
+	a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "orders", Partitions: []int32{0, 2}}}
+	got, err := assignedPartitions(a.AppendTo(nil))
+	if err != nil || len(got) != 1 || got[0].topic != "orders" || len(got[0].partitions) != 2 {
+		t.Fatalf("assignedPartitions = %+v, %v", got, err)
+	}
+	if got, err := assignedPartitions(nil); err != nil || got != nil {
+		t.Errorf("assignedPartitions(empty) = %+v, %v; want nothing", got, err)
+	}
+	if _, err := assignedPartitions([]byte{0, 0, 0, 0, 0, 9}); err == nil {
+		t.Errorf("assignedPartitions(truncated) succeeded")
+	}
+}
+
+// The mirror of one member in exact 0.8 formats: the consumer id parses as 0.8.2's
+// consumerIdString, owners hold <consumer-id>-0, the registration reads back.
+func TestBuildMirror(t *testing.T) {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"orders", "payments"}
+	asg := kmsg.NewConsumerMemberAssignment()
+	asg.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "orders", Partitions: []int32{0, 1}}}
+	d := group.Description{
+		Group: "billing", State: group.Stable, ProtocolType: "consumer", Generation: 4,
+		Members: []group.MemberDescription{
+			{MemberID: "client-1-uuid", ClientHost: "/10.1.2.3", Metadata: meta.AppendTo(nil), Assignment: asg.AppendTo(nil)},
+			{MemberID: "broken", ClientHost: "/10.1.2.4", Metadata: []byte{0, 9}, Assignment: asg.AppendTo(nil)},
+		},
+	}
+	seen := map[group.MemberID]int64{"gone": 1}
+	now := time.UnixMilli(1700000000123)
+	ms := buildMirror("billing", d, seen, now, zerolog.Nop())
+	if _, ok := seen["gone"]; ok || seen["client-1-uuid"] != now.UnixMilli() {
+		t.Errorf("seen = %v, want only the present members, first seen now", seen)
+	}
+	if len(ms.ids) != 1 || len(ms.owners) != 2 {
+		t.Fatalf("mirror = %d ids, %d owners; want 1 and 2 (the broken member left out)", len(ms.ids), len(ms.owners))
+	}
+	for p, data := range ms.ids {
+		cid := strings.TrimPrefix(p, zkstate.IDsPath("billing")+"/")
+		if !strings.HasPrefix(cid, "billing_10.1.2.3-1700000000123-") || len(cid) != len("billing_10.1.2.3-1700000000123-")+8 {
+			t.Errorf("consumer id %q, want billing_10.1.2.3-1700000000123-<8 hex>", cid)
+		}
+		reg, err := zkstate.ParseConsumerRegistration(data)
+		if err != nil || reg.Subscription["orders"] != 1 || reg.Subscription["payments"] != 1 || reg.TimestampMs != now.UnixMilli() {
+			t.Errorf("registration %s = %+v, %v", data, reg, err)
+		}
+		if want := `{"version":1,"subscription":{"orders":1,"payments":1},"pattern":"static","timestamp":"1700000000123"}`; string(data) != want {
+			t.Errorf("registration = %s, want %s", data, want)
+		}
+		owner := string(ms.owners[zkstate.OwnerPath("billing", "orders", 1)])
+		if c, n, err := zkstate.ParseThreadID(owner); err != nil || c != cid || n != 0 {
+			t.Errorf("owner of orders/1 = %q, want %s-0", owner, cid)
+		}
+	}
+	d.ProtocolType = "connect"
+	if ms := buildMirror("billing", d, seen, now, zerolog.Nop()); len(ms.ids)+len(ms.owners) != 0 {
+		t.Errorf("a connect group was mirrored: %+v", ms)
+	}
+}
+
+func TestSanitizeHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"/10.0.0.1":        "10.0.0.1",
+		"/0:0:0:0:0:0:0:1": "0_0_0_0_0_0_0_1",
+		"host-a.example":   "host-a.example",
+		"":                 "unknown",
+	} {
+		if got := sanitizeHost(in); got != want {
+			t.Errorf("sanitizeHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// One bad entry of an OffsetCommit is answered UNKNOWN_TOPIC_OR_PARTITION by itself, the
+// engine's answers for the rest keep their places.
+func TestScreenOffsets(t *testing.T) {
+	ev := group.OffsetCommit{Token: 9, Offsets: []group.OffsetCommitPartition{
+		{Topic: "a", Partition: 0}, {Topic: "x/y", Partition: 0}, {Topic: "b", Partition: -1}, {Topic: "c", Partition: 2},
+	}}
+	valid, fix := screenOffsets(ev)
+	if len(valid.Offsets) != 2 || valid.Offsets[0].Topic != "a" || valid.Offsets[1].Topic != "c" {
+		t.Fatalf("screened = %+v", valid.Offsets)
+	}
+	got := fix(group.OffsetCommitReply{Token: 9, Partitions: []group.OffsetCommitResult{
+		{Topic: "a", Err: group.ErrNone}, {Topic: "c", Partition: 2, Err: group.ErrIllegalGeneration},
+	}}).(group.OffsetCommitReply)
+	want := []group.ErrorCode{group.ErrNone, errUnknownTopicOrPartition, errUnknownTopicOrPartition, group.ErrIllegalGeneration}
+	for i, p := range got.Partitions {
+		if p.Err != want[i] || p.Topic != ev.Offsets[i].Topic {
+			t.Errorf("partition %d = %+v, want %s with %v", i, p, ev.Offsets[i].Topic, want[i])
+		}
+	}
+	if _, fix := screenOffsets(group.OffsetCommit{Offsets: []group.OffsetCommitPartition{{Topic: "ok"}}}); fix != nil {
+		t.Errorf("a clean commit got a fix")
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"billing", "a.b-c_d", "zookeeper", "with space", "ünïcode"} {
+		if err := validName("group", ok); err != nil {
+			t.Errorf("validName(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a\x00b", "a\x01", "\ufff5", string([]byte{0xff})} {
+		if err := validName("group", bad); err == nil {
+			t.Errorf("validName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "ZKConnect") {
+		t.Errorf("Validate(zero) = %v, want ZKConnect required", err)
+	}
+	c := Config{ZKConnect: "127.0.0.1:2181"}.withDefaults()
+	if c.Root != DefaultRoot || c.NodeID != DefaultNodeID || c.KafkaListen != DefaultKafkaListen ||
+		c.AdminListen != DefaultAdminListen || c.Group != group.DefaultConfig() {
+		t.Errorf("defaults = %+v", c)
+	}
+	for _, bad := range []Config{
+		{ZKConnect: "h:1", Root: "zkbridge"},
+		{ZKConnect: "h:1", Root: "/"},
+		{ZKConnect: "h:1", NodeID: -1},
+		{ZKConnect: "h:1", KafkaListen: "nope"},
+		{ZKConnect: "h:1", AdvertisedAddr: "host"},
+		{ZKConnect: "h:1", AdvertisedAddr: "host:0"},
+		{ZKConnect: "h:1", WriteTimeout: -time.Second},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted", bad)
+		}
+	}
+	if err := (Config{ZKConnect: "h:1/chroot", AdvertisedAddr: "kafka.example:9092"}).Validate(); err != nil {
+		t.Errorf("Validate(good) = %v", err)
+	}
+}

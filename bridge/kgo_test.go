@@ -1,0 +1,180 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// End to end through the Kafka wire with an unmodified client (franz-go's kgo) as the oracle:
+// two consumers, one static, join a group hosted by the bridge; the assignment covers every
+// partition once and is mirrored in /consumers/<g>/owners; a commit lands in the 0.8 offsets
+// znode and OffsetFetch reads it back; the dynamic member leaving rebalances its partitions
+// to the static one; the static member restarting gets its partitions back with no new
+// generation (KIP-345).
+func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
+	connect := zktest.Connect(t)
+	ctx := t.Context()
+	zk := openStore(t, connect)
+	// One topic led by the bridge's own node id, so the client never dials a broker that does
+	// not exist (the bridge does not serve Fetch yet; the client keeps its group regardless).
+	layout := zkstate.Layout{
+		Brokers: []zkstate.BrokerRegistration{{ID: 9000, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1"}},
+		Topics:  map[string]zkstate.TopicAssignment{"orders": {Version: 1, Partitions: map[int32][]int32{}}},
+		States:  map[zkstate.TopicPartition]zkstate.PartitionState{},
+	}
+	for p := range int32(6) {
+		layout.Topics["orders"].Partitions[p] = []int32{9000}
+		layout.States[zkstate.TopicPartition{Topic: "orders", Partition: p}] = zkstate.PartitionState{Version: 1, Leader: 9000, ISR: []int32{9000}}
+	}
+	if err := zkstate.LoadLayout(ctx, zk, layout); err != nil {
+		t.Fatalf("LoadLayout: %v", err)
+	}
+	b := startBridge(t, connect, 9000, nil)
+
+	newClient := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{
+			kgo.SeedBrokers(b.Addr().String()),
+			kgo.ConsumerGroup("kg"),
+			kgo.ConsumeTopics("orders"),
+			kgo.DisableAutoCommit(),
+			kgo.SessionTimeout(10 * time.Second),
+			kgo.RebalanceTimeout(5 * time.Second),
+			kgo.HeartbeatInterval(200 * time.Millisecond),
+			kgo.RetryTimeout(5 * time.Second),
+		}, opts...)...)
+		if err != nil {
+			t.Fatalf("kgo.NewClient: %v", err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for pctx.Err() == nil {
+				cl.PollFetches(pctx)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		stop := func() { cancel(); <-done; cl.Close() }
+		t.Cleanup(stop)
+		return cl
+	}
+	static := newClient(kgo.InstanceID("static-1"))
+	dynamic := newClient()
+
+	// assigned waits for a Stable group whose members together own every partition once and
+	// returns each member's partitions, the generation and the description.
+	assigned := func(members int) (map[group.MemberID][]int32, group.Description) {
+		t.Helper()
+		var owned map[group.MemberID][]int32
+		var d group.Description
+		eventually(t, 20*time.Second, fmt.Sprintf("Stable with %d members covering orders", members), func() (bool, string) {
+			d = describe(t, b, "kg").Group
+			owned = map[group.MemberID][]int32{}
+			var all []int32
+			for _, m := range d.Members {
+				var a kmsg.ConsumerMemberAssignment
+				if err := a.ReadFrom(m.Assignment); err != nil {
+					return false, fmt.Sprintf("member %s assignment: %v", m.MemberID, err)
+				}
+				for _, tp := range a.Topics {
+					owned[m.MemberID] = append(owned[m.MemberID], tp.Partitions...)
+					all = append(all, tp.Partitions...)
+				}
+			}
+			slices.Sort(all)
+			return d.State == group.Stable && len(d.Members) == members && slices.Equal(all, []int32{0, 1, 2, 3, 4, 5}),
+				fmt.Sprintf("%v gen %d, %d members, partitions %v", d.State, d.Generation, len(d.Members), all)
+		})
+		return owned, d
+	}
+	owned, _ := assigned(2)
+	for id, ps := range owned {
+		if len(ps) == 0 {
+			t.Errorf("member %s got no partitions: %v", id, owned)
+		}
+	}
+	eventually(t, 10*time.Second, "owners mirrored", func() (bool, string) {
+		snap, err := zk.Snapshot(ctx, "kg")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(snap.Owners) == 6 && len(snap.Consumers) == 2 && len(snap.Problems) == 0,
+			fmt.Sprintf("%d owners, %d consumers, problems %v", len(snap.Owners), len(snap.Consumers), snap.Problems)
+	})
+
+	// Commit through the wire, read back from ZooKeeper and through OffsetFetch.
+	var commitErr error
+	static.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"orders": {owned[staticMember(t, b)][0]: {Epoch: -1, Offset: 17}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			commitErr = err
+			if err == nil {
+				for _, tp := range resp.Topics {
+					for _, p := range tp.Partitions {
+						if p.ErrorCode != 0 {
+							commitErr = fmt.Errorf("partition %d: error %d", p.Partition, p.ErrorCode)
+						}
+					}
+				}
+			}
+		})
+	if commitErr != nil {
+		t.Fatalf("CommitOffsetsSync: %v", commitErr)
+	}
+	p := owned[staticMember(t, b)][0]
+	if d, _, err := zk.Get(ctx, zkstate.OffsetPath("kg", "orders", p)); err != nil || string(d) != "17" {
+		t.Fatalf("0.8 offset of orders/%d = %q, %v; want 17", p, d, err)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = "kg"
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = "orders", []int32{p}
+	fetch.Topics = append(fetch.Topics, ft)
+	resp, err := dynamic.Request(ctx, fetch)
+	if err != nil {
+		t.Fatalf("OffsetFetch: %v", err)
+	}
+	if fr := resp.(*kmsg.OffsetFetchResponse); len(fr.Topics) != 1 || fr.Topics[0].Partitions[0].Offset != 17 {
+		t.Fatalf("OffsetFetch = %+v, want orders/%d at 17", fr, p)
+	}
+
+	// The dynamic member leaves: one rebalance hands everything to the static member.
+	dynamic.Close()
+	_, before := assigned(1)
+
+	// The static member restarts: same instance id, its partitions back, same generation.
+	static.Close()
+	newClient(kgo.InstanceID("static-1"))
+	eventually(t, 20*time.Second, "static member back", func() (bool, string) {
+		d := describe(t, b, "kg").Group
+		if len(d.Members) != 1 || d.Members[0].MemberID == before.Members[0].MemberID {
+			return false, fmt.Sprintf("members %+v", d.Members)
+		}
+		return true, ""
+	})
+	_, after := assigned(1)
+	if after.Generation != before.Generation {
+		t.Errorf("static restart moved the generation from %d to %d, want no rebalance", before.Generation, after.Generation)
+	}
+}
+
+// staticMember returns the member id of instance static-1.
+func staticMember(t *testing.T, g groups) group.MemberID {
+	t.Helper()
+	for _, m := range describe(t, g, "kg").Group.Members {
+		if m.InstanceID == "static-1" {
+			return m.MemberID
+		}
+	}
+	t.Fatal("no member with instance id static-1")
+	return ""
+}

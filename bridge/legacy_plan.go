@@ -1,0 +1,364 @@
+package bridge
+
+// The decisions of the legacy coordinator, as pure functions: no goroutines, no clock, no IO.
+// legacy_coordinator.go gathers the inputs (its members, the partitions watched under
+// /brokers/topics, the owners and offsets read from /consumers/<g>) and carries out what comes
+// back (one Multi, then StartRequests). Seed 001 "rebalance (group)" is the spec; the steps
+// named below are its numbers:
+//
+//	1   the topics the group is interested in       legacyPlanRebalance: the members' subscriptions
+//	2   the new ownership (0.8.2 assignor)           legacyPlanRebalance: legacy.Assign
+//	3   is a rebalance necessary (3.1-3.5)           legacyPlanRebalance: legacy.RebalanceNeeded
+//	4   Stop, write ownership, Start with offsets    legacyPlan.Ops and legacyPlan.Starts
+//	-   offsets reported in PingResponses            legacyCheckPing and legacyOffsetOps
+//
+// Every identifier of this file starts with "legacy": package bridge is shared with the other
+// member kinds' shells, and the names must not collide until the legacy members move into the
+// common group engine (bridge/group), which will then take these functions' inputs as events.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// legacyMemberSpec is what the plan needs to know of one registered legacy consumer.
+type legacyMemberSpec struct {
+	// Subscription is the RegisterRequest's topic → threads list (docs/legacy-protocol.md §1
+	// row 5): the member's threads on topic t are <consumerID>-0 .. <consumerID>-(n-1), as a
+	// 0.8 consumer numbers them.
+	Subscription []legacy.TopicThreads
+	// AutoCommit: the member reports offsets in its PingResponses.
+	AutoCommit bool
+	// Reset is the member's auto_offset_reset, legacy.ResetSmallest or legacy.ResetLargest;
+	// it picks the Start offset sentinel of a partition with nothing committed.
+	Reset string
+	// Started says the member acknowledged a StartRequest and has not been stopped since;
+	// Running is the part it was started with, sorted. A member that is not running exactly its
+	// part of the new assignment needs a Stop and a Start even when the ownership in ZooKeeper
+	// is right (a new member, docs §8 "Coordinator" 1; every member after a coordinator
+	// restart, since consumers stop fetching when they lose their coordinator).
+	Started bool
+	Running []legacy.TopicPartition
+}
+
+// legacyOwner is one owner znode as read: /consumers/<g>/owners/<t>/<p>.
+type legacyOwner struct {
+	Thread  string // the znode's data: the owning thread id
+	Version int32  // data version, for the CAS of the delete
+	// Session is the znode's ephemeral owner: our ZooKeeper session for the owners this
+	// coordinator wrote, another session's for a 0.8 consumer's (or a previous coordinator's
+	// whose session has not expired yet), 0 for a persistent node someone wrote by hand.
+	Session int64
+}
+
+// legacyPlanInput is everything a rebalance decision depends on.
+type legacyPlanInput struct {
+	Group    string
+	Strategy legacy.Strategy
+	// Session is our ZooKeeper session id: only owner znodes it holds are ours to rewrite
+	// (DESIGN §4: never trust that an owner znode is ours without checking its ephemeral
+	// owner).
+	Session int64
+	// Members maps consumer id → spec.
+	Members map[string]legacyMemberSpec
+	// Partitions maps every topic some member subscribes to → its partitions, from
+	// /brokers/topics/<t> (a missing topic has none).
+	Partitions map[string][]int32
+	// Owners are all owner znodes under /consumers/<g>/owners.
+	Owners map[legacy.TopicPartition]legacyOwner
+	// Committed holds the offsets under /consumers/<g>/offsets that parse; OffsetNodes says
+	// which offset znodes exist at all (a malformed one exists without a committed value), so
+	// that a write sets an existing node and creates a missing one.
+	Committed   map[legacy.TopicPartition]int64
+	OffsetNodes map[legacy.TopicPartition]bool
+	// Final holds the offsets the stopped members reported in the PingRequest after their
+	// StopResponse (docs §8 "Coordinator" 2), already accepted by legacyCheckPing against the
+	// current assignment. They are written in the rebalance's Multi and the partitions start
+	// from them.
+	Final map[legacy.TopicPartition]int64
+}
+
+// legacyPlan is a rebalance decision.
+type legacyPlan struct {
+	// Assignment is the new ownership (step 2): partition → thread id.
+	Assignment legacy.Assignment
+	// Owner maps each assigned partition to the consumer id of its thread.
+	Owner map[legacy.TopicPartition]string
+	// Reason is step 3's verdict on the ownership in ZooKeeper.
+	Reason legacy.Reason
+	// NotRunning lists, sorted, the members that do not run exactly their part of Assignment.
+	NotRunning []string
+	// Foreign lists, sorted, the partitions of Assignment whose owner znode another session
+	// holds. The claim must wait until they are released (0.8 consumers retry a taken owner
+	// znode the same way); Ops is empty while any is left.
+	Foreign []legacy.TopicPartition
+	// Ops is the one Multi of step 4, to run after every StopResponse and before the first
+	// StartRequest: the final offsets that changed, then the owner znodes of released and
+	// reassigned partitions deleted (version-checked), then the new owners created as
+	// ephemerals of our session.
+	Ops []zkstate.Op
+	// Starts is every member's StartRequest part with its starting offsets: the final offset
+	// reported, else the committed one, else the member's reset sentinel (legacy.OffsetSmallest
+	// or legacy.OffsetLargest, docs §6 StartRequest). Every member has an entry, possibly empty.
+	Starts map[string][]legacy.PartitionOffset
+	// Offsets is the committed offsets after Ops: Committed updated with Final.
+	Offsets map[legacy.TopicPartition]int64
+}
+
+// Needed reports whether the group must go through Stop and Start: the ownership in ZooKeeper
+// is not the new assignment (seed steps 3.1-3.4), or some member does not run its part.
+func (p *legacyPlan) Needed() bool { return p.Reason.Needed() || len(p.NotRunning) > 0 }
+
+// Why says in one line why the group rebalances, for logs.
+func (p *legacyPlan) Why() string {
+	switch {
+	case p.Reason.Needed():
+		return p.Reason.String()
+	case len(p.NotRunning) > 0:
+		return fmt.Sprintf("ownership up to date (3.5), but %d member(s) not running their part: %s",
+			len(p.NotRunning), strings.Join(p.NotRunning, ", "))
+	}
+	return p.Reason.String()
+}
+
+// legacyAssignInput builds the assignor's input (seed steps 1-2): each member's threads per
+// subscribed topic, and the partitions of those topics.
+func legacyAssignInput(members map[string]legacyMemberSpec, partitions map[string][]int32) (legacy.Input, map[string]string) {
+	in := legacy.Input{Consumers: make(map[string]legacy.Subscription, len(members)), Partitions: map[string][]int32{}}
+	threadOf := map[string]string{} // thread id → consumer id
+	for id, m := range members {
+		sub := legacy.Subscription{}
+		for _, tt := range m.Subscription {
+			threads := legacy.ThreadIDs(id, int(tt.Threads))
+			sub[tt.Topic] = threads
+			for _, th := range threads {
+				threadOf[th] = id
+			}
+			in.Partitions[tt.Topic] = partitions[tt.Topic]
+		}
+		in.Consumers[id] = sub
+	}
+	return in, threadOf
+}
+
+// legacyPlanRebalance decides a rebalance of a legacy-only group (seed 001 "rebalance (group)",
+// steps 1 to 4). It fails only when the assignor does (roundrobin over unequal subscriptions,
+// an unknown strategy).
+func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
+	// Steps 1 and 2: the group's topics are those its members subscribe to; the new ownership
+	// comes from their partitions and the members' threads through the 0.8.2 assignor.
+	ain, threadOf := legacyAssignInput(in.Members, in.Partitions)
+	next, err := legacy.Assign(in.Strategy, ain)
+	if err != nil {
+		return legacyPlan{}, fmt.Errorf("bridge: legacy group %q: assign (seed step 2): %w", in.Group, err)
+	}
+	p := legacyPlan{
+		Assignment: next,
+		Owner:      make(map[legacy.TopicPartition]string, len(next)),
+		Starts:     make(map[string][]legacy.PartitionOffset, len(in.Members)),
+		Offsets:    make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),
+	}
+	for tp, th := range next {
+		p.Owner[tp] = threadOf[th]
+	}
+
+	// Step 3 compares the new assignment with the owners in ZooKeeper. Owner znodes of other
+	// sessions outside the new assignment (a topic nobody here subscribes to any more, held
+	// by someone else) are none of our business: we cannot delete them, and counting them
+	// would call for a rebalance after every rebalance.
+	current := make(map[legacy.TopicPartition]string, len(in.Owners))
+	for tp, o := range in.Owners {
+		_, assigned := next[tp]
+		if o.Session == in.Session || assigned {
+			current[tp] = o.Thread
+		}
+	}
+	p.Reason = legacy.RebalanceNeeded(current, next, ain.Partitions)
+
+	parts := map[string][]legacy.TopicPartition{}
+	for tp := range next {
+		parts[p.Owner[tp]] = append(parts[p.Owner[tp]], tp)
+	}
+	for id, m := range in.Members {
+		part := parts[id]
+		slices.SortFunc(part, legacyCompareTP)
+		parts[id] = part
+		if !m.Started || !slices.Equal(part, m.Running) {
+			p.NotRunning = append(p.NotRunning, id)
+		}
+	}
+	slices.Sort(p.NotRunning)
+
+	for tp, o := range in.Owners {
+		// Even a znode of another session that holds the very thread we would write (a
+		// previous coordinator of this group whose session has not expired yet) is not ours:
+		// it disappears when that session ends, so it must be released and claimed anew.
+		if _, assigned := next[tp]; assigned && o.Session != in.Session {
+			p.Foreign = append(p.Foreign, tp)
+		}
+	}
+	slices.SortFunc(p.Foreign, legacyCompareTP)
+
+	// Offsets: committed, updated with the final offsets of the stopped members.
+	for tp, off := range in.Committed {
+		p.Offsets[tp] = off
+	}
+	for tp, off := range in.Final {
+		p.Offsets[tp] = off
+	}
+
+	// Step 4.2's parts, each partition with its starting offset.
+	for id, m := range in.Members {
+		reset, ok := legacy.ResetOffset(m.Reset)
+		if !ok {
+			reset = legacy.OffsetLargest // 0.8's default auto.offset.reset; the server validated it anyway
+		}
+		starts := make([]legacy.PartitionOffset, 0, len(parts[id]))
+		for _, tp := range parts[id] {
+			off, ok := p.Offsets[tp]
+			if !ok || off < 0 {
+				off = reset
+			}
+			starts = append(starts, legacy.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+		}
+		p.Starts[id] = starts
+	}
+
+	if len(p.Foreign) == 0 {
+		p.Ops = legacyClaimOps(in, next)
+	}
+	return p, nil
+}
+
+// legacyClaimOps is step 4's one Multi: the changed final offsets, then deletes of our owner
+// znodes that are released or change thread, then creates of the new owners. A reassigned
+// partition is deleted and created rather than set, as a 0.8 consumer releases and then claims
+// it: the new znode's ctime and ephemeral owner (our current session) are those of the new
+// ownership.
+func legacyClaimOps(in legacyPlanInput, next legacy.Assignment) []zkstate.Op {
+	final := make(map[legacy.TopicPartition]int64, len(in.Final))
+	for tp, off := range in.Final {
+		if old, ok := in.Committed[tp]; !ok || old != off {
+			final[tp] = off
+		}
+	}
+	ops := legacyOffsetOps(in.Group, final, in.OffsetNodes)
+
+	var creates []zkstate.Op
+	for _, tp := range legacySortedTPs(in.Owners) {
+		o := in.Owners[tp]
+		if o.Session != in.Session {
+			continue // not ours; legacyPlanRebalance reports those in the assignment as Foreign
+		}
+		if th, ok := next[tp]; ok && th == o.Thread {
+			continue // unchanged
+		}
+		ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition), o.Version))
+	}
+	for _, tp := range legacySortedTPs(next) {
+		if o, ok := in.Owners[tp]; ok && o.Session == in.Session && o.Thread == next[tp] {
+			continue
+		}
+		creates = append(creates, zkstate.CreateOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition),
+			[]byte(next[tp]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
+	}
+	return append(ops, creates...)
+}
+
+// legacyOffsetOps writes offsets to /consumers/<g>/offsets/<t>/<p> as decimal text (the 0.8
+// format, zkstate.FormatOffset): a set of an existing znode, a create (with its parents) of a
+// missing one, in partition order.
+func legacyOffsetOps(group string, offsets map[legacy.TopicPartition]int64, exists map[legacy.TopicPartition]bool) []zkstate.Op {
+	ops := make([]zkstate.Op, 0, len(offsets))
+	for _, tp := range legacySortedTPs(offsets) {
+		p := zkstate.OffsetPath(group, tp.Topic, tp.Partition)
+		data := zkstate.FormatOffset(offsets[tp])
+		if exists[tp] {
+			ops = append(ops, zkstate.SetOp(p, data, -1))
+		} else {
+			ops = append(ops, zkstate.CreateOp(p, data, zkstate.CreateOptions{Parents: true}))
+		}
+	}
+	return ops
+}
+
+// legacyPingCheck is the verdict on the offsets of one PingResponse.
+type legacyPingCheck struct {
+	// Accepted are the offsets to write: partitions the member owns in the current assignment,
+	// with an offset that differs from the committed one.
+	Accepted map[legacy.TopicPartition]int64
+	// Unchanged counts accepted offsets equal to the committed ones (nothing to write).
+	Unchanged int
+	// Refused are the offsets not accepted, in the order received, with Why naming the rule.
+	Refused []legacy.PartitionOffset
+	Why     []string
+}
+
+// legacyCheckPing validates the offsets of a PingResponse (issue 4 item 4): with auto_commit,
+// an offset is accepted only for a partition the member owns in the current assignment
+// (owner: partition → consumer id of the assignment last written to ZooKeeper). That is what
+// keeps a stale member — one whose partitions moved while its ping was in flight, or that
+// missed a Start — from moving a new owner's offset, backwards or forwards. Also refused:
+// negative offsets (docs §6 PingResponse: the next offset to consume, never a sentinel), a
+// partition listed twice in one response (the first is kept), and every offset of a member that
+// registered without auto_commit.
+func legacyCheckPing(member string, autoCommit bool, owner map[legacy.TopicPartition]string,
+	committed map[legacy.TopicPartition]int64, resp legacy.PingResponse) legacyPingCheck {
+	var c legacyPingCheck
+	seen := make(map[legacy.TopicPartition]bool, len(resp.Offsets))
+	refuse := func(po legacy.PartitionOffset, why string) {
+		c.Refused = append(c.Refused, po)
+		c.Why = append(c.Why, why)
+	}
+	for _, po := range resp.Offsets {
+		tp := legacy.TopicPartition{Topic: po.Topic, Partition: po.Partition}
+		switch {
+		case !autoCommit:
+			refuse(po, "member registered without auto_commit")
+		case seen[tp]:
+			refuse(po, "partition listed twice")
+		case po.Offset < 0:
+			refuse(po, "negative offset")
+		case owner[tp] != member:
+			if owner[tp] == "" {
+				refuse(po, "partition not assigned")
+			} else {
+				refuse(po, "partition owned by "+owner[tp])
+			}
+		default:
+			seen[tp] = true
+			if old, ok := committed[tp]; ok && old == po.Offset {
+				c.Unchanged++
+				continue
+			}
+			if c.Accepted == nil {
+				c.Accepted = map[legacy.TopicPartition]int64{}
+			}
+			c.Accepted[tp] = po.Offset
+		}
+		// Refused or not, a partition counts once: a second entry for it is refused.
+		seen[tp] = true
+	}
+	return c
+}
+
+func legacyCompareTP(a, b legacy.TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
+}
+
+func legacySortedTPs[V any](m map[legacy.TopicPartition]V) []legacy.TopicPartition {
+	out := make([]legacy.TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, legacyCompareTP)
+	return out
+}

@@ -1,0 +1,428 @@
+package bridge
+
+// Table tests of the legacy coordinator's pure decisions. Each case names the step of seed 001
+// "rebalance (group)" (or the section of docs/legacy-protocol.md) it checks.
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zkbridge/zkbridge/legacy"
+)
+
+const legacyTestSession int64 = 0x100
+
+func legacyTP(t string, p int32) legacy.TopicPartition {
+	return legacy.TopicPartition{Topic: t, Partition: p}
+}
+
+func legacyPO(t string, p int32, off int64) legacy.PartitionOffset {
+	return legacy.PartitionOffset{Topic: t, Partition: p, Offset: off}
+}
+
+// legacyOurs is an owner znode of our session.
+func legacyOurs(thread string) legacyOwner {
+	return legacyOwner{Thread: thread, Version: 0, Session: legacyTestSession}
+}
+
+func legacySub(topics ...string) []legacy.TopicThreads {
+	var out []legacy.TopicThreads
+	for _, t := range topics {
+		name, n, _ := strings.Cut(t, ":")
+		threads := int32(1)
+		if n == "2" {
+			threads = 2
+		}
+		out = append(out, legacy.TopicThreads{Topic: name, Threads: threads})
+	}
+	return out
+}
+
+// legacyRunning is a member started with part.
+func legacyRunningSpec(sub []legacy.TopicThreads, part ...legacy.TopicPartition) legacyMemberSpec {
+	slices.SortFunc(part, legacyCompareTP)
+	return legacyMemberSpec{Subscription: sub, AutoCommit: true, Reset: legacy.ResetSmallest, Started: true, Running: part}
+}
+
+func legacyOpStrings(p legacyPlan) []string {
+	out := make([]string, len(p.Ops))
+	for i, op := range p.Ops {
+		out[i] = op.String()
+	}
+	return out
+}
+
+func TestLegacyPlanRebalance(t *testing.T) {
+	twoMembers := map[string]legacyMemberSpec{
+		"a": {Subscription: legacySub("t:2"), AutoCommit: true, Reset: legacy.ResetSmallest},
+		"b": {Subscription: legacySub("t"), AutoCommit: true, Reset: legacy.ResetLargest},
+	}
+	// Range over t-0..t-4 with threads a-0, a-1, b-0 (seed step 2, 0.8.2 RangeAssignor):
+	// 5/3 = 1 each, the first 5%3 = 2 threads one more: a-0 {0,1}, a-1 {2,3}, b-0 {4}.
+	rangeOwners := map[legacy.TopicPartition]legacyOwner{
+		legacyTP("t", 0): legacyOurs("a-0"), legacyTP("t", 1): legacyOurs("a-0"),
+		legacyTP("t", 2): legacyOurs("a-1"), legacyTP("t", 3): legacyOurs("a-1"),
+		legacyTP("t", 4): legacyOurs("b-0"),
+	}
+	running := map[string]legacyMemberSpec{
+		"a": legacyRunningSpec(legacySub("t:2"), legacyTP("t", 0), legacyTP("t", 1), legacyTP("t", 2), legacyTP("t", 3)),
+		"b": legacyRunningSpec(legacySub("t"), legacyTP("t", 4)),
+	}
+	five := map[string][]int32{"t": {0, 1, 2, 3, 4}}
+
+	cases := []struct {
+		name string
+		in   legacyPlanInput
+		// want
+		step       string // Reason.Step()
+		needed     bool
+		notRunning []string
+		foreign    []legacy.TopicPartition
+		ops        []string
+		starts     map[string][]legacy.PartitionOffset
+		err        error
+	}{
+		{
+			// Steps 1-2 and 3.1: a fresh group; every owner is created as an ephemeral of our
+			// session, and with nothing committed each member starts from its own reset
+			// sentinel (docs §6 StartRequest: -2 smallest, -1 largest).
+			name: "3.1 no ownership registered: claim all, start from the reset sentinels",
+			in:   legacyPlanInput{Members: twoMembers, Partitions: five},
+			step: "3.1", needed: true, notRunning: []string{"a", "b"},
+			ops: []string{
+				"create ephemeral /consumers/g/owners/t/0", "create ephemeral /consumers/g/owners/t/1",
+				"create ephemeral /consumers/g/owners/t/2", "create ephemeral /consumers/g/owners/t/3",
+				"create ephemeral /consumers/g/owners/t/4",
+			},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, -2), legacyPO("t", 1, -2), legacyPO("t", 2, -2), legacyPO("t", 3, -2)},
+				"b": {legacyPO("t", 4, -1)},
+			},
+		},
+		{
+			// Step 4.2: a partition starts from its committed offset when there is one.
+			name: "starting offsets: committed, else the member's reset sentinel",
+			in: legacyPlanInput{Members: twoMembers, Partitions: five,
+				Committed:   map[legacy.TopicPartition]int64{legacyTP("t", 1): 42, legacyTP("t", 4): 7},
+				OffsetNodes: map[legacy.TopicPartition]bool{legacyTP("t", 1): true, legacyTP("t", 4): true}},
+			step: "3.1", needed: true, notRunning: []string{"a", "b"},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, -2), legacyPO("t", 1, 42), legacyPO("t", 2, -2), legacyPO("t", 3, -2)},
+				"b": {legacyPO("t", 4, 7)},
+			},
+		},
+		{
+			// Step 3.5: the owners in ZooKeeper are the new assignment and every member runs
+			// its part: nothing to do, nothing to write.
+			name: "3.5 ownership matches and every member runs its part",
+			in:   legacyPlanInput{Members: running, Partitions: five, Owners: rangeOwners},
+			step: "3.5", needed: false, ops: []string{},
+		},
+		{
+			// docs §8 "Coordinator" 1: a new member always triggers a rebalance, even when
+			// its threads get nothing and the ownership is right (3.5).
+			name: "3.5 but a new member with an empty part still needs Stop and Start",
+			in: legacyPlanInput{Partitions: map[string][]int32{"t": {0}},
+				Owners: map[legacy.TopicPartition]legacyOwner{legacyTP("t", 0): legacyOurs("a-0")},
+				Members: map[string]legacyMemberSpec{
+					"a": legacyRunningSpec(legacySub("t"), legacyTP("t", 0)),
+					"b": {Subscription: legacySub("t"), Reset: legacy.ResetLargest},
+				}},
+			step: "3.5", needed: true, notRunning: []string{"b"}, ops: []string{},
+			starts: map[string][]legacy.PartitionOffset{"a": {legacyPO("t", 0, -2)}, "b": {}},
+		},
+		{
+			// After a coordinator restart on the same session the owners are right, but the
+			// consumers stopped fetching when they lost their coordinator.
+			name: "3.5 but members not started (coordinator restart)",
+			in: legacyPlanInput{Members: twoMembers, Partitions: five, Owners: rangeOwners,
+				Committed: map[legacy.TopicPartition]int64{legacyTP("t", 0): 5}},
+			step: "3.5", needed: true, notRunning: []string{"a", "b"}, ops: []string{},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, 5), legacyPO("t", 1, -2), legacyPO("t", 2, -2), legacyPO("t", 3, -2)},
+				"b": {legacyPO("t", 4, -1)},
+			},
+		},
+		{
+			// Step 3.2: a partition was added to the topic; range moves t-3 and t-4 too.
+			name: "3.2 a new partition is unowned",
+			in: legacyPlanInput{Members: running, Partitions: map[string][]int32{"t": {0, 1, 2, 3, 4, 5}},
+				Owners: rangeOwners},
+			// 6/3 = 2 each: a-0 {0,1}, a-1 {2,3}, b-0 {4,5}: only t-5 is new, and only b's
+			// part changes (both are still stopped and started: step 4.1 stops every member).
+			step: "3.2", needed: true, notRunning: []string{"b"},
+			ops: []string{"create ephemeral /consumers/g/owners/t/5"},
+		},
+		{
+			// Step 3.3: an owner znode (ours) for a partition that no longer exists.
+			name: "3.3 an owned partition no longer exists: its owner is deleted",
+			in: legacyPlanInput{Members: running, Partitions: five,
+				Owners: legacyMerged(rangeOwners, map[legacy.TopicPartition]legacyOwner{
+					legacyTP("gone", 0): {Thread: "a-0", Version: 3, Session: legacyTestSession}})},
+			step: "3.3", needed: true, notRunning: nil,
+			ops: []string{"delete /consumers/g/owners/gone/0@3"},
+		},
+		{
+			// Step 3.4: member b left; its partition moves to a thread of a. A reassigned
+			// owner is deleted (version-checked) and created again, as 0.8 releases and claims.
+			name: "3.4 a member left: its partitions are released and claimed by the others",
+			in: legacyPlanInput{Partitions: five, Owners: rangeOwners,
+				Members: map[string]legacyMemberSpec{"a": running["a"]}},
+			step: "3.4", needed: true, notRunning: []string{"a"},
+			// a-0 {0,1,2}, a-1 {3,4}
+			ops: []string{
+				"delete /consumers/g/owners/t/2@0", "delete /consumers/g/owners/t/4@0",
+				"create ephemeral /consumers/g/owners/t/2", "create ephemeral /consumers/g/owners/t/4",
+			},
+		},
+		{
+			// Step 4, before claiming: another session (a 0.8 consumer) holds an owner znode
+			// we must claim. Nothing is written until it is released.
+			name: "owner held by another session blocks the claim",
+			in: legacyPlanInput{Members: running, Partitions: five,
+				Owners: legacyMerged(rangeOwners, map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 4): {Thread: "zk-consumer-0", Version: 0, Session: 0x999}})},
+			step: "3.4", needed: true, foreign: []legacy.TopicPartition{legacyTP("t", 4)}, ops: []string{},
+		},
+		{
+			// The same thread id in a znode of another session (a previous coordinator whose
+			// session lives on) is still not ours.
+			name: "our thread in another session's znode is foreign too",
+			in: legacyPlanInput{Members: running, Partitions: five,
+				Owners: legacyMerged(rangeOwners, map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 4): {Thread: "b-0", Version: 0, Session: 0x999}})},
+			step: "3.5", needed: false, foreign: []legacy.TopicPartition{legacyTP("t", 4)}, ops: []string{},
+		},
+		{
+			// Owners of other sessions outside the new assignment are left alone and do not
+			// count in step 3 (otherwise every check would call for a rebalance).
+			name: "another session's owner of a topic nobody here subscribes to is ignored",
+			in: legacyPlanInput{Members: running, Partitions: five,
+				Owners: legacyMerged(rangeOwners, map[legacy.TopicPartition]legacyOwner{
+					legacyTP("other", 0): {Thread: "x-0", Session: 0x999}})},
+			step: "3.5", needed: false, ops: []string{},
+		},
+		{
+			// docs §8 "Coordinator" 2: the final offsets reported after the StopResponses
+			// go into the same Multi, before the owners change; an existing offset znode is
+			// set, a missing one created, an unchanged one left alone, and the partitions
+			// start from them.
+			name: "final offsets are written in the claim's Multi and start the partitions",
+			in: legacyPlanInput{Partitions: five, Owners: rangeOwners,
+				Members:     map[string]legacyMemberSpec{"a": running["a"]},
+				Committed:   map[legacy.TopicPartition]int64{legacyTP("t", 0): 10, legacyTP("t", 4): 70},
+				OffsetNodes: map[legacy.TopicPartition]bool{legacyTP("t", 0): true, legacyTP("t", 4): true},
+				Final:       map[legacy.TopicPartition]int64{legacyTP("t", 0): 10, legacyTP("t", 3): 33, legacyTP("t", 4): 77}},
+			step: "3.4", needed: true, notRunning: []string{"a"},
+			ops: []string{
+				"create /consumers/g/offsets/t/3", "set /consumers/g/offsets/t/4@-1",
+				"delete /consumers/g/owners/t/2@0", "delete /consumers/g/owners/t/4@0",
+				"create ephemeral /consumers/g/owners/t/2", "create ephemeral /consumers/g/owners/t/4",
+			},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, 10), legacyPO("t", 1, -2), legacyPO("t", 2, -2), legacyPO("t", 3, 33), legacyPO("t", 4, 77)},
+			},
+		},
+		{
+			// Everyone left: nobody subscribes to t any more, so its owners are of partitions
+			// that no longer belong to the group's topics (3.3); ours are released, nothing
+			// is claimed.
+			name: "the last member left: every owner of ours is deleted",
+			in:   legacyPlanInput{Partitions: map[string][]int32{}, Owners: rangeOwners},
+			step: "3.3", needed: true,
+			ops: []string{
+				"delete /consumers/g/owners/t/0@0", "delete /consumers/g/owners/t/1@0", "delete /consumers/g/owners/t/2@0",
+				"delete /consumers/g/owners/t/3@0", "delete /consumers/g/owners/t/4@0",
+			},
+		},
+		{
+			// A subscribed topic missing from /brokers/topics has no partitions: nothing to
+			// own, so 3.1 does not fire (legacy.RebalanceNeeded's reading of the seed).
+			name: "a missing topic: nothing to own",
+			in: legacyPlanInput{Partitions: map[string][]int32{},
+				Members: map[string]legacyMemberSpec{"a": legacyRunningSpec(legacySub("missing"))}},
+			step: "3.5", needed: false, ops: []string{},
+		},
+		{
+			// Step 2 with roundrobin: 0.8.2 requires equal subscriptions.
+			name: "roundrobin with unequal subscriptions fails",
+			in: legacyPlanInput{Strategy: legacy.StrategyRoundRobin, Partitions: map[string][]int32{"t": {0}, "u": {0}},
+				Members: map[string]legacyMemberSpec{
+					"a": {Subscription: legacySub("t", "u")},
+					"b": {Subscription: legacySub("t")},
+				}},
+			err: legacy.ErrUnequalSubscriptions,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in
+			in.Group, in.Session = "g", legacyTestSession
+			if in.Strategy == "" {
+				in.Strategy = legacy.StrategyRange
+			}
+			p, err := legacyPlanRebalance(in)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whatever the case: the assignment is the 0.8.2 assignor's (seed step 2).
+			ain, _ := legacyAssignInput(in.Members, in.Partitions)
+			want, _ := legacy.Assign(in.Strategy, ain)
+			if !maps.Equal(p.Assignment, want) {
+				t.Errorf("assignment %v, want the assignor's %v", p.Assignment, want)
+			}
+			if got := p.Reason.Step(); got != tc.step {
+				t.Errorf("reason %q (step %s), want step %s", p.Reason, got, tc.step)
+			}
+			if p.Needed() != tc.needed {
+				t.Errorf("Needed() = %v, want %v (%s)", p.Needed(), tc.needed, p.Why())
+			}
+			if !slices.Equal(p.NotRunning, tc.notRunning) {
+				t.Errorf("NotRunning %v, want %v", p.NotRunning, tc.notRunning)
+			}
+			if !slices.Equal(p.Foreign, tc.foreign) {
+				t.Errorf("Foreign %v, want %v", p.Foreign, tc.foreign)
+			}
+			if tc.ops != nil {
+				if got := legacyOpStrings(p); !slices.Equal(got, tc.ops) {
+					t.Errorf("ops:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.ops, "\n  "))
+				}
+			}
+			for id, want := range tc.starts {
+				if got := p.Starts[id]; !slices.Equal(got, want) {
+					t.Errorf("Starts[%s] = %v, want %v", id, got, want)
+				}
+			}
+			// Every member gets a StartRequest, and the parts are the assignment, disjoint.
+			seen := map[legacy.TopicPartition]string{}
+			for id := range in.Members {
+				parts, ok := p.Starts[id]
+				if !ok {
+					t.Errorf("no StartRequest for member %s", id)
+				}
+				for _, po := range parts {
+					tp := legacyTP(po.Topic, po.Partition)
+					if prev, dup := seen[tp]; dup {
+						t.Errorf("%v started on %s and %s", tp, prev, id)
+					}
+					seen[tp] = id
+					if p.Owner[tp] != id || legacy.ConsumerOf(p.Assignment[tp]) != id {
+						t.Errorf("%v started on %s, assigned to %s", tp, id, p.Assignment[tp])
+					}
+				}
+			}
+			if len(seen) != len(p.Assignment) {
+				t.Errorf("started %d partitions, assigned %d", len(seen), len(p.Assignment))
+			}
+		})
+	}
+}
+
+func legacyMerged(a, b map[legacy.TopicPartition]legacyOwner) map[legacy.TopicPartition]legacyOwner {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+// TestLegacyCheckPing: issue 4 item 4 — ping offsets are accepted only for partitions the
+// member owns in the current assignment; the rest are refused and counted.
+func TestLegacyCheckPing(t *testing.T) {
+	owner := map[legacy.TopicPartition]string{legacyTP("t", 0): "a", legacyTP("t", 1): "a", legacyTP("t", 2): "b"}
+	committed := map[legacy.TopicPartition]int64{legacyTP("t", 0): 10, legacyTP("t", 2): 50}
+	cases := []struct {
+		name       string
+		member     string
+		autoCommit bool
+		offsets    []legacy.PartitionOffset
+		accepted   map[legacy.TopicPartition]int64
+		unchanged  int
+		refused    []string // Why of each refusal
+	}{
+		{
+			name:   "owned partitions are accepted; an unchanged offset needs no write",
+			member: "a", autoCommit: true,
+			offsets:   []legacy.PartitionOffset{legacyPO("t", 0, 10), legacyPO("t", 1, 5)},
+			accepted:  map[legacy.TopicPartition]int64{legacyTP("t", 1): 5},
+			unchanged: 1,
+		},
+		{
+			// The stale-member case: a's report for b's partition must not move b's offset,
+			// backwards (40 < 50) or at all.
+			name:   "a partition owned by another member is refused",
+			member: "a", autoCommit: true,
+			offsets:  []legacy.PartitionOffset{legacyPO("t", 2, 40), legacyPO("t", 0, 11)},
+			accepted: map[legacy.TopicPartition]int64{legacyTP("t", 0): 11},
+			refused:  []string{"partition owned by b"},
+		},
+		{
+			name:   "a partition nobody owns is refused",
+			member: "a", autoCommit: true,
+			offsets: []legacy.PartitionOffset{legacyPO("t", 9, 1), legacyPO("nope", 0, 1)},
+			refused: []string{"partition not assigned", "partition not assigned"},
+		},
+		{
+			// docs §6 PingResponse: the next offset to consume, never a sentinel.
+			name:   "negative offsets are refused",
+			member: "a", autoCommit: true,
+			offsets: []legacy.PartitionOffset{legacyPO("t", 1, -2)},
+			refused: []string{"negative offset"},
+		},
+		{
+			name:   "a partition listed twice: the first counts",
+			member: "a", autoCommit: true,
+			offsets:  []legacy.PartitionOffset{legacyPO("t", 1, 6), legacyPO("t", 1, 7)},
+			accepted: map[legacy.TopicPartition]int64{legacyTP("t", 1): 6},
+			refused:  []string{"partition listed twice"},
+		},
+		{
+			// "Handling PingRequest" 1.1: without auto_commit there are no offsets to take.
+			name:   "a member without auto_commit commits nothing",
+			member: "a", autoCommit: false,
+			offsets: []legacy.PartitionOffset{legacyPO("t", 1, 6)},
+			refused: []string{"member registered without auto_commit"},
+		},
+		{
+			name:   "a member that owns nothing reports nothing",
+			member: "c", autoCommit: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := legacyCheckPing(tc.member, tc.autoCommit, owner, committed,
+				legacy.PingResponse{HasOffsets: true, Offsets: tc.offsets})
+			if !maps.Equal(c.Accepted, tc.accepted) {
+				t.Errorf("accepted %v, want %v", c.Accepted, tc.accepted)
+			}
+			if c.Unchanged != tc.unchanged {
+				t.Errorf("unchanged %d, want %d", c.Unchanged, tc.unchanged)
+			}
+			if !slices.Equal(c.Why, tc.refused) || len(c.Refused) != len(tc.refused) {
+				t.Errorf("refused %v %v, want %v", c.Refused, c.Why, tc.refused)
+			}
+		})
+	}
+}
+
+// TestLegacyOffsetOps: offsets are written in the 0.8 format, set when the znode exists and
+// created (with parents) when it does not.
+func TestLegacyOffsetOps(t *testing.T) {
+	ops := legacyOffsetOps("g", map[legacy.TopicPartition]int64{legacyTP("t", 1): 5, legacyTP("a", 0): 1},
+		map[legacy.TopicPartition]bool{legacyTP("t", 1): true})
+	var got []string
+	for _, op := range ops {
+		got = append(got, op.String())
+	}
+	want := []string{"create /consumers/g/offsets/a/0", "set /consumers/g/offsets/t/1@-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ops %v, want %v", got, want)
+	}
+}

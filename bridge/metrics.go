@@ -1,0 +1,106 @@
+package bridge
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+)
+
+// metrics are the bridge's own Prometheus metrics, on the registry the Bridge owns (never the
+// global one). The Kafka listener registers its metrics (zkbridge_kafka_*) on the same registry.
+type metrics struct {
+	groupsLoaded prometheus.Gauge
+	events       *prometheus.CounterVec // event
+	writes       *prometheus.CounterVec // result: ok, fenced, error
+	writeSeconds prometheus.Histogram
+	offsets      prometheus.Counter
+	generations  prometheus.Counter
+	fenced       prometheus.Counter
+	mirrorErrors prometheus.Counter
+	zkConnected  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		groupsLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "loaded",
+			Help: "Groups loaded in this bridge (one actor each).",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "requests_total",
+			Help: "Group requests stepped into the group engine, by event.",
+		}, []string{"event"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "writes_total",
+			Help: "Fenced ZooKeeper writes of group state and offsets, by result (ok, fenced: another bridge took the group over, error: ZooKeeper failed past the write timeout).",
+		}, []string{"result"}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "write_seconds",
+			Help:    "Duration of group writes to ZooKeeper, retries included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		offsets: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "offsets_committed_total",
+			Help: "Partition offsets committed to ZooKeeper.",
+		}),
+		generations: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "stable_generations_total",
+			Help: "Generations that became Stable (or were loaded Stable).",
+		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "fenced_total",
+			Help: "Groups this bridge stopped serving because a write was lost or the ZooKeeper session was.",
+		}),
+		mirrorErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "mirror", Name: "errors_total",
+			Help: "Kafka 0.8 ownership znodes (ids, owners) that could not be written or removed (retried).",
+		}),
+		zkConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "zookeeper", Name: "connected",
+			Help: "1 while the bridge has a ZooKeeper session, else 0.",
+		}),
+	}
+	for _, ev := range []string{"join", "sync", "heartbeat", "leave", "offset_commit", "describe", "delete"} {
+		m.events.WithLabelValues(ev) // export zeros
+	}
+	for _, r := range []string{"ok", "fenced", "error"} {
+		m.writes.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{
+		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("bridge: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// event counts one request by its event type.
+func (m *metrics) event(ev group.Event) {
+	var name string
+	switch ev.(type) {
+	case group.JoinGroup:
+		name = "join"
+	case group.SyncGroup:
+		name = "sync"
+	case group.Heartbeat:
+		name = "heartbeat"
+	case group.LeaveGroup:
+		name = "leave"
+	case group.OffsetCommit:
+		name = "offset_commit"
+	case group.Describe:
+		name = "describe"
+	case group.Delete:
+		name = "delete"
+	default:
+		return
+	}
+	m.events.WithLabelValues(name).Inc()
+}

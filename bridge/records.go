@@ -1,0 +1,425 @@
+package bridge
+
+// The bridge's own state under Config.Root, and the one way a group's state reaches
+// ZooKeeper: a multi that first checks the group's epoch znode version.
+//
+// Fencing (the scheme of Kafka's ZooKeeper-to-KRaft migration, which guards every write with
+// the controller epoch znode's version): a bridge that loads a group takes it over by writing
+// <root>/groups/<g>/epoch with a version check, and remembers the new version. Every later write
+// of the group is one multi starting with CheckOp(epoch, that version). A bridge that took the
+// group over since has bumped the version, so the stale bridge's write fails as a whole, the
+// engine is told PersistFailed, fences itself and answers NOT_COORDINATOR.
+//
+// A bridge takes a group over only from itself (a restart) or from a bridge that is gone (its
+// ephemeral <root>/bridges/<node-id> registration is missing); a group held by a live bridge is
+// answered NOT_COORDINATOR.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Paths of the bridge's own subtree.
+
+func bridgesPath(root string) string { return path.Join(root, "bridges") }
+func bridgePath(root string, node int32) string {
+	return path.Join(bridgesPath(root), strconv.Itoa(int(node)))
+}
+func groupsPath(root string) string        { return path.Join(root, "groups") }
+func groupDir(root, g string) string       { return path.Join(groupsPath(root), g) }
+func epochPath(root, g string) string      { return path.Join(groupDir(root, g), "epoch") }
+func recordPath(root, g string) string     { return path.Join(groupDir(root, g), "record") }
+func ownOffsetsPath(root, g string) string { return path.Join(groupDir(root, g), "offsets") }
+func ownOffsetPath(root, g, topic string, p int32) string {
+	return path.Join(ownOffsetsPath(root, g), topic, strconv.Itoa(int(p)))
+}
+
+// validName checks that a group or topic name can be one znode name: Kafka accepts almost any
+// group id, but ZooKeeper refuses control characters and surrogates, and a '/' or a "." would
+// change the path.
+func validName(kind, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty %s name", kind)
+	case name == "." || name == "..":
+		return fmt.Errorf("%s name %q is a relative path", kind, name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s name %q is not UTF-8", kind, name)
+	}
+	for _, r := range name {
+		// ZooKeeper's PathUtils.validatePath refuses these.
+		if r == '/' || r == 0 || unicode.IsControl(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return fmt.Errorf("%s name %q has a character ZooKeeper paths cannot hold (%U)", kind, name, r)
+		}
+	}
+	return nil
+}
+
+// epochData is the data of the epoch znode: who took the group over, and when.
+type epochData struct {
+	Version  int    `json:"version"`
+	NodeID   int32  `json:"node_id"`
+	Acquired string `json:"acquired"` // ms since the epoch
+}
+
+// offsetData is the bridge's own record of one committed offset: what the 0.8 znode beside it
+// cannot hold. Offset repeats the 0.8 value so a reader can tell whether a 0.8 consumer
+// committed since (then metadata and leader epoch are no longer this offset's).
+type offsetData struct {
+	Version     int    `json:"version"`
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	Metadata    string `json:"metadata"`
+	Committed   string `json:"commit_timestamp"` // ms since the epoch
+}
+
+// OwnedError says that a live bridge holds the group.
+type OwnedError struct {
+	Group  string
+	NodeID int32
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("bridge: group %q is held by live bridge %d", e.Group, e.NodeID)
+}
+
+// ErrFenced: the group's epoch moved under us; another bridge took it over.
+var ErrFenced = errors.New("bridge: group taken over by another bridge (epoch changed)")
+
+// errCorruptRecord: the group's record cannot be loaded; the group is not served until an
+// operator looks at it (overwriting it could lose members' assignments).
+var errCorruptRecord = errors.New("bridge: group record cannot be loaded")
+
+// groupStore is a group's znodes as the bridge knows them. It belongs to one goroutine at a
+// time: the actor, or the write the actor started (the actor gets it back with the result).
+type groupStore struct {
+	store  *zkstate.Store
+	root   string
+	group  string
+	nodeID int32
+	log    zerolog.Logger
+
+	epoch  int32 // our version of the epoch znode; -1 until we took the group over
+	record int32 // version of the record znode; -1 when there is none
+	// known holds offset znodes (0.8 and ours) known to exist, so that a commit is a set, not
+	// a create.
+	known map[string]bool
+}
+
+func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
+	return &groupStore{store: store, root: root, group: g, nodeID: node, log: log, epoch: -1, record: -1, known: map[string]bool{}}
+}
+
+// acquire takes the group over: it creates the epoch znode, or bumps its version if the
+// previous owner is us or a bridge that is gone.
+func (g *groupStore) acquire(ctx context.Context) error {
+	p := epochPath(g.root, g.group)
+	mine, err := json.Marshal(epochData{Version: 1, NodeID: g.nodeID, Acquired: strconv.FormatInt(time.Now().UnixMilli(), 10)})
+	if err != nil {
+		return err
+	}
+	for range 5 {
+		data, st, err := g.store.Get(ctx, p)
+		if errors.Is(err, zkstate.ErrNoNode) {
+			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
+			if errors.Is(err, zkstate.ErrNodeExists) {
+				continue // another bridge created it first: look at it
+			}
+			if err != nil {
+				return fmt.Errorf("take over group %q: %w", g.group, err)
+			}
+			g.epoch = 0
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("take over group %q: %w", g.group, err)
+		}
+		var owner epochData
+		if json.Unmarshal(data, &owner) == nil && owner.NodeID != g.nodeID {
+			alive, _, err := g.store.Exists(ctx, bridgePath(g.root, owner.NodeID))
+			if err != nil {
+				return fmt.Errorf("take over group %q: %w", g.group, err)
+			}
+			if alive {
+				return &OwnedError{Group: g.group, NodeID: owner.NodeID}
+			}
+			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
+		}
+		nst, err := g.store.Set(ctx, p, mine, st.Version)
+		if errors.Is(err, zkstate.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("take over group %q: %w", g.group, err)
+		}
+		g.epoch = nst.Version
+		return nil
+	}
+	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
+}
+
+// load reads the group's record; nil when it has none. A group with a record is taken over
+// first and the record read again, so that nothing the previous owner wrote is missed.
+func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
+	ok, _, err := g.store.Exists(ctx, recordPath(g.root, g.group))
+	if err != nil {
+		return nil, fmt.Errorf("load group %q: %w", g.group, err)
+	}
+	if !ok {
+		g.record = -1
+		return nil, nil
+	}
+	if err := g.acquire(ctx); err != nil {
+		return nil, err
+	}
+	data, st, err := g.store.Get(ctx, recordPath(g.root, g.group))
+	if errors.Is(err, zkstate.ErrNoNode) {
+		g.record = -1
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load group %q: %w", g.group, err)
+	}
+	var rec group.Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%w: group %q: %v", errCorruptRecord, g.group, err)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: group %q: %v", errCorruptRecord, g.group, err)
+	}
+	if rec.Group != g.group {
+		return nil, fmt.Errorf("%w: record at %s names group %q", errCorruptRecord, recordPath(g.root, g.group), rec.Group)
+	}
+	g.record = st.Version
+	return &rec, nil
+}
+
+// hasOffsets reports whether the group has offsets of ours (a group that only commits, with no
+// members, has no record but exists for Describe and Delete).
+func (g *groupStore) hasOffsets(ctx context.Context) (bool, error) {
+	ok, _, err := g.store.Exists(ctx, ownOffsetsPath(g.root, g.group))
+	return ok, err
+}
+
+// write makes one engine write durable: the record (or its deletion) and the accepted offsets
+// in one multi guarded by the epoch, retried on connection loss and on conflicts that reading
+// back explains, until ctx ends. It returns the record's version after the write. An error
+// wrapping ErrFenced or an *OwnedError means another bridge holds the group.
+func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.OffsetCommitPartition, now time.Time) (int64, error) {
+	if g.epoch < 0 {
+		if err := g.acquire(ctx); err != nil {
+			return 0, err
+		}
+	}
+	var recData []byte
+	if rec != nil && !rec.Deleted {
+		var err error
+		if recData, err = json.Marshal(rec); err != nil {
+			return 0, fmt.Errorf("encode record of group %q: %w", g.group, err)
+		}
+	}
+	recDone := rec == nil
+	backoff := 50 * time.Millisecond
+	for {
+		ops, newRecord, err := g.ops(ctx, rec, recData, recDone, offs, now)
+		if err == nil {
+			err = g.store.Multi(ctx, ops...)
+			if err == nil {
+				if !recDone {
+					g.record = newRecord
+				}
+				for _, o := range ops {
+					g.known[o.Path()] = true
+				}
+				if rec != nil && rec.Deleted {
+					g.cleanupDeleted(ctx)
+				}
+				return int64(g.record), nil
+			}
+		}
+		if isFenced(err) {
+			return 0, fmt.Errorf("write group %q: %w", g.group, ErrFenced)
+		}
+		if ctx.Err() != nil || errors.Is(err, zkstate.ErrSessionExpired) || errors.Is(err, zkstate.ErrClosed) || errors.Is(err, zkstate.ErrMultiTooLarge) {
+			return 0, fmt.Errorf("write group %q: %w", g.group, err)
+		}
+		g.log.Debug().Err(err).Dur("retry_in", backoff).Msg("group write failed; reading back and retrying")
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("write group %q: %w (after %v)", g.group, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+		// Connection loss (the multi may have been applied) or a conflict on an op other than
+		// the epoch check (a 0.8 consumer created an offset znode, a split batch applied in
+		// part): learn the truth and build the ops again.
+		done, err := g.reconcile(ctx, rec, recData)
+		if err != nil {
+			if errors.Is(err, ErrFenced) {
+				return 0, fmt.Errorf("write group %q: %w", g.group, err)
+			}
+			continue
+		}
+		recDone = recDone || done
+	}
+}
+
+// isFenced reports a multi that failed on its first op, the epoch check.
+func isFenced(err error) bool {
+	var me *zkstate.MultiError
+	return errors.As(err, &me) && me.Index == 0 &&
+		(errors.Is(me.Err, zkstate.ErrBadVersion) || errors.Is(me.Err, zkstate.ErrNoNode))
+}
+
+// ops builds the multi of one write and returns the record version it leads to.
+func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte, recDone bool, offs []group.OffsetCommitPartition, now time.Time) ([]zkstate.Op, int32, error) {
+	ops := []zkstate.Op{zkstate.CheckOp(epochPath(g.root, g.group), g.epoch)}
+	newRecord := g.record
+	rp := recordPath(g.root, g.group)
+	switch {
+	case recDone:
+	case rec.Deleted:
+		if g.record >= 0 {
+			ops = append(ops, zkstate.DeleteOp(rp, g.record))
+		}
+		newRecord = -1
+	case g.record < 0:
+		ops = append(ops, zkstate.CreateOp(rp, recData, zkstate.CreateOptions{Parents: true}))
+		newRecord = 0
+	default:
+		ops = append(ops, zkstate.SetOp(rp, recData, g.record))
+		newRecord = g.record + 1
+	}
+	if len(offs) == 0 {
+		return ops, newRecord, nil
+	}
+	ts := strconv.FormatInt(now.UnixMilli(), 10)
+	type write struct {
+		path string
+		data []byte
+	}
+	writes := make([]write, 0, 2*len(offs))
+	for _, o := range offs {
+		own, err := json.Marshal(offsetData{Version: 1, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, Committed: ts})
+		if err != nil {
+			return nil, 0, err
+		}
+		writes = append(writes,
+			write{zkstate.OffsetPath(g.group, o.Topic, o.Partition), zkstate.FormatOffset(o.Offset)},
+			write{ownOffsetPath(g.root, g.group, o.Topic, o.Partition), own})
+	}
+	var unknown []string
+	for _, w := range writes {
+		if !g.known[w.path] {
+			unknown = append(unknown, w.path)
+		}
+	}
+	exists := make([]bool, len(unknown))
+	errs := make([]error, len(unknown))
+	fanOut(ctx, len(unknown), func(i int) { exists[i], _, errs[i] = g.store.Exists(ctx, unknown[i]) })
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	for i, p := range unknown {
+		if errs[i] != nil {
+			return nil, 0, errs[i]
+		}
+		if exists[i] {
+			g.known[p] = true
+		}
+	}
+	for _, w := range writes {
+		if g.known[w.path] {
+			ops = append(ops, zkstate.SetOp(w.path, w.data, -1))
+		} else {
+			ops = append(ops, zkstate.CreateOp(w.path, w.data, zkstate.CreateOptions{Parents: true}))
+		}
+	}
+	return ops, newRecord, nil
+}
+
+// reconcile reads back what a failed write may have changed: the epoch (ErrFenced when it is
+// no longer ours), the record (done reports that it already holds what we write) and which
+// offset znodes exist (forgotten, so ops looks again).
+func (g *groupStore) reconcile(ctx context.Context, rec *group.Record, recData []byte) (done bool, err error) {
+	ok, st, err := g.store.Exists(ctx, epochPath(g.root, g.group))
+	if err != nil {
+		return false, err
+	}
+	if !ok || st.Version != g.epoch {
+		return false, ErrFenced
+	}
+	clear(g.known)
+	data, st, err := g.store.Get(ctx, recordPath(g.root, g.group))
+	switch {
+	case errors.Is(err, zkstate.ErrNoNode):
+		g.record = -1
+		return rec != nil && rec.Deleted, nil
+	case err != nil:
+		return false, err
+	}
+	g.record = st.Version
+	return rec != nil && !rec.Deleted && bytes.Equal(data, recData), nil
+}
+
+// cleanupDeleted removes the offsets of a deleted group once the fenced deletion of its record
+// is done, as Kafka's DeleteGroups removes a group's offsets: the bridge's offset records, and
+// the 0.8 subtree /consumers/<g> unless a 0.8 consumer is registered there (then it is theirs,
+// as kafka-consumer-groups --zookeeper --delete refuses a group with live consumers). Best
+// effort: what fails is logged and stays.
+func (g *groupStore) cleanupDeleted(ctx context.Context) {
+	if err := g.store.DeleteRecursive(ctx, ownOffsetsPath(g.root, g.group)); err != nil {
+		g.log.Warn().Err(err).Msg("deleted group: removing its offset records")
+	}
+	g.known = map[string]bool{}
+	ids, _, err := g.store.Children(ctx, zkstate.IDsPath(g.group))
+	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		g.log.Warn().Err(err).Msg("deleted group: listing its 0.8 consumers")
+		return
+	}
+	if len(ids) > 0 {
+		g.log.Info().Int("consumers", len(ids)).Msg("deleted group: 0.8 consumers are registered; leaving /consumers alone")
+		return
+	}
+	if err := g.store.DeleteRecursive(ctx, zkstate.GroupPath(g.group)); err != nil {
+		g.log.Warn().Err(err).Msg("deleted group: removing /consumers subtree")
+	}
+}
+
+// fanOut runs fn(0..n-1) with a bounded number in flight and waits for all of them: one
+// ZooKeeper connection pipelines concurrent requests, so n reads cost about one round trip.
+func fanOut(ctx context.Context, n int, fn func(i int)) {
+	const limit = 64
+	if n == 0 {
+		return
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/zkbridge/zkbridge/bridge"
+)
+
+// serveCommand runs the bridge daemon until SIGINT or SIGTERM (main's signal.NotifyContext
+// cancels c.Context): then it stops accepting, answers what is in flight, drains the Kafka
+// connections and closes the ZooKeeper session, and exits 0.
+func serveCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the bridge: the Kafka group coordinator for unmodified Kafka clients, with state in ZooKeeper",
+		Description: "Serves the Kafka group APIs on --kafka-listen, keeps every group's state under --root in\n" +
+			"ZooKeeper (a restarted bridge carries on without a rebalance), and mirrors offsets and\n" +
+			"ownership into /consumers/<group> in the Kafka 0.8 layout. /metrics, /healthz and /readyz\n" +
+			"are served on --admin-listen. Legacy (seed 001) consumers Consult and Register on\n" +
+			"--legacy-listen. SIGTERM shuts down cleanly.",
+		Flags: append(zkFlags(),
+			&cli.StringFlag{Name: "kafka-listen", Value: bridge.DefaultKafkaListen, EnvVars: []string{"ZKBRIDGE_KAFKA_LISTEN"},
+				Usage: "address of the Kafka listener, host:port"},
+			&cli.StringFlag{Name: "advertised-addr", EnvVars: []string{"ZKBRIDGE_ADVERTISED_ADDR"},
+				Usage: "host:port clients are told to connect to (default: the Kafka listener's address, or the address each client dialed when it listens on all interfaces)"},
+			&cli.IntFlag{Name: "node-id", Value: int(bridge.DefaultNodeID), EnvVars: []string{"ZKBRIDGE_NODE_ID"},
+				Usage: "broker id of the bridge in Metadata and FindCoordinator; must not be a real broker's id (9000 stays clear of Kafka's usual ids), and must differ between bridges sharing a ZooKeeper"},
+			&cli.StringFlag{Name: "legacy-listen", Value: bridge.DefaultLegacyListen, EnvVars: []string{"ZKBRIDGE_LEGACY_LISTEN"},
+				Usage: "address of the legacy (seed 001) coordinator listener, host:port; empty to serve no legacy consumers"},
+			&cli.StringFlag{Name: "admin-listen", Value: bridge.DefaultAdminListen, EnvVars: []string{"ZKBRIDGE_ADMIN_LISTEN"},
+				Usage: "address of the admin HTTP listener (/metrics, /healthz, /readyz)"},
+			&cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
+				Usage: "ZooKeeper path of the bridge's own state"},
+			&cli.DurationFlag{Name: "zk-session-timeout", Value: bridge.DefaultZKSessionTimeout,
+				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back"},
+		),
+		Action: func(c *cli.Context) error {
+			node := c.Int("node-id")
+			if node < 0 || node > 1<<31-1 {
+				return usagef("--node-id %d: want a broker id from 0 to 2147483647", node)
+			}
+			if node == 0 {
+				// bridge.Config reads 0 as "default"; a bridge standing for broker 0 is not
+				// supported yet.
+				return usagef("--node-id 0 is not supported: choose an id no real broker uses")
+			}
+			timeout := c.Duration("zk-timeout")
+			if timeout <= 0 {
+				return usagef("--zk-timeout must be positive")
+			}
+			cfg := bridge.Config{
+				ZKConnect:        c.String("zk"),
+				ZKSessionTimeout: c.Duration("zk-session-timeout"),
+				ZKConnectTimeout: timeout,
+				ZKDigest:         c.String("zk-digest"),
+				Root:             c.String("root"),
+				KafkaListen:      c.String("kafka-listen"),
+				AdvertisedAddr:   c.String("advertised-addr"),
+				NodeID:           int32(node),
+				AdminListen:      c.String("admin-listen"),
+				LegacyListen:     c.String("legacy-listen"),
+				Logger:           e.log,
+			}
+			b, err := bridge.New(cfg)
+			if err != nil {
+				return usageError{err.Error()}
+			}
+			if err := b.Run(c.Context); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,129 @@
+package newproto
+
+// OffsetCommit, key 8: versions 0-8.
+//
+// Version notes:
+//   - v0: group and, per topic and partition, the next offset to consume
+//     and a metadata string. No generation nor member id: a "simple"
+//     commit, which the engine accepts while the group is Empty (a
+//     consumer that assigns partitions itself) and answers
+//     UNKNOWN_MEMBER_ID while the group has members, as Kafka answers a
+//     v1+ commit with generation -1. (Kafka 0.8.2-3.x wrote v0 commits to
+//     ZooKeeper without looking at the group at all; a v0 client
+//     committing into a group with live members is the one case where the
+//     bridge is stricter.)
+//   - v1: generation and member id (group management); a commit timestamp
+//     per partition, ignored: it only fed Kafka's offset expiry, and
+//     offsets in the ZooKeeper layout do not expire.
+//   - v2: a retention time for the whole request replaces the timestamps;
+//     ignored for the same reason: the bridge keeps offsets until the
+//     group is deleted, as the 0.8 layout always did.
+//   - v3: ThrottleMillis (always 0).
+//   - v4: no change in the body (throttle after response, KIP-219).
+//   - v5: the retention time is gone (KIP-211).
+//   - v6: leader epoch per partition (KIP-320), stored with the offset.
+//   - v7: group instance id (KIP-345): FENCED_INSTANCE_ID when it maps to
+//     another member id.
+//   - v8: flexible versions.
+//   - v9+ (KIP-848 member epochs, topic ids): not served.
+//
+// A null metadata string is stored as "" (Kafka's NO_METADATA); a longer
+// one than the engine's limit gets OFFSET_METADATA_TOO_LARGE for its
+// partition alone. A request with no partitions is answered at once
+// without touching the group, as Kafka does.
+//
+// Not implemented: UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster
+// does not have (Kafka checks its metadata cache; the translation layer
+// does not know the cluster, so such an offset is stored);
+// INVALID_COMMIT_OFFSET_SIZE; authorization.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+)
+
+func init() { regKey(kmsg.OffsetCommit, 0, 8) }
+
+// OffsetCommit implements Coordinator.
+func (gc *GroupCoordinator) OffsetCommit(ctx context.Context, _ *Request, m *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, error) {
+	if err := checkGroupID(m.Group); err != nil {
+		return nil, fmt.Errorf("offset commit: %w", err)
+	}
+	ev := commitEvent(m)
+	if len(ev.Offsets) == 0 {
+		return commitResponse(m, nil), nil
+	}
+	r, err := do[group.OffsetCommitReply](ctx, gc.groups, m.Group, func(t group.Token) group.Event {
+		ev.Token = t
+		return ev
+	})
+	if err != nil {
+		return nil, fmt.Errorf("offset commit to group %q: %w", m.Group, err)
+	}
+	return commitResponse(m, r.Partitions), nil
+}
+
+// commitEvent translates the request; Token is the caller's.
+func commitEvent(m *kmsg.OffsetCommitRequest) group.OffsetCommit {
+	ev := group.OffsetCommit{
+		MemberID:   group.MemberID(m.MemberID),
+		InstanceID: group.InstanceID(optString(m.InstanceID)),
+		Generation: group.Generation(m.Generation),
+	}
+	if m.Version == 0 {
+		ev.MemberID, ev.Generation = "", group.NoGeneration
+	}
+	for _, t := range m.Topics {
+		for _, p := range t.Partitions {
+			epoch := p.LeaderEpoch
+			if m.Version < 6 {
+				epoch = -1
+			}
+			ev.Offsets = append(ev.Offsets, group.OffsetCommitPartition{
+				Topic:       t.Topic,
+				Partition:   p.Partition,
+				Offset:      p.Offset,
+				LeaderEpoch: epoch,
+				Metadata:    optString(p.Metadata),
+			})
+		}
+	}
+	return ev
+}
+
+// commitResponse answers every partition of the request, in its order,
+// with the engine's result for it.
+func commitResponse(m *kmsg.OffsetCommitRequest, results []group.OffsetCommitResult) *kmsg.OffsetCommitResponse {
+	type tp struct {
+		topic string
+		part  int32
+	}
+	codes := make(map[tp]int16, len(results))
+	for _, res := range results {
+		codes[tp{res.Topic, res.Partition}] = wireCode(res.Err)
+	}
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	resp.SetVersion(m.Version)
+	for _, t := range m.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			code, ok := codes[tp{t.Topic, p.Partition}]
+			if !ok {
+				// The engine answers every partition it was given;
+				// a missing one is a bug, not a success.
+				code = int16(ErrUnknownServerError)
+			}
+			rp.ErrorCode = code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}

@@ -1,0 +1,166 @@
+package newproto_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+// fetched is one partition of an OffsetFetch response, flattened.
+type fetched struct {
+	topic    string
+	part     int32
+	offset   int64
+	epoch    int32
+	metadata string
+	code     int16
+}
+
+func (f fetched) String() string {
+	return fmt.Sprintf("%s/%d=%d(e%d,%q,%s)", f.topic, f.part, f.offset, f.epoch, f.metadata, codeName(f.code))
+}
+
+func flattenFetch(r *kmsg.OffsetFetchResponse) []fetched {
+	var out []fetched
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, fetched{t.Topic, p.Partition, p.Offset, p.LeaderEpoch, optStr(p.Metadata), p.ErrorCode})
+		}
+	}
+	return out
+}
+
+func flattenFetchGroup(g kmsg.OffsetFetchResponseGroup) []fetched {
+	var out []fetched
+	for _, t := range g.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, fetched{t.Topic, p.Partition, p.Offset, p.LeaderEpoch, optStr(p.Metadata), p.ErrorCode})
+		}
+	}
+	return out
+}
+
+func optStr(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// OffsetFetch at every version: committed partitions with their offset,
+// metadata and (v5+) leader epoch; uncommitted ones -1 and "" with no
+// error; null topics (v2+) for every committed offset; the group errors
+// per partition (v0-v1) or top-level (v2-v7); v8 several groups, each with
+// its own topics and error (KIP-709).
+func TestOffsetFetchVersions(t *testing.T) {
+	fenced := fmt.Errorf("owned by bridge-2: %w", newproto.ErrNotCoordinator)
+	fg := newFakeGroups(t, withFailure(func(g string, _ group.Event) error {
+		if g == "fenced" {
+			return fenced
+		}
+		return nil
+	}))
+	ts := groupServer(t, fg, newproto.Config{})
+	c := dial(t, ts.addr)
+	simpleCommit(t, c, "fetch", map[string]map[int32]int64{"orders": {0: 100, 1: 101}, "payments": {3: 7}})
+
+	request := func(v int16, g string, topics map[string][]int32, order ...string) *kmsg.OffsetFetchRequest {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.SetVersion(v)
+		r.Group = g
+		if topics != nil {
+			r.Topics = []kmsg.OffsetFetchRequestTopic{}
+		}
+		for _, topic := range order {
+			rt := kmsg.NewOffsetFetchRequestTopic()
+			rt.Topic, rt.Partitions = topic, topics[topic]
+			r.Topics = append(r.Topics, rt)
+		}
+		return r
+	}
+	asked := map[string][]int32{"orders": {0, 1, 2}, "absent": {0}}
+
+	for _, v := range versions(0, 7) {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			e := int32(-1)
+			if v >= 5 {
+				e = 3 // simpleCommit's leader epoch
+			}
+			resp := c.roundTrip(request(v, "fetch", asked, "orders", "absent")).(*kmsg.OffsetFetchResponse)
+			want := []fetched{
+				{"orders", 0, 100, e, "md-100", 0},
+				{"orders", 1, 101, e, "md-101", 0},
+				{"orders", 2, -1, -1, "", 0},
+				{"absent", 0, -1, -1, "", 0},
+			}
+			if got := flattenFetch(resp); resp.ErrorCode != 0 || !reflect.DeepEqual(got, want) {
+				t.Errorf("named topics: %s %v\nwant %v", codeName(resp.ErrorCode), got, want)
+			}
+
+			if v >= 2 {
+				resp = c.roundTrip(request(v, "fetch", nil)).(*kmsg.OffsetFetchResponse)
+				want = []fetched{{"orders", 0, 100, e, "md-100", 0}, {"orders", 1, 101, e, "md-101", 0}, {"payments", 3, 7, e, "md-7", 0}}
+				if got := flattenFetch(resp); !reflect.DeepEqual(got, want) {
+					t.Errorf("all topics: %v\nwant %v", got, want)
+				}
+			}
+
+			for g, code := range map[string]int16{"": int16(newproto.ErrInvalidGroupID), "fenced": int16(newproto.ErrNotCoordinator)} {
+				resp = c.roundTrip(request(v, g, asked, "orders")).(*kmsg.OffsetFetchResponse)
+				if v >= 2 {
+					if resp.ErrorCode != code || len(resp.Topics) != 0 {
+						t.Errorf("group %q: %s with %d topics, want %s and none", g, codeName(resp.ErrorCode), len(resp.Topics), codeName(code))
+					}
+					continue
+				}
+				want = []fetched{{"orders", 0, -1, -1, "", code}, {"orders", 1, -1, -1, "", code}, {"orders", 2, -1, -1, "", code}}
+				if got := flattenFetch(resp); !reflect.DeepEqual(got, want) {
+					t.Errorf("group %q: %v\nwant %v", g, got, want)
+				}
+			}
+		})
+	}
+
+	t.Run("v8", func(t *testing.T) {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.SetVersion(8)
+		for _, g := range []struct {
+			name   string
+			topics map[string][]int32
+		}{{"fetch", map[string][]int32{"orders": {1, 2}}}, {"fetch", nil}, {"unknown", map[string][]int32{"orders": {0}}}, {"", nil}, {"fenced", nil}} {
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = g.name
+			for topic, parts := range g.topics {
+				rt := kmsg.NewOffsetFetchRequestGroupTopic()
+				rt.Topic, rt.Partitions = topic, parts
+				rg.Topics = append(rg.Topics, rt)
+			}
+			r.Groups = append(r.Groups, rg)
+		}
+		resp := c.roundTrip(r).(*kmsg.OffsetFetchResponse)
+		want := []struct {
+			group string
+			code  int16
+			parts []fetched
+		}{
+			{"fetch", 0, []fetched{{"orders", 1, 101, 3, "md-101", 0}, {"orders", 2, -1, -1, "", 0}}},
+			{"fetch", 0, []fetched{{"orders", 0, 100, 3, "md-100", 0}, {"orders", 1, 101, 3, "md-101", 0}, {"payments", 3, 7, 3, "md-7", 0}}},
+			{"unknown", 0, []fetched{{"orders", 0, -1, -1, "", 0}}},
+			{"", int16(newproto.ErrInvalidGroupID), nil},
+			{"fenced", int16(newproto.ErrNotCoordinator), nil},
+		}
+		if len(resp.Groups) != len(want) {
+			t.Fatalf("%d groups, want %d", len(resp.Groups), len(want))
+		}
+		for i, g := range resp.Groups {
+			if got := flattenFetchGroup(g); g.Group != want[i].group || g.ErrorCode != want[i].code || !reflect.DeepEqual(got, want[i].parts) {
+				t.Errorf("group %d: %q %s %v\nwant %q %s %v", i, g.Group, codeName(g.ErrorCode), got, want[i].group, codeName(want[i].code), want[i].parts)
+			}
+		}
+	})
+}
