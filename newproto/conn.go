@@ -33,6 +33,9 @@ type conn struct {
 	nc   net.Conn
 	info ConnInfo
 	log  zerolog.Logger
+	// relay forwards the requests the Handler does not answer to an
+	// upstream broker (relay.go); nil without Config.Proxy.
+	relay *relayConn
 
 	// ctx is cancelled when the connection must stop at once; it
 	// derives from the server's base context.
@@ -55,7 +58,13 @@ type result struct {
 	key     int16
 	version int16
 	resp    kmsg.Response
-	err     error
+	// raw, when set, is a relayed response frame, size prefix included,
+	// written as it is instead of resp.
+	raw []byte
+	// stream, when set, writes a relayed response as it arrives from
+	// the broker (relay.go: large responses are not buffered).
+	stream func(io.Writer) error
+	err    error
 }
 
 // readEnd tells the writer that the reader stopped, after accepted
@@ -66,10 +75,10 @@ type readEnd struct {
 	drain    bool
 }
 
-func newConn(s *Server, nc net.Conn, id uint64) *conn {
+func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 	ctx, cancel := context.WithCancel(s.base)
-	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr()}
-	return &conn{
+	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), role: role}
+	c := &conn{
 		s:    s,
 		nc:   nc,
 		info: info,
@@ -81,6 +90,10 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		slots:   make(chan struct{}, s.cfg.MaxInflight),
 		results: make(chan result, s.cfg.MaxInflight),
 	}
+	if s.proxy != nil {
+		c.relay = newRelayConn(s.proxy, c, role)
+	}
+	return c
 }
 
 func addrString(a net.Addr) string {
@@ -126,6 +139,11 @@ func (c *conn) serve() {
 	c.cancel()
 	_ = c.nc.Close()
 	<-readerDone
+	if c.relay != nil {
+		// After the reader, the only one that dials: no upstream
+		// connection opens after this.
+		c.relay.close()
+	}
 	c.handlers.Wait()
 	c.log.Debug().Str("why", why).Msg("connection closed")
 }
@@ -152,13 +170,30 @@ func (c *conn) read() readEnd {
 		if c.draining() {
 			return readEnd{accepted: seq, drain: true}
 		}
-		frame, err := readFrame(c.nc, c.s.cfg.MaxFrameBytes)
+		var (
+			frame   []byte
+			req     *Request
+			relayed bool
+			err     error
+		)
+		if c.relay != nil {
+			// The relay reads the frame itself: a relayed request
+			// is forwarded as it arrives, undecoded, in request
+			// order; its response is posted to the writer like the
+			// Handler's (relay.go).
+			relayed, req, frame, err = c.relay.next(seq)
+		} else {
+			frame, err = readFrame(c.nc, c.s.cfg.MaxFrameBytes)
+		}
 		if errors.Is(err, errNoFrame) && c.busy() && !c.draining() {
 			<-c.slots
 			continue
 		}
-		var req *Request
-		if err == nil {
+		if relayed && err == nil {
+			seq++
+			continue
+		}
+		if err == nil && req == nil {
 			req, err = parseRequest(frame)
 		}
 		if err != nil {
@@ -193,8 +228,13 @@ func (c *conn) busy() bool {
 // readFailed logs why the reader stopped. A client closing its connection
 // is routine; a rejected frame is worth a warning and a metric.
 func (c *conn) readFailed(err error) {
-	var fe *frameError
+	var (
+		fe *frameError
+		ue *upstreamError
+	)
 	switch {
+	case errors.As(err, &ue):
+		c.log.Warn().Err(err).Msg("upstream broker unavailable; closing connection")
 	case errors.As(err, &fe):
 		c.s.metrics.framesRejected.WithLabelValues(fe.reason).Inc()
 		c.log.Warn().Err(err).Str("reason", fe.reason).Msg("rejected frame; closing connection")
@@ -212,6 +252,10 @@ func (c *conn) handle(seq uint64, req *Request) {
 	defer c.handlers.Done()
 	key, version := req.Msg.Key(), req.Msg.GetVersion()
 	resp, err := c.callHandler(req)
+	if c.relay != nil && err == nil && key == int16(kmsg.ApiVersions) {
+		// The upstream's ranges for the relayed keys.
+		resp, err = c.relay.apiVersions(c.ctx, resp)
+	}
 	if err == nil && resp != nil {
 		if resp.Key() != key {
 			err = fmt.Errorf("handler answered %s with a %s response", kmsg.NameForKey(key), kmsg.NameForKey(resp.Key()))
@@ -252,9 +296,19 @@ func (c *conn) write(ends <-chan readEnd) string {
 					Int32("correlation_id", r.corr).Msg("request not answered; closing connection")
 				return "request failed"
 			}
-			if r.resp != nil {
-				buf = appendResponse(buf[:0], r.corr, r.resp)
-				if err := c.writeFrame(buf); err != nil {
+			if r.resp != nil || r.raw != nil || r.stream != nil {
+				var err error
+				switch {
+				case r.stream != nil:
+					err = c.writeStream(r.stream)
+				case r.raw != nil:
+					err = c.writeFrame(r.raw)
+					c.relay.p.bufs.put(r.raw) // written: nothing refers to it
+				default:
+					buf = appendResponse(buf[:0], r.corr, r.resp)
+					err = c.writeFrame(buf)
+				}
+				if err != nil {
 					if c.ctx.Err() == nil {
 						c.log.Debug().Err(err).Msg("write failed")
 					}
@@ -280,6 +334,19 @@ func (c *conn) write(ends <-chan readEnd) string {
 			return "cancelled"
 		}
 	}
+}
+
+// writeStream writes a streamed response under the same deadline as a
+// frame.
+func (c *conn) writeStream(stream func(io.Writer) error) error {
+	var deadline time.Time
+	if c.s.cfg.IdleTimeout > 0 {
+		deadline = time.Now().Add(c.s.cfg.IdleTimeout)
+	}
+	_ = c.nc.SetWriteDeadline(deadline)
+	err := stream(c.nc)
+	c.lastWrite.Store(time.Now().UnixNano())
+	return err
 }
 
 func (c *conn) writeFrame(buf []byte) error {

@@ -51,6 +51,8 @@ type ConnInfo struct {
 	ID uint64
 	// Remote is the client's address, Local the address it dialed.
 	Remote, Local net.Addr
+
+	role listenerRole // the listener it came on (relay.go)
 }
 
 // frameError is a frame the shell cannot answer: the connection is closed.
@@ -83,18 +85,9 @@ var errNoFrame = errors.New("no frame before the read deadline")
 // the size against maxBytes before allocating anything, so a hostile or
 // garbled size costs nothing.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
-	var size [4]byte
-	if n, err := io.ReadFull(r, size[:]); err != nil {
-		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-			// Nothing of a frame was read: the stream is still in
-			// sync and the caller may decide to keep waiting.
-			return nil, fmt.Errorf("%w: %w", errNoFrame, err)
-		}
+	n, err := readFrameSize(r, maxBytes)
+	if err != nil {
 		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 0 || n > maxBytes {
-		return nil, badFrame(rejectSize, "frame size %d outside [0, %d]", n, maxBytes)
 	}
 	frame := make([]byte, n)
 	if _, err := io.ReadFull(r, frame); err != nil {
@@ -104,6 +97,24 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 		return nil, fmt.Errorf("reading %d-byte frame: %w", n, err)
 	}
 	return frame, nil
+}
+
+// readFrameSize reads a frame's size prefix and checks it against maxBytes.
+func readFrameSize(r io.Reader, maxBytes int32) (int32, error) {
+	var size [4]byte
+	if n, err := io.ReadFull(r, size[:]); err != nil {
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			// Nothing of a frame was read: the stream is still in
+			// sync and the caller may decide to keep waiting.
+			return 0, fmt.Errorf("%w: %w", errNoFrame, err)
+		}
+		return 0, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || n > maxBytes {
+		return 0, badFrame(rejectSize, "frame size %d outside [0, %d]", n, maxBytes)
+	}
+	return n, nil
 }
 
 // parseRequest decodes a frame (without its size) into a Request. It never

@@ -22,6 +22,7 @@ type router struct {
 	cluster   Cluster     // nil: no brokers but ours, no topics
 	coord     Coordinator // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
 	log       zerolog.Logger
+	srv       *Server // nil in unit tests; gives the bootstrap port to proxy listeners' clients
 }
 
 // Handle implements Handler.
@@ -52,18 +53,36 @@ var errNoRoute = errors.New("newproto: api key in the version table has no route
 
 // self is the bridge's own node as Metadata and FindCoordinator advertise
 // it. Without a configured advertised address it is the address the client
-// dialed, which is right whenever clients reach the bridge directly.
+// dialed, which is right whenever clients reach the bridge directly;
+// except that a client on a proxy listener (relay.go) dialed an upstream
+// broker's stand-in, so the port is the bootstrap listener's.
 func (r *router) self(req *Request) Broker {
-	b := Broker{NodeID: r.nodeID, Host: r.host, Port: r.port}
+	var bootstrapPort func() int32
+	if req.Conn.role.proxied && r.srv != nil {
+		bootstrapPort = r.srv.bootstrapPort
+	}
+	return advertisedNode(r.nodeID, r.host, r.port, req.Conn.Local, bootstrapPort)
+}
+
+// advertisedNode fills what is not configured of a node's address from the
+// address the client dialed (local), taking the port from bootstrapPort
+// when it is set and knows one.
+func advertisedNode(nodeID int32, host string, port int32, local net.Addr, bootstrapPort func() int32) Broker {
+	b := Broker{NodeID: nodeID, Host: host, Port: port}
 	if b.Host != "" && b.Port != 0 {
 		return b
 	}
-	host, port := splitAddr(req.Conn.Local)
+	dialedHost, dialedPort := splitAddr(local)
 	if b.Host == "" {
-		b.Host = host
+		b.Host = dialedHost
 	}
 	if b.Port == 0 {
-		b.Port = port
+		b.Port = dialedPort
+		if bootstrapPort != nil {
+			if p := bootstrapPort(); p != 0 {
+				b.Port = p
+			}
+		}
 	}
 	return b
 }

@@ -106,6 +106,12 @@ type Config struct {
 	Cluster Cluster
 	// Coordinator answers the group APIs; nil: COORDINATOR_NOT_AVAILABLE.
 	Coordinator Coordinator
+
+	// Proxy, when set, makes the Server front a real cluster: every
+	// request but the group APIs and ApiVersions is relayed to the
+	// upstream brokers, and Metadata names proxy listeners (ServeProxy)
+	// instead of the brokers (relay.go). Cluster is then not used.
+	Proxy *ProxyConfig
 }
 
 // Validate reports the first invalid field.
@@ -121,6 +127,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("newproto: NodeID %d is negative", c.NodeID)
 	case c.AdvertisedPort < 0 || c.AdvertisedPort > 65535:
 		return fmt.Errorf("newproto: AdvertisedPort %d out of range", c.AdvertisedPort)
+	}
+	if c.Proxy != nil {
+		return c.Proxy.Validate()
 	}
 	return nil
 }
@@ -147,15 +156,18 @@ type Server struct {
 	log     zerolog.Logger
 	handler Handler
 	metrics *metrics
+	proxy   *proxy // nil unless Config.Proxy
 
 	// base is the parent of every connection's context; cancelling it
 	// cancels all in-flight requests (Close, after the drain deadline).
 	base       context.Context
 	cancelBase context.CancelFunc
 
+	done chan struct{} // closed when Close begins
+
 	mu        sync.Mutex
 	closing   bool
-	listeners map[net.Listener]struct{}
+	listeners map[net.Listener]listenerRole
 	conns     map[*conn]struct{}
 	nextID    uint64
 	connWG    sync.WaitGroup // one per conn in conns
@@ -174,9 +186,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With().Str("component", "newproto").Logger()
+	s := &Server{cfg: cfg, log: log, metrics: m, done: make(chan struct{})}
 	h := cfg.Handler
 	if h == nil {
 		h = &router{
+			srv:       s,
 			nodeID:    cfg.NodeID,
 			host:      cfg.AdvertisedHost,
 			port:      cfg.AdvertisedPort,
@@ -186,17 +200,16 @@ func New(cfg Config) (*Server, error) {
 			log:       log,
 		}
 	}
-	base, cancel := context.WithCancel(context.Background())
-	return &Server{
-		cfg:        cfg,
-		log:        log,
-		handler:    h,
-		metrics:    m,
-		base:       base,
-		cancelBase: cancel,
-		listeners:  map[net.Listener]struct{}{},
-		conns:      map[*conn]struct{}{},
-	}, nil
+	if cfg.Proxy != nil {
+		if s.proxy, err = newProxy(s, *cfg.Proxy, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	s.handler = h
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.listeners = map[net.Listener]listenerRole{}
+	s.conns = map[*conn]struct{}{}
+	return s, nil
 }
 
 // ListenAndServe listens on Config.Listen and serves until ctx is done or
@@ -213,20 +226,29 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve accepts connections on ln until ctx is done or Close is called,
 // and closes ln. When ctx ends it closes the whole server gracefully
 // (Close) before returning nil. It may be called for several listeners.
+// ln is a bootstrap listener: the bridge's own node (relay.go).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, listenerRole{})
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, role listenerRole) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		_ = ln.Close()
 		return ErrServerClosed
 	}
-	s.listeners[ln] = struct{}{}
+	s.listeners[ln] = role
 	s.mu.Unlock()
-	s.log.Info().Stringer("addr", ln.Addr()).Msg("serving Kafka protocol")
+	e := s.log.Info().Stringer("addr", ln.Addr())
+	if role.proxied {
+		e = e.Int32("upstream_broker", role.broker)
+	}
+	e.Msg("serving Kafka protocol")
 
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
-	err := s.accept(ctx, ln)
+	err := s.accept(ctx, ln, role)
 
 	s.mu.Lock()
 	delete(s.listeners, ln)
@@ -242,7 +264,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-func (s *Server) accept(ctx context.Context, ln net.Listener) error {
+func (s *Server) accept(ctx context.Context, ln net.Listener, role listenerRole) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -264,7 +286,7 @@ func (s *Server) accept(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.startConn(nc)
+		s.startConn(nc, role)
 	}
 }
 
@@ -283,17 +305,20 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// Addr returns the address of a listener being served, or nil.
+// Addr returns the address of a bootstrap listener being served (Serve,
+// not ServeProxy), or nil.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ln := range s.listeners {
-		return ln.Addr()
+	for ln, role := range s.listeners {
+		if !role.proxied {
+			return ln.Addr()
+		}
 	}
 	return nil
 }
 
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) startConn(nc net.Conn, role listenerRole) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -301,7 +326,7 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	s.nextID++
-	c := newConn(s, nc, s.nextID)
+	c := newConn(s, nc, s.nextID, role)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
@@ -325,6 +350,7 @@ func (s *Server) startConn(nc net.Conn) {
 // than once and concurrently with Serve.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.done)
 		s.mu.Lock()
 		s.closing = true
 		for ln := range s.listeners {

@@ -1,0 +1,266 @@
+package newproto_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// The relay's cost: the same kgo client configuration, against the same
+// kfake cluster in the same run, straight to the brokers and through the
+// bridge. The measurement is in rounds, each a direct phase and a bridged
+// phase back to back (which goes first alternates), so that the noise of a
+// shared machine (other processes, GC, kfake's growing log) falls on both
+// halves of a round alike; the reported ratio is the median of the rounds'
+// ratios, next to the aggregate MB/s of each side. Targets (issue 7): at
+// least 90% of direct throughput, under 1 ms added p99 latency on
+// loopback.
+//
+//	go test -run '^$' -bench Relay -benchtime 3x ./newproto/
+
+const benchTopic = "bench"
+
+func startBenchRelay(b *testing.B) (e *relayEnv, direct []string) {
+	b.Helper()
+	e = startRelay(b, relayOpts{
+		topics: map[string]int32{benchTopic: 3},
+		// kfake keeps segments in memory and grows them by doubling:
+		// small segments keep that copying out of the measurement.
+		kfakeOpts: []kfake.Opt{kfake.BrokerConfigs(map[string]string{"log.segment.bytes": "4194304"})},
+	})
+	e.pinLeaders(b, benchTopic, 3)
+	return e, e.kf.ListenAddrs()
+}
+
+// benchClient is the one client configuration of both sides. Its versions
+// are capped where the bridge caps them (Produce v9, Fetch v15: relay.go),
+// so that both sides speak the same requests: kfake serves Fetch v13+
+// (topic ids) and Produce v10+ by other paths, and the comparison is to
+// measure the relay, not those.
+func benchClient(b *testing.B, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	b.Helper()
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.Produce), 9)
+	versions.SetMaxKeyVersion(int16(kmsg.Fetch), 15)
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.MaxVersions(versions),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.ProducerLinger(0),
+		// Bytes on the wire are what the relay moves: no compression,
+		// and random values (benchValue).
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+// benchValue is incompressible.
+func benchValue(n int) []byte {
+	v := make([]byte, n)
+	_, _ = rand.Read(v)
+	return v
+}
+
+// side is one way to the cluster: straight or through the bridge.
+type side struct {
+	name string
+	cl   *kgo.Client
+	d    time.Duration // total over the rounds
+}
+
+// rounds runs phase for both sides, rounds times, alternating which goes
+// first, and returns the median ratio bridge/direct of the rounds'
+// throughputs (the inverse ratio of their durations).
+func rounds(n int, direct, bridge *side, phase func(*side) time.Duration) float64 {
+	var ratios []float64
+	for i := range n {
+		first, second := direct, bridge
+		if i%2 == 1 {
+			first, second = bridge, direct
+		}
+		d1 := phase(first)
+		d2 := phase(second)
+		first.d += d1
+		second.d += d2
+		dd, db := d1, d2
+		if first == bridge {
+			dd, db = d2, d1
+		}
+		ratios = append(ratios, dd.Seconds()/db.Seconds())
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
+}
+
+func mbps(bytes int, d time.Duration) float64 { return float64(bytes) / (1 << 20) / d.Seconds() }
+
+// BenchmarkRelayProduce: produce throughput, 1 KiB records, acks=all
+// (idempotent), 4 MiB a phase.
+func BenchmarkRelayProduce(b *testing.B) {
+	e, addrs := startBenchRelay(b)
+	const phaseBytes, recSize, perIter = 4 << 20, 1 << 10, 10
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	direct := &side{name: "direct", cl: benchClient(b, addrs)}
+	bridge := &side{name: "bridge", cl: benchClient(b, []string{e.addr})}
+	for _, s := range []*side{direct, bridge} { // connections, metadata, producer id
+		if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: benchTopic, Value: []byte("warm")}).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	value := benchValue(recSize)
+	phase := func(s *side) time.Duration {
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+		)
+		start := time.Now()
+		for range phaseBytes / recSize {
+			wg.Add(1)
+			s.cl.Produce(ctx, &kgo.Record{Topic: benchTopic, Value: value}, func(_ *kgo.Record, err error) {
+				defer wg.Done()
+				if err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		d := time.Since(start)
+		if first != nil {
+			b.Fatalf("%s: %v", s.name, first)
+		}
+		return d
+	}
+	var medians []float64
+	for range b.N {
+		medians = append(medians, rounds(perIter, direct, bridge, phase))
+	}
+	slices.Sort(medians)
+	total := phaseBytes * perIter * b.N
+	b.ReportMetric(mbps(total, direct.d), "direct-MB/s")
+	b.ReportMetric(mbps(total, bridge.d), "bridge-MB/s")
+	b.ReportMetric(medians[len(medians)/2], "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRelayFetch: fetch throughput, reading a 16 MiB topic from the
+// start each phase.
+func BenchmarkRelayFetch(b *testing.B) {
+	e, addrs := startBenchRelay(b)
+	const total, recSize, perIter = 16 << 20, 1 << 10, 10
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	prod := benchClient(b, addrs)
+	value := benchValue(recSize)
+	var recs []*kgo.Record
+	for range total / recSize {
+		recs = append(recs, &kgo.Record{Topic: benchTopic, Value: value})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	start := map[string]map[int32]kgo.EpochOffset{benchTopic: {}}
+	offsets := map[int32]kgo.Offset{}
+	for p := range int32(3) {
+		start[benchTopic][p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	consume := kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{benchTopic: offsets})
+	direct := &side{name: "direct", cl: benchClient(b, addrs, consume)}
+	bridge := &side{name: "bridge", cl: benchClient(b, []string{e.addr}, consume)}
+	phase := func(s *side) time.Duration {
+		s.cl.SetOffsets(start) // from the start again, dropping what is buffered
+		got := 0
+		t0 := time.Now()
+		for got < total {
+			fs := s.cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				b.Fatalf("%s: fetched %d of %d bytes: %v", s.name, got, total, err)
+			}
+			fs.EachRecord(func(r *kgo.Record) { got += len(r.Value) })
+		}
+		return time.Since(t0)
+	}
+	phase(direct) // connections and metadata
+	phase(bridge)
+	direct.d, bridge.d = 0, 0
+	var medians []float64
+	for range b.N {
+		medians = append(medians, rounds(perIter, direct, bridge, phase))
+	}
+	slices.Sort(medians)
+	all := total * perIter * b.N
+	b.ReportMetric(mbps(all, direct.d), "direct-MB/s")
+	b.ReportMetric(mbps(all, bridge.d), "bridge-MB/s")
+	b.ReportMetric(medians[len(medians)/2], "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRelayLatency: round trips of one 100-byte record produced with
+// acks=all and waited for, one at a time, alternating sides; the bridge
+// adds a hop each way.
+func BenchmarkRelayLatency(b *testing.B) {
+	e, addrs := startBenchRelay(b)
+	const samples = 2000
+	manual := kgo.RecordPartitioner(kgo.ManualPartitioner()) // partition 0: broker 0
+	clDirect := benchClient(b, addrs, manual)
+	clBridge := benchClient(b, []string{e.addr}, manual)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	value := benchValue(100)
+	roundTrip := func(cl *kgo.Client) time.Duration {
+		start := time.Now()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: benchTopic, Partition: 0, Value: value}).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	for range 50 { // connections, metadata, warm caches
+		roundTrip(clDirect)
+		roundTrip(clBridge)
+	}
+	var lDirect, lBridge []time.Duration
+	for range b.N {
+		for i := range samples {
+			if i%2 == 0 {
+				lDirect = append(lDirect, roundTrip(clDirect))
+				lBridge = append(lBridge, roundTrip(clBridge))
+			} else {
+				lBridge = append(lBridge, roundTrip(clBridge))
+				lDirect = append(lDirect, roundTrip(clDirect))
+			}
+		}
+	}
+	slices.Sort(lDirect)
+	slices.Sort(lBridge)
+	pct := func(l []time.Duration, p float64) float64 {
+		return float64(l[int(p*float64(len(l)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(lDirect, 0.5), "direct-p50-µs")
+	b.ReportMetric(pct(lDirect, 0.99), "direct-p99-µs")
+	b.ReportMetric(pct(lBridge, 0.5), "bridge-p50-µs")
+	b.ReportMetric(pct(lBridge, 0.99), "bridge-p99-µs")
+	b.ReportMetric(pct(lBridge, 0.5)-pct(lDirect, 0.5), "added-p50-µs")
+	b.ReportMetric(pct(lBridge, 0.99)-pct(lDirect, 0.99), "added-p99-µs")
+	b.ReportMetric(0, "ns/op")
+	if testing.Verbose() {
+		fmt.Printf("latency over %d samples each: direct p50 %s p99 %s, bridge p50 %s p99 %s\n",
+			len(lDirect), lDirect[len(lDirect)/2], lDirect[len(lDirect)*99/100], lBridge[len(lBridge)/2], lBridge[len(lBridge)*99/100])
+	}
+}

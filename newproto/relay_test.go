@@ -1,0 +1,1177 @@
+package newproto_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+// The relay (relay.go) in front of a franz-go kfake cluster of three
+// brokers: real clients (kgo, sarama, kafka-go, kcat) are given the
+// bridge's bootstrap address only, produce and fetch through it, and must
+// never see a kfake address. Group APIs are not exercised here (the
+// Coordinator is nil): consumers assign partitions directly.
+
+const bridgeNode = 100 // apart from kfake's node ids 0, 1, 2
+
+// relayEnv is a kfake cluster, an Upstream for it, and a Server with its
+// proxy listeners, all stopped by t.Cleanup.
+type relayEnv struct {
+	t       *testing.T
+	kf      *kfake.Cluster
+	up      *newproto.Upstream
+	srv     *newproto.Server
+	addr    string // the bridge's bootstrap listener
+	reg     *prometheus.Registry
+	gates   map[int32]*tcpGate // broker id → the gate in front of it (relayOpts.gated)
+	kfAddrs map[int32]string   // broker id → kfake's own address
+}
+
+type relayOpts struct {
+	topics         map[string]int32 // name → partitions; default orders:3
+	gated          []int32          // brokers reached through a tcpGate the test can cut
+	requestTimeout time.Duration
+	logLevel       zerolog.Level
+	kfakeOpts      []kfake.Opt
+	coord          newproto.Coordinator
+}
+
+func startRelay(t testing.TB, o relayOpts) *relayEnv {
+	t.Helper()
+	if o.topics == nil {
+		o.topics = map[string]int32{"orders": 3}
+	}
+	kopts := []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID("kfake-upstream")}
+	for name, n := range o.topics {
+		kopts = append(kopts, kfake.SeedTopics(n, name))
+	}
+	kf, err := kfake.NewCluster(append(kopts, o.kfakeOpts...)...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kf.Close)
+
+	var log zerolog.Logger
+	if tt, ok := t.(*testing.T); ok && o.logLevel != zerolog.Disabled {
+		level := o.logLevel
+		if level == zerolog.DebugLevel-1 || level == 0 {
+			level = zerolog.InfoLevel
+		}
+		log = zerolog.New(zerolog.NewTestWriter(tt)).Level(level)
+	} else {
+		log = zerolog.Nop()
+	}
+	up, err := newproto.NewUpstream(newproto.UpstreamConfig{Logger: log, RequestTimeout: o.requestTimeout, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The --upstream bootstrap mode: the brokers come from a seed's
+	// Metadata.
+	if err := up.Discover(ctx, kf.ListenAddrs()[:1]); err != nil {
+		t.Fatalf("Discover: %v", err)
+	}
+	env := &relayEnv{kf: kf, up: up, gates: map[int32]*tcpGate{}, kfAddrs: map[int32]string{}}
+	brokers := up.Brokers()
+	if len(brokers) != 3 {
+		t.Fatalf("discovered %v, want 3 brokers", brokers)
+	}
+	for i, b := range brokers {
+		env.kfAddrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		if slices.Contains(o.gated, b.NodeID) {
+			g := startTCPGate(t, env.kfAddrs[b.NodeID])
+			env.gates[b.NodeID] = g
+			host, port, _ := net.SplitHostPort(g.addr)
+			p, _ := strconv.Atoi(port)
+			brokers[i].Host, brokers[i].Port = host, int32(p)
+		}
+	}
+	if err := up.SetBrokers(brokers); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Probe(ctx); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+
+	env.reg = prometheus.NewRegistry()
+	srv, err := newproto.New(newproto.Config{
+		Logger:      log,
+		Registerer:  env.reg,
+		NodeID:      bridgeNode,
+		Coordinator: o.coord,
+		Proxy:       &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0"},
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.srv, env.addr = srv, ln.Addr().String()
+	sctx, scancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	go func() { done <- srv.ServeProxy(sctx) }()
+	t.Cleanup(func() {
+		scancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("Serve/ServeProxy: %v", err)
+			}
+		}
+	})
+	env.waitProxies(t, 3)
+	return env
+}
+
+// waitProxies waits until n proxy listeners are open.
+func (e *relayEnv) waitProxies(t testing.TB, n int) map[int32]net.Addr {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		addrs := e.srv.ProxyAddrs()
+		if len(addrs) == n {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy listeners %v, want %d", addrs, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// bridgeAddrs is every address the bridge listens on.
+func (e *relayEnv) bridgeAddrs() map[string]bool {
+	out := map[string]bool{e.addr: true}
+	for _, a := range e.srv.ProxyAddrs() {
+		out[a.String()] = true
+	}
+	return out
+}
+
+// pinLeaders makes broker p%3 the leader of partition p of topic.
+func (e *relayEnv) pinLeaders(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	for p := range partitions {
+		if err := e.kf.MoveTopicPartition(topic, p, p%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newRelayClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(addr),
+		kgo.ClientID("relay-test"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		// kgo retries records without end by default: a test that
+		// goes wrong fails instead of hanging.
+		kgo.RecordDeliveryTimeout(15 * time.Second),
+		kgo.RetryTimeout(10 * time.Second),
+		kgo.MetadataMinAge(50 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produce sends n records of value prefix-i to topic/partition through cl
+// and fails the test on any error.
+func produce(t testing.TB, cl *kgo.Client, topic string, partition int32, prefix string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: partition, Value: fmt.Appendf(nil, "%s-%d", prefix, i)}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s/%d: %v", topic, partition, err)
+	}
+}
+
+// consume reads partitions of topic from the start through the bridge
+// until want values have arrived, and returns them per partition.
+func consume(t testing.TB, addr, topic string, partitions []int32, want int) map[int32][]string {
+	t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for _, p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl := newRelayClient(t, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(200*time.Millisecond))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[int32][]string{}
+	n := 0
+	for n < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records: %v", n, want, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) {
+			t.Logf("fetch %s/%d: %v", tp, p, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], string(r.Value))
+			n++
+		})
+	}
+	return got
+}
+
+func wantValues(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// kgo produces and fetches through the bridge; every record arrives in
+// order, and the Metadata kgo sees names bridge listeners only.
+func TestRelayKgoProduceFetch(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	e.pinLeaders(t, "orders", 3)
+	cl := newRelayClient(t, e.addr)
+	for p := range int32(3) {
+		produce(t, cl, "orders", p, fmt.Sprintf("p%d", p), 100)
+	}
+	got := consume(t, e.addr, "orders", []int32{0, 1, 2}, 300)
+	for p := range int32(3) {
+		if want := wantValues(fmt.Sprintf("p%d", p), 100); !slices.Equal(got[p], want) {
+			t.Errorf("partition %d: got %d records %v..., want %d", p, len(got[p]), got[p][:min(3, len(got[p]))], len(want))
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := resp.(*kmsg.MetadataResponse)
+	bridge := e.bridgeAddrs()
+	var ids []int32
+	for _, b := range md.Brokers {
+		addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		if !bridge[addr] {
+			t.Errorf("Metadata v%d lists broker %d at %s, not a bridge listener (%v)", md.Version, b.NodeID, addr, bridge)
+		}
+		ids = append(ids, b.NodeID)
+	}
+	if !slices.Equal(ids, []int32{0, 1, 2, bridgeNode}) {
+		t.Errorf("Metadata brokers %v, want kfake's 0-2 and the bridge's %d", ids, bridgeNode)
+	}
+	if proxies := e.srv.ProxyAddrs(); md.Brokers[3].Port != int32(mustPort(t, e.addr)) || len(proxies) != 3 {
+		t.Errorf("bridge node at port %d, want bootstrap %s", md.Brokers[3].Port, e.addr)
+	}
+	if md.ClusterID == nil || *md.ClusterID != "kfake-upstream" {
+		t.Errorf("cluster id %v, want the upstream's", md.ClusterID)
+	}
+	if got := counterValue(t, &testServer{reg: e.reg}, "zkbridge_kafka_relayed_requests_total", map[string]string{"api": "Produce"}); got < 3 {
+		t.Errorf("relayed Produce requests = %v, want >= 3", got)
+	}
+}
+
+func mustPort(t testing.TB, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// Metadata at every version, on the bootstrap listener and on a proxy
+// listener: each broker at its proxy listener, the bridge's node at the
+// bootstrap port, topics as the upstream has them. Every response
+// re-encodes to its bytes (recv checks), so the rewrite kept the framing.
+func TestRelayMetadataEveryVersion(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	proxies := e.srv.ProxyAddrs()
+	for _, addr := range []string{e.addr, proxies[1].String()} {
+		c := dial(t, addr)
+		for _, v := range versions(0, 12) {
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(v)
+			req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
+			md := c.roundTrip(req).(*kmsg.MetadataResponse)
+			for _, b := range md.Brokers {
+				want := e.addr
+				if b.NodeID != bridgeNode {
+					want = proxies[b.NodeID].String()
+				}
+				if got := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))); got != want {
+					t.Errorf("via %s, v%d: broker %d at %s, want %s", addr, v, b.NodeID, got, want)
+				}
+			}
+			if len(md.Brokers) != 4 {
+				t.Errorf("v%d: %d brokers, want 4", v, len(md.Brokers))
+			}
+			if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 3 {
+				t.Errorf("v%d: topics %+v", v, md.Topics)
+				continue
+			}
+			for _, p := range md.Topics[0].Partitions {
+				if p.ErrorCode != 0 || p.Leader < 0 || p.Leader > 2 {
+					t.Errorf("v%d: partition %d leader %d error %d", v, p.Partition, p.Leader, p.ErrorCode)
+				}
+			}
+		}
+	}
+}
+
+// DescribeCluster (admin clients' broker list) is rewritten like Metadata.
+func TestRelayDescribeCluster(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	proxies := e.srv.ProxyAddrs()
+	c := dial(t, e.addr)
+	for _, v := range versions(0, 2) {
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.SetVersion(v)
+		req.EndpointType = 1 // brokers
+		dc := c.roundTrip(req).(*kmsg.DescribeClusterResponse)
+		if dc.ErrorCode != 0 || len(dc.Brokers) != 3 {
+			t.Fatalf("v%d: error %d, brokers %+v", v, dc.ErrorCode, dc.Brokers)
+		}
+		for _, b := range dc.Brokers {
+			if got, want := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), proxies[b.NodeID].String(); got != want {
+				t.Errorf("v%d: broker %d at %s, want %s", v, b.NodeID, got, want)
+			}
+		}
+	}
+}
+
+// ApiVersions on a proxy listener: our ranges for the group APIs, the
+// upstream's (within kmsg's and the KIP-951 caps) for relayed keys, and no
+// group API that would reach the upstream's coordinator.
+func TestRelayApiVersions(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	for _, addr := range []string{e.addr, e.srv.ProxyAddrs()[0].String()} {
+		c := dial(t, addr)
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(3)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "relay-test", "1"
+		av := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		got := map[int16][2]int16{}
+		for _, k := range av.ApiKeys {
+			got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+		}
+		want := map[kmsg.Key][2]int16{
+			kmsg.Produce:         {3, 9},  // kfake 3-13, capped below KIP-951
+			kmsg.Fetch:           {4, 15}, // kfake 4-18, capped below KIP-951
+			kmsg.ListOffsets:     {0, 10}, // kfake's
+			kmsg.Metadata:        {0, 13}, // kfake 0-13 within kmsg's 0-13
+			kmsg.FindCoordinator: {0, 4},  // ours within kfake's 0-6
+			kmsg.JoinGroup:       {0, 9},  // ours, not kfake's
+			kmsg.ApiVersions:     {0, 4},  // ours
+		}
+		for k, w := range want {
+			if got[int16(k)] != w {
+				t.Errorf("via %s: %s v%d-v%d, want v%d-v%d", addr, kmsg.NameForKey(int16(k)), got[int16(k)][0], got[int16(k)][1], w[0], w[1])
+			}
+		}
+		for _, k := range []kmsg.Key{kmsg.OffsetDelete, kmsg.ConsumerGroupHeartbeat, kmsg.TxnOffsetCommit, kmsg.ShareFetch} {
+			if r, ok := got[int16(k)]; ok {
+				t.Errorf("via %s: %s listed (v%d-v%d); it must not reach the upstream's coordinator", addr, kmsg.NameForKey(int16(k)), r[0], r[1])
+			}
+		}
+
+		// KIP-511: a version above ours is answered at v0 with
+		// UNSUPPORTED_VERSION and the whole table, which kgo uses as
+		// it is: it must be the merged one too.
+		raw := kmsg.NewPtrApiVersionsRequest()
+		raw.SetVersion(5)
+		corr := c.send(raw)
+		gotCorr, resp := c.recv(int16(kmsg.ApiVersions), 0)
+		old := resp.(*kmsg.ApiVersionsResponse)
+		if gotCorr != corr || old.ErrorCode != int16(newproto.ErrUnsupportedVersion) {
+			t.Fatalf("via %s: ApiVersions v5: corr %d error %d", addr, gotCorr, old.ErrorCode)
+		}
+		var produceMax int16 = -1
+		for _, k := range old.ApiKeys {
+			if k.ApiKey == int16(kmsg.Produce) {
+				produceMax = k.MaxVersion
+			}
+		}
+		if produceMax != 9 {
+			t.Errorf("via %s: KIP-511 answer lists Produce up to v%d, want the merged v9", addr, produceMax)
+		}
+	}
+}
+
+// FindCoordinator: groups name the bridge; transactions are relayed and
+// name the proxy listener of the upstream's transaction coordinator.
+func TestRelayFindCoordinator(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	proxies := e.srv.ProxyAddrs()
+	c := dial(t, proxies[2].String())
+	for _, v := range versions(0, 4) {
+		for _, typ := range []int8{0, 1} {
+			if v == 0 && typ == 1 {
+				continue // v0 has no key type
+			}
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.SetVersion(v)
+			req.CoordinatorType = typ
+			req.CoordinatorKey = "k"
+			req.CoordinatorKeys = []string{"k", "k2"}
+			fc := c.roundTrip(req).(*kmsg.FindCoordinatorResponse)
+			type answer struct {
+				node int32
+				addr string
+				code int16
+			}
+			var answers []answer
+			if v < 4 {
+				answers = append(answers, answer{fc.NodeID, net.JoinHostPort(fc.Host, strconv.Itoa(int(fc.Port))), fc.ErrorCode})
+			} else {
+				for _, co := range fc.Coordinators {
+					answers = append(answers, answer{co.NodeID, net.JoinHostPort(co.Host, strconv.Itoa(int(co.Port))), co.ErrorCode})
+				}
+				if len(answers) != 2 {
+					t.Errorf("v%d type %d: %d coordinators, want 2", v, typ, len(answers))
+				}
+			}
+			for _, a := range answers {
+				want := e.addr
+				if typ == 1 {
+					if a.node < 0 || a.node > 2 {
+						t.Errorf("v%d txn: coordinator node %d, want a kfake broker", v, a.node)
+						continue
+					}
+					want = proxies[a.node].String()
+				} else if a.node != bridgeNode {
+					t.Errorf("v%d group: node %d, want the bridge", v, a.node)
+				}
+				if a.code != 0 || a.addr != want {
+					t.Errorf("v%d type %d: node %d at %s error %d, want %s", v, typ, a.node, a.addr, a.code, want)
+				}
+			}
+		}
+	}
+}
+
+// A transactional producer finds its transaction coordinator through the
+// bridge (FindCoordinator key type 1, relayed and rewritten) and commits;
+// a read_committed consumer sees the records.
+func TestRelayTransactions(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	cl := newRelayClient(t, e.addr, kgo.TransactionalID("relay-txn"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		cl.Produce(ctx, &kgo.Record{Topic: "orders", Partition: int32(i % 3), Value: fmt.Appendf(nil, "tx-%d", i)}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	got := consume(t, e.addr, "orders", []int32{0, 1, 2}, 10)
+	if n := len(got[0]) + len(got[1]) + len(got[2]); n != 10 {
+		t.Errorf("read %d committed records, want 10", n)
+	}
+}
+
+// kcat (librdkafka) lists the cluster through the bridge: bridge addresses
+// only.
+func TestRelayKcatMetadata(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
+			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
+		}
+		t.Skip("kcat not installed; apt-get install -y kcat")
+	}
+	e := startRelay(t, relayOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kcat, "-b", e.addr, "-L", "-J", "-m", "10").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		t.Fatalf("kcat -L: %v", err)
+	}
+	var md struct {
+		Brokers []struct {
+			ID   int32  `json:"id"`
+			Name string `json:"name"`
+		} `json:"brokers"`
+		Topics []struct {
+			Topic string `json:"topic"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(out, &md); err != nil {
+		t.Fatalf("kcat output: %v\n%s", err, out)
+	}
+	bridge := e.bridgeAddrs()
+	if len(md.Brokers) != 4 {
+		t.Errorf("kcat lists %d brokers, want 4: %s", len(md.Brokers), out)
+	}
+	for _, b := range md.Brokers {
+		if !bridge[b.Name] {
+			t.Errorf("kcat lists broker %d at %s, not a bridge listener", b.ID, b.Name)
+		}
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Topic != "orders" {
+		t.Errorf("topics %+v, want orders", md.Topics)
+	}
+}
+
+// sarama needs Metadata, Produce, ListOffsets and Fetch: all relayed.
+func TestRelaySarama(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	e.pinLeaders(t, "orders", 3)
+	cfg := sarama.NewConfig()
+	cfg.ClientID = "relay-sarama"
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
+	cfg.Metadata.Retry.Backoff = 50 * time.Millisecond
+	client, err := sarama.NewClient([]string{e.addr}, cfg)
+	if err != nil {
+		t.Fatalf("sarama client: %v", err)
+	}
+	defer client.Close()
+	for _, b := range client.Brokers() {
+		if !e.bridgeAddrs()[b.Addr()] {
+			t.Errorf("sarama knows broker %d at %s, not a bridge listener", b.ID(), b.Addr())
+		}
+	}
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 30
+	for i := range n {
+		p := int32(i % 3)
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "orders", Partition: p, Value: sarama.StringEncoder(fmt.Sprintf("s-%d", i))}); err != nil {
+			t.Fatalf("sarama produce: %v", err)
+		}
+	}
+	cons, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var got []string
+	for p := range int32(3) {
+		pc, err := cons.ConsumePartition("orders", p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatalf("ConsumePartition %d: %v", p, err)
+		}
+		for range n / 3 {
+			select {
+			case m := <-pc.Messages():
+				got = append(got, string(m.Value))
+			case err := <-pc.Errors():
+				t.Fatalf("partition %d: %v", p, err)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("partition %d: timed out after %d records", p, len(got))
+			}
+		}
+		pc.Close()
+	}
+	slices.Sort(got)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("s-%d", i)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("sarama consumed %v, want %v", got, want)
+	}
+}
+
+// kafka-go's Writer and partition Reader through the bridge.
+func TestRelayKafkaGo(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(e.addr),
+		Topic:        "orders",
+		Balancer:     &kafkago.RoundRobin{},
+		BatchTimeout: time.Millisecond,
+		RequiredAcks: kafkago.RequireAll,
+	}
+	defer w.Close()
+	var msgs []kafkago.Message
+	for i := range 30 {
+		msgs = append(msgs, kafkago.Message{Value: fmt.Appendf(nil, "kg-%d", i)})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("kafka-go write: %v", err)
+	}
+	var got []string
+	for p := range 3 {
+		r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: []string{e.addr}, Topic: "orders", Partition: p, MaxWait: 100 * time.Millisecond})
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			m, err := r.ReadMessage(rctx)
+			rcancel()
+			if err != nil {
+				break // the partition is drained
+			}
+			got = append(got, string(m.Value))
+		}
+		r.Close()
+	}
+	if len(got) != 30 {
+		t.Errorf("kafka-go read %d records, want 30: %v", len(got), got)
+	}
+}
+
+// A broker that goes away takes down only the connections to its proxy
+// listener: producers and consumers of the partitions the other brokers
+// lead carry on, and once the broker is back its partitions work again.
+func TestRelayUpstreamDownAndBack(t *testing.T) {
+	e := startRelay(t, relayOpts{gated: []int32{2}, requestTimeout: 2 * time.Second})
+	e.pinLeaders(t, "orders", 3)
+	cl := newRelayClient(t, e.addr)
+	for p := range int32(3) {
+		produce(t, cl, "orders", p, fmt.Sprintf("before%d", p), 10)
+	}
+
+	e.gates[2].cut()
+	// A client of broker 2's listener is closed at its first relayed
+	// request (the dial is refused); ApiVersions may still be answered
+	// from what the bridge knows of the broker.
+	c := dial(t, e.srv.ProxyAddrs()[2].String())
+	av := c.send(kmsg.NewPtrApiVersionsRequest())
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(7)
+	c.send(md)
+	if frame, err := c.readFrame(); err == nil {
+		if corr := int32(binary.BigEndian.Uint32(frame)); corr != av {
+			t.Fatalf("got the response to %d from a broker that is down", corr)
+		}
+	}
+	c.expectClosed()
+
+	// The other partitions carry on, on the same client.
+	for p := range int32(2) {
+		produce(t, cl, "orders", p, fmt.Sprintf("during%d", p), 10)
+	}
+	got := consume(t, e.addr, "orders", []int32{0, 1}, 40)
+	for p := range int32(2) {
+		want := append(wantValues(fmt.Sprintf("before%d", p), 10), wantValues(fmt.Sprintf("during%d", p), 10)...)
+		if !slices.Equal(got[p], want) {
+			t.Errorf("partition %d while broker 2 is away: %v, want %v", p, got[p], want)
+		}
+	}
+
+	e.gates[2].restore()
+	produce(t, cl, "orders", 2, "after2", 10)
+	got = consume(t, e.addr, "orders", []int32{2}, 20)
+	if want := append(wantValues("before2", 10), wantValues("after2", 10)...); !slices.Equal(got[2], want) {
+		t.Errorf("partition 2 after broker 2 came back: %v, want %v", got[2], want)
+	}
+}
+
+// A broker that accepts and then never answers: the relayed request times
+// out and the client's connection closes; the bootstrap listener and the
+// other proxy listeners answer meanwhile.
+func TestRelayUpstreamTimeout(t *testing.T) {
+	e := startRelay(t, relayOpts{gated: []int32{1}, requestTimeout: 300 * time.Millisecond})
+	c := dial(t, e.srv.ProxyAddrs()[1].String())
+	warm := kmsg.NewPtrMetadataRequest()
+	warm.SetVersion(7)
+	c.roundTrip(warm) // the upstream connection is open
+	e.gates[1].stall()
+
+	start := time.Now()
+	c.send(kmsg.NewPtrListOffsetsRequest())
+	other := dial(t, e.srv.ProxyAddrs()[0].String())
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(7)
+	other.roundTrip(md)
+	checkAlive(t, dial(t, e.addr))
+	c.expectClosed()
+	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
+		t.Errorf("closed after %s, want about the 300ms request timeout", d)
+	}
+}
+
+// A partition leader moving between upstream brokers: the producer gets
+// NOT_LEADER_OR_FOLLOWER from the old leader (relayed as is), refreshes
+// Metadata through the bridge and follows to the new leader's listener.
+func TestRelayLeaderMove(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	e.pinLeaders(t, "orders", 3)
+	cl := newRelayClient(t, e.addr)
+	produce(t, cl, "orders", 0, "a", 20)
+	if err := e.kf.MoveTopicPartition("orders", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, cl, "orders", 0, "b", 20)
+	if err := e.kf.MoveTopicPartition("orders", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, cl, "orders", 0, "c", 20)
+	got := consume(t, e.addr, "orders", []int32{0}, 60)
+	want := slices.Concat(wantValues("a", 20), wantValues("b", 20), wantValues("c", 20))
+	if !slices.Equal(got[0], want) {
+		t.Errorf("partition 0 across leader moves: %v, want %v", got[0], want)
+	}
+}
+
+// Large frames are streamed through the relay (requests past their head,
+// responses over 64 KiB): records of random bytes arrive intact (kgo
+// checks every batch's CRC), and a streamed response waits for its turn
+// behind a request the bridge holds.
+func TestRelayLargeFrames(t *testing.T) {
+	release := make(chan struct{})
+	coord := funcCoordinator{fn: func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+		select { // a JoinGroup held as in a rebalance
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.MemberID = "m"
+		return resp, nil
+	}}
+	e := startRelay(t, relayOpts{coord: coord})
+	e.pinLeaders(t, "orders", 3)
+	cl := newRelayClient(t, e.addr, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var want [][]byte
+	var recs []*kgo.Record
+	for range 64 {
+		v := make([]byte, 16<<10)
+		_, _ = crand.Read(v)
+		want = append(want, v)
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: 0, Value: v})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := consume(t, e.addr, "orders", []int32{0}, len(want))
+	for i := range want {
+		if got[0][i] != string(want[i]) {
+			t.Fatalf("record %d differs after the relay", i)
+		}
+	}
+
+	c := dial(t, e.srv.ProxyAddrs()[0].String())
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.SetVersion(5)
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "g", 10000, 10000, "consumer"
+	joinCorr := c.send(join)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MaxBytes = -1, 100, 4<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "orders"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 0, 0, 4<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	fetchCorr := c.send(fetch)
+	time.Sleep(100 * time.Millisecond) // the fetch response is ready upstream
+	close(release)
+	if corr, _ := c.recv(int16(kmsg.JoinGroup), 5); corr != joinCorr {
+		t.Fatalf("first response corr %d, want the JoinGroup's %d", corr, joinCorr)
+	}
+	corr, resp := c.recv(int16(kmsg.Fetch), 11)
+	fr := resp.(*kmsg.FetchResponse)
+	if corr != fetchCorr || len(fr.Topics) != 1 || len(fr.Topics[0].Partitions[0].RecordBatches) < 64<<10 {
+		t.Fatalf("fetch: corr %d (want %d), %+v", corr, fetchCorr, fr.Topics)
+	}
+}
+
+// Produce with acks=0 has no response: the relay forwards it and writes
+// nothing, and the next response on the connection is the next request's.
+func TestRelayAcksZero(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	e.pinLeaders(t, "orders", 3)
+
+	t.Run("raw", func(t *testing.T) {
+		c := dial(t, e.srv.ProxyAddrs()[1].String())
+		for _, v := range []int16{3, 8, 9} { // v3 transactional id, v9 flexible
+			prod := kmsg.NewPtrProduceRequest()
+			prod.SetVersion(v)
+			prod.Acks = 0
+			pt := kmsg.NewProduceRequestTopic()
+			pt.Topic = "orders"
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Partition = 1
+			pp.Records = recordBatch(fmt.Sprintf("raw-v%d", v))
+			pt.Partitions = append(pt.Partitions, pp)
+			prod.Topics = append(prod.Topics, pt)
+			c.send(prod)
+			// The next responses are the next requests', answered
+			// locally and relayed: neither side waits for a
+			// Produce answer.
+			checkAlive(t, c)
+			md := kmsg.NewPtrMetadataRequest()
+			md.SetVersion(9)
+			c.roundTrip(md)
+		}
+		got := consume(t, e.addr, "orders", []int32{1}, 3)
+		if want := []string{"raw-v3", "raw-v8", "raw-v9"}; !slices.Equal(got[1], want) {
+			t.Errorf("acks=0 records %v, want %v", got[1], want)
+		}
+	})
+
+	t.Run("kgo", func(t *testing.T) {
+		cl := newRelayClient(t, e.addr, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+		produce(t, cl, "orders", 2, "noack", 50)
+		got := consume(t, e.addr, "orders", []int32{2}, 50)
+		if want := wantValues("noack", 50); !slices.Equal(got[2], want) {
+			t.Errorf("acks=0 records %v, want %v", got[2], want)
+		}
+	})
+}
+
+// recordBatch encodes one uncompressed v2 record batch holding value
+// (https://kafka.apache.org/documentation/#recordbatch).
+func recordBatch(value string) []byte {
+	rec := kmsg.NewRecord()
+	rec.Value = []byte(value)
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // all but the length varint (0: one byte)
+	b := kmsg.NewRecordBatch()
+	b.Magic = 2
+	b.NumRecords = 1
+	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
+	b.Records = rec.AppendTo(nil)
+	b.Length = int32(len(b.AppendTo(nil)) - 12) // after FirstOffset and Length
+	raw := b.AppendTo(nil)
+	b.CRC = int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))) // from Attributes on
+	return b.AppendTo(nil)
+}
+
+// A garbled frame on a proxy listener closes that connection only: a
+// relayed request in flight on another connection completes.
+func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	proxy := e.srv.ProxyAddrs()[0].String()
+	good := dial(t, proxy)
+	checkAlive(t, good)
+
+	for name, frame := range map[string][]byte{
+		"negative size":   {0xff, 0xff, 0xff, 0xff},
+		"short header":    {0, 0, 0, 3, 0, 1, 0},
+		"unknown api key": {0, 0, 0, 10, 0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0, 0},
+		"produce no acks": {0, 0, 0, 10, 0, 0, 0, 3, 0, 0, 0, 1, 0xff, 0xff},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := dial(t, proxy)
+			bad.write(frame)
+			bad.expectClosed()
+		})
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(9)
+	good.roundTrip(md)
+}
+
+// Responses leave in request order when relayed requests and locally
+// answered ones interleave on one connection.
+func TestRelayInterleavedOrder(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	c := dial(t, e.addr)
+	type sent struct {
+		corr         int32
+		key, version int16
+	}
+	var order []sent
+	for i := range 20 {
+		var req kmsg.Request
+		switch i % 4 {
+		case 0:
+			m := kmsg.NewPtrMetadataRequest()
+			m.SetVersion(9)
+			req = m
+		case 1:
+			h := kmsg.NewPtrHeartbeatRequest() // local: no coordinator
+			h.SetVersion(3)
+			h.Group = "g"
+			req = h
+		case 2:
+			l := kmsg.NewPtrListOffsetsRequest()
+			l.SetVersion(4)
+			lt := kmsg.NewListOffsetsRequestTopic()
+			lt.Topic = "orders"
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Timestamp = -1
+			lt.Partitions = append(lt.Partitions, lp)
+			l.Topics = append(l.Topics, lt)
+			req = l
+		case 3:
+			a := kmsg.NewPtrApiVersionsRequest()
+			a.SetVersion(2)
+			req = a
+		}
+		order = append(order, sent{c.send(req), req.Key(), req.GetVersion()})
+	}
+	for _, s := range order {
+		corr, _ := c.recv(s.key, s.version)
+		if corr != s.corr {
+			t.Fatalf("response correlation id %d, want %d (%s)", corr, s.corr, kmsg.NameForKey(s.key))
+		}
+	}
+}
+
+// Brokers leaving and joining the Upstream's set: the proxy listener of a
+// broker that left is closed and Metadata leaves it out, its partitions
+// LEADER_NOT_AVAILABLE; back in the set it listens on its old port.
+func TestRelayBrokerSetChanges(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	e.pinLeaders(t, "orders", 3)
+	all := e.up.Brokers()
+	before := e.srv.ProxyAddrs()
+
+	if err := e.up.SetBrokers(all[:2]); err != nil {
+		t.Fatal(err)
+	}
+	e.waitProxies(t, 2)
+	if _, err := net.DialTimeout("tcp", before[2].String(), time.Second); err == nil {
+		t.Errorf("broker 2's proxy listener still accepts")
+	}
+	c := dial(t, e.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(7)
+	md := c.roundTrip(req).(*kmsg.MetadataResponse)
+	for _, b := range md.Brokers {
+		if b.NodeID == 2 {
+			t.Errorf("Metadata lists broker 2, which has no proxy listener")
+		}
+	}
+	for _, tp := range md.Topics {
+		for _, p := range tp.Partitions {
+			if p.Partition == 2 && (p.Leader != -1 || p.ErrorCode != 5) {
+				t.Errorf("partition 2 leader %d error %d, want -1 LEADER_NOT_AVAILABLE", p.Leader, p.ErrorCode)
+			}
+		}
+	}
+
+	if err := e.up.SetBrokers(all); err != nil {
+		t.Fatal(err)
+	}
+	after := e.waitProxies(t, 3)
+	if after[2].String() != before[2].String() {
+		t.Errorf("broker 2 came back at %s, want its old %s", after[2], before[2])
+	}
+	cl := newRelayClient(t, e.addr)
+	produce(t, cl, "orders", 2, "back", 5)
+}
+
+// An upstream that predates ApiVersions (Kafka 0.9 closes the connection
+// on an unknown api key) is refused with a message that says why.
+func TestRelayUpstreamTooOld(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var hdr [6]byte
+			_, _ = io.ReadFull(nc, hdr[:]) // size, api key: 18, unknown to 0.9
+			nc.Close()
+		}
+	})
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	p, _ := strconv.Atoi(port)
+	up, err := newproto.NewUpstream(newproto.UpstreamConfig{Brokers: []newproto.Broker{{NodeID: 1, Host: host, Port: int32(p)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = up.Probe(context.Background())
+	if !errors.Is(err, newproto.ErrUpstreamTooOld) {
+		t.Fatalf("Probe: %v, want ErrUpstreamTooOld", err)
+	}
+	for _, want := range []string{"upstream broker 1", "does not answer ApiVersions", "Kafka 0.10 or newer is required"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestProxyConfigValidate(t *testing.T) {
+	up, err := newproto.NewUpstream(newproto.UpstreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  newproto.ProxyConfig
+		ok   bool
+	}{
+		{"base port", newproto.ProxyConfig{Upstream: up, Listen: "0.0.0.0:9100"}, true},
+		{"explicit", newproto.ProxyConfig{Upstream: up, Listeners: map[int32]string{1: ":9101"}}, true},
+		{"no upstream", newproto.ProxyConfig{Listen: ":9100"}, false},
+		{"no listeners", newproto.ProxyConfig{Upstream: up}, false},
+		{"bad base", newproto.ProxyConfig{Upstream: up, Listen: "9100"}, false},
+		{"bad explicit", newproto.ProxyConfig{Upstream: up, Listeners: map[int32]string{1: "x"}}, false},
+	} {
+		if err := (newproto.Config{Proxy: &tc.cfg}).Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v", tc.name, err)
+		}
+	}
+	for _, bad := range [][]newproto.Broker{
+		{{NodeID: -1, Host: "h", Port: 1}},
+		{{NodeID: 1, Port: 1}},
+		{{NodeID: 1, Host: "h", Port: 70000}},
+		{{NodeID: 1, Host: "h", Port: 1}, {NodeID: 1, Host: "g", Port: 2}},
+	} {
+		if err := up.SetBrokers(bad); err == nil {
+			t.Errorf("SetBrokers(%v) accepted", bad)
+		}
+	}
+}
+
+// tcpGate forwards TCP connections to a broker and lets a test cut them
+// (the broker is down), stall them (the broker hangs) or restore them.
+type tcpGate struct {
+	t      testing.TB
+	target string
+	addr   string
+
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]bool
+	stalled bool
+	wg      sync.WaitGroup
+}
+
+func startTCPGate(t testing.TB, target string) *tcpGate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &tcpGate{t: t, target: target, addr: ln.Addr().String(), conns: map[net.Conn]bool{}}
+	g.serve(ln)
+	t.Cleanup(func() { g.cut(); g.wg.Wait() })
+	return g
+}
+
+func (g *tcpGate) serve(ln net.Listener) {
+	g.mu.Lock()
+	g.ln = ln
+	g.mu.Unlock()
+	g.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", g.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			g.mu.Lock()
+			g.conns[in], g.conns[out] = true, true
+			g.mu.Unlock()
+			g.wg.Go(func() { g.pipe(out, in, false) })
+			g.wg.Go(func() { g.pipe(in, out, true) })
+		}
+	})
+}
+
+// pipe copies src to dst; responses (fromBroker) are swallowed while
+// stalled.
+func (g *tcpGate) pipe(dst, src net.Conn, fromBroker bool) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			g.mu.Lock()
+			stalled := g.stalled && fromBroker
+			g.mu.Unlock()
+			if !stalled {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cut closes the listener and every connection: the broker is down.
+func (g *tcpGate) cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ln != nil {
+		g.ln.Close()
+		g.ln = nil
+	}
+	for c := range g.conns {
+		c.Close()
+	}
+	clear(g.conns)
+}
+
+// restore listens again on the same address: the broker is back.
+func (g *tcpGate) restore() {
+	g.t.Helper()
+	ln, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		g.t.Fatalf("gate: relisten on %s: %v", g.addr, err)
+	}
+	g.serve(ln)
+}
+
+// stall keeps connections open but drops everything the broker sends.
+func (g *tcpGate) stall() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stalled = true
+}
