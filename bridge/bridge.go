@@ -15,6 +15,8 @@
 //	<root>/groups/<g>/epoch                  its version fences every write of the group
 //	<root>/groups/<g>/record                 JSON of group.Record
 //	<root>/groups/<g>/offsets/<t>/<p>        JSON: offset, leader epoch, metadata, commit time
+//	<root>/groups/<g>/mode                   JSON of zkstate.ModeRecord: which kinds may join (modes.go)
+//	<root>/groups/<g>/transitions/t-<seq>    JSON of zkstate.Transition: one per mode change
 //
 // and in Kafka's own layout: /consumers/<g>/offsets/<t>/<p> (the committed offsets, decimal
 // text) and, for each Stable generation, the ephemerals /consumers/<g>/ids/<consumer-id> and
@@ -251,6 +253,7 @@ type Bridge struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	coord   *coordinator
+	modes   *groupModes // every group's mode, kept current (modes.go)
 	legacy  atomic.Pointer[LegacyCoordinator]
 
 	started  atomic.Bool
@@ -284,6 +287,11 @@ func New(cfg Config) (*Bridge, error) {
 		ready:   make(chan struct{}),
 	}
 	b.coord = newCoordinator(cfg, log, m)
+	// Group modes (modes.go): enforced by the coordinator and the legacy coordinator, which
+	// hear about every change.
+	b.modes = newGroupModes(cfg, log, m)
+	b.modes.onChange = b.coord.modeChanged
+	b.coord.modes = b.modes
 	return b, nil
 }
 
@@ -399,7 +407,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Background work that lives as long as Run: registration, the metadata watches.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
-	bg.Add(2)
+	b.modes.start(bgCtx, store) // before the listeners serve: requests ensure modes through it
+	bg.Add(3)
+	go func() {
+		defer bg.Done()
+		b.modes.run() // modes.go: watches every group's mode
+	}()
 	go func() {
 		defer bg.Done()
 		b.register(bgCtx, store, host, port)
@@ -502,6 +515,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
+	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	srv, err := legacy.NewServer(legacy.Config{Logger: b.cfg.Logger, Coordinator: coord})
 	if err != nil {
 		ln.Close()

@@ -192,7 +192,7 @@ func (c *cluster) watch(ctx context.Context) {
 // offset is the 0.8 znode's, which 0.8 consumers share; metadata and leader epoch come from
 // the bridge's own record when it holds the same offset (else a 0.8 consumer committed since,
 // and they are "" and -1).
-func (b *Bridge) FetchOffsets(ctx context.Context, groupName string, topics map[string][]int32) ([]CommittedOffset, error) {
+func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[string][]int32) ([]CommittedOffset, error) {
 	if err := validName("group", groupName); err != nil {
 		return nil, fmt.Errorf("bridge: %w: %w", err, newproto.ErrInvalidGroupID)
 	}

@@ -78,6 +78,9 @@ type coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // one per running actor
 
+	// modes keeps every group's mode current (modes.go); nil admits every request.
+	modes *groupModes
+
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
 	actors map[string]*actor
@@ -273,6 +276,8 @@ type actor struct {
 	reqs  chan *request // unbuffered: a request is taken only by a running actor
 	done  chan struct{} // closed once the actor takes no more requests
 	fence chan error    // session loss, from the coordinator
+	// modeCh is poked when the group's mode changes (modes.go); buffered 1.
+	modeCh chan struct{}
 
 	// state and loaded are read by ListGroups from other goroutines.
 	state  atomic.Int32
@@ -315,6 +320,7 @@ func newActor(c *coordinator, name string) *actor {
 		reqs:    make(chan *request),
 		done:    make(chan struct{}),
 		fence:   make(chan error, 1),
+		modeCh:  make(chan struct{}, 1),
 		waiting: map[group.Token]*request{},
 		writes:  make(chan writeResult, 1),
 		seen:    map[group.MemberID]int64{},
@@ -427,6 +433,8 @@ func (a *actor) loop(ctx context.Context) {
 			a.written(res)
 		case err := <-a.fence:
 			a.step(group.PersistFailed{Err: err})
+		case <-a.modeCh:
+			a.onModeChange() // modes.go
 		case <-a.idle.C:
 			a.idleOn = false
 			if a.isIdle() {
@@ -444,6 +452,12 @@ func (a *actor) loop(ctx context.Context) {
 // handle steps one request.
 func (a *actor) handle(req *request) {
 	a.c.metrics.event(req.ev)
+	// Group modes (modes.go): the group's mode is known (its default persisted on first
+	// service) before anything is written under /consumers/<g>; requests the mode refuses are
+	// answered here.
+	if a.modeGate(req) {
+		return
+	}
 	if !a.exists {
 		// Kafka answers a group it does not know without creating it.
 		switch req.ev.(type) {
@@ -511,6 +525,8 @@ func (a *actor) startWrite(rec *group.Record, offs []group.OffsetCommitPartition
 	a.gs = nil
 	ctx := a.writeCtx
 	timeout := a.c.cfg.WriteTimeout
+	// modes.go: a finalized group's offsets are no longer written to /consumers.
+	gs.ownOnly = a.c.modes.mirrorOff(a.group)
 	a.writeWG.Add(1)
 	go func() {
 		defer a.writeWG.Done()
@@ -562,12 +578,12 @@ func (a *actor) publish() {
 			a.lastGen = key.generation
 			a.c.metrics.generations.Inc()
 		}
-		a.mirror.update(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log))
+		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log)) // modes.go: none when finalized
 	case group.Empty:
 		if a.mirrored.state != group.Empty {
 			a.mirrored = key
 			clear(a.seen)
-			a.mirror.update(mirrorState{})
+			a.mirrorUpdate(mirrorState{})
 		}
 	}
 }

@@ -265,6 +265,9 @@ type LegacyCoordinator struct {
 	log     zerolog.Logger
 	store   *zkstate.Store
 	metrics *legacyMetrics
+	// modes is the daemon's view of the groups' modes (modes.go), set by Bridge.newLegacy; nil
+	// (a coordinator outside a Bridge) admits every group.
+	modes *groupModes
 
 	rebalances, failures, skipped               atomic.Uint64
 	committed, refused                          atomic.Uint64
@@ -378,6 +381,11 @@ func (c *LegacyCoordinator) Consult(ctx context.Context) legacy.ConsultResponse 
 // /consumers/<g>/ids/<id> for 0.8 tools, and rebalances.
 func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) error {
 	reg := s.Register()
+	// Group modes (modes.go): kafka and finalized groups refuse legacy consumers with
+	// GROUP_MODE_REFUSED; a new group's default mode is persisted first.
+	if err := c.modes.admitLegacy(ctx, reg.GroupID); err != nil {
+		return err
+	}
 	g, err := c.group(reg.GroupID)
 	if err != nil {
 		return err

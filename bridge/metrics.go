@@ -21,6 +21,11 @@ type metrics struct {
 	fenced       prometheus.Counter
 	mirrorErrors prometheus.Counter
 	zkConnected  prometheus.Gauge
+
+	// Group modes (modes.go).
+	groupModes   *prometheus.GaugeVec   // mode: groups this bridge knows in each mode
+	modeRefusals *prometheus.CounterVec // request: kafka_join, legacy_register
+	foreignZK    *prometheus.GaugeVec   // group: zk members of a kafka or finalized group
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -62,6 +67,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "zkbridge", Subsystem: "zookeeper", Name: "connected",
 			Help: "1 while the bridge has a ZooKeeper session, else 0.",
 		}),
+		groupModes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "by_mode",
+			Help: "Groups with a mode record, by mode (legacy, mixed, kafka, finalized), as this bridge last saw them.",
+		}, []string{"mode"}),
+		modeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "mode_refusals_total",
+			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), legacy_register (a legacy Register in a kafka or finalized group).",
+		}, []string{"request"}),
+		foreignZK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "group", Name: "foreign_zk_members",
+			Help: "ZooKeeper (0.8) consumers registered in /consumers/<g>/ids of a kafka or finalized group that no running bridge holds: the bridge cannot stop them.",
+		}, []string{"group"}),
 	}
 	for _, ev := range []string{"join", "sync", "heartbeat", "leave", "offset_commit", "describe", "delete"} {
 		m.events.WithLabelValues(ev) // export zeros
@@ -69,8 +86,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"ok", "fenced", "error"} {
 		m.writes.WithLabelValues(r)
 	}
+	for _, mode := range []string{"legacy", "mixed", "kafka", "finalized"} {
+		m.groupModes.WithLabelValues(mode)
+	}
+	for _, r := range []string{"kafka_join", "legacy_register"} {
+		m.modeRefusals.WithLabelValues(r)
+	}
 	for _, c := range []prometheus.Collector{
 		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
+		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

@@ -118,6 +118,9 @@ type groupStore struct {
 	// known holds offset znodes (0.8 and ours) known to exist, so that a commit is a set, not
 	// a create.
 	known map[string]bool
+	// ownOnly leaves the 0.8 offsets (/consumers/<g>/offsets) out of every write: set for a
+	// finalized group, whose truth is the bridge's own offset records (modes.go).
+	ownOnly bool
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
@@ -318,9 +321,10 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 		if err != nil {
 			return nil, 0, err
 		}
-		writes = append(writes,
-			write{zkstate.OffsetPath(g.group, o.Topic, o.Partition), zkstate.FormatOffset(o.Offset)},
-			write{ownOffsetPath(g.root, g.group, o.Topic, o.Partition), own})
+		if !g.ownOnly {
+			writes = append(writes, write{zkstate.OffsetPath(g.group, o.Topic, o.Partition), zkstate.FormatOffset(o.Offset)})
+		}
+		writes = append(writes, write{ownOffsetPath(g.root, g.group, o.Topic, o.Partition), own})
 	}
 	var unknown []string
 	for _, w := range writes {

@@ -1,0 +1,860 @@
+package bridge
+
+// Group modes (issue 5 item 1, DESIGN §1): per group, which member kinds the bridge admits. The
+// mode record lives in ZooKeeper (zkstate/mode.go); this file keeps every group's mode current
+// in memory and enforces it at the few places where members come in.
+//
+// Keeping it current: one children watch on <root>/groups finds every group the bridge keeps
+// state for, and one data watch per group follows its mode record, so a change written by any
+// process (zkbridge migrate, another bridge) takes effect here within a watch round trip, well
+// under a second. Every change is logged, so every running bridge logs every transition.
+//
+// The first time this bridge serves a group that has no mode record, it persists the group's
+// default (zkstate.InitMode; a create is a compare-and-set, so bridges racing on a new group
+// agree on one record). It must be persisted, not recomputed: the default rule looks at
+// /consumers/<g>, and the bridge's own 0.8 mirror writes there for Kafka groups, so a computed
+// default would flip a served Kafka group to legacy. The default is:
+//
+//   - kafka when the bridge already holds a record or offsets of its own for the group (it
+//     served Kafka members before group modes existed: an upgrade must not lock them out);
+//   - legacy when the first arrival is a legacy consumer: its registration is exactly the
+//     /consumers/<g>/ids entry the rule looks for (and refusing the first legacy consumer of a
+//     group an operator pointed at the bridge would help nobody);
+//   - otherwise zkstate.DefaultMode: legacy when /consumers/<g> holds ids, owners or offsets,
+//     else kafka.
+//
+// Enforcement, by mode:
+//
+//   - legacy: a Kafka JoinGroup is answered INCONSISTENT_GROUP_PROTOCOL (23) and the bridge
+//     warns (once per group per minute) to run `zkbridge migrate apply --group G --to mixed`.
+//     A Kafka member still in the group (the group was rolled back under it) is answered
+//     REBALANCE_IN_PROGRESS on its next Heartbeat or SyncGroup, which makes it rejoin; its
+//     JoinGroup then removes it from the group (releasing its partitions at once rather than
+//     after its session timeout) and is answered 23. Its OffsetCommits keep going to the engine
+//     until then, so its last commits are kept; LeaveGroup, Describe and Delete are unaffected.
+//   - mixed: every kind is admitted. For now each kind is coordinated by its own coordinator
+//     (Kafka members by the group engine, legacy members by the legacy coordinator, zk members
+//     by themselves): the one membership and one assignment across kinds is issue 5 items 3-5.
+//   - kafka: a legacy Register is refused with GROUP_MODE_REFUSED (the legacy client returns a
+//     permanent RegisterRefusedError). zk members found in /consumers/<g>/ids that are not the
+//     registrations of a running bridge are reported (the gauge
+//     zkbridge_group_foreign_zk_members{group} and a warning): the bridge cannot stop them.
+//   - finalized: as kafka, and the ZooKeeper mirror is no longer written: no ids or owners
+//     (the ones held are released), no offsets under /consumers/<g>/offsets. Offsets then live
+//     only in the bridge's own records (<root>/groups/<g>/offsets), and OffsetFetch reads them
+//     there (Bridge.FetchOffsets).
+//
+// Legacy consumers already registered when their group moves to kafka are not evicted here:
+// the migrate command moves a group to kafka only when none remains (issue 6).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+const (
+	// modeWarnEvery bounds the warnings about refused members to one per group per interval.
+	modeWarnEvery = time.Minute
+	// foreignRecheck is how soon the foreign zk members of a group are counted again after
+	// some were found: a bridge whose registration (<root>/bridges/<id>) is not yet visible
+	// makes its own mirror's ids look foreign for a moment.
+	foreignRecheck = 5 * time.Second
+	// modeWatchParallel bounds the mode watches being set up at once when a bridge starts
+	// next to thousands of groups.
+	modeWatchParallel = 64
+)
+
+// memberKind says who asks for a group's mode: it matters for a group's default (see the file
+// comment).
+type memberKind int
+
+const (
+	kindKafka memberKind = iota
+	kindLegacy
+)
+
+// mirrorStale is a mirrorKey state no group has: publishing after it rewrites the mirror.
+const mirrorStale group.State = -1
+
+// modeEntry is what the bridge knows of one group's mode.
+type modeEntry struct {
+	known   bool         // the record was read (by a watch or by ensure)
+	exists  bool         // the group has a mode record
+	mode    zkstate.Mode // "" without a record
+	version int32        // of the record znode
+	// zxid is the record's Mzxid: when it was last written. For a finalized group that is
+	// when the 0.8 offsets stopped being written (finalized is terminal); 0 when unknown.
+	zxid     int64
+	rec      zkstate.ModeRecord
+	watching bool     // a watchGroup goroutine follows the record
+	foreign  []string // zk members reported for a kafka or finalized group
+}
+
+// groupModes keeps every group's mode current (see the file comment). Its methods are safe on
+// a nil *groupModes, which admits everything: the legacy coordinator and the engine shell run
+// without modes when they are not part of a Bridge (their own tests).
+type groupModes struct {
+	root    string
+	who     string // recorded as the author of the defaults this bridge persists
+	timeout time.Duration
+	log     zerolog.Logger
+	metrics *metrics
+	// onChange is told about every mode change of a group (the coordinator pokes the group's
+	// actor). It must not block.
+	onChange func(group string)
+
+	mu      sync.Mutex
+	store   *zkstate.Store  // nil until start
+	ctx     context.Context // the watches' lifetime, from start
+	stopped bool
+	synced  bool // the first listing of <root>/groups is in: a group not listed has no record
+	groups  map[string]*modeEntry
+	warned  map[string]time.Time // group → last warning about a refused member
+	wg      sync.WaitGroup       // watchGroup goroutines
+	sem     chan struct{}
+}
+
+func newGroupModes(cfg Config, log zerolog.Logger, m *metrics) *groupModes {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return &groupModes{
+		root:    cfg.Root,
+		who:     fmt.Sprintf("zkbridge-%d@%s", cfg.NodeID, host),
+		timeout: cfg.LoadTimeout,
+		log:     log.With().Str("component", "modes").Logger(),
+		metrics: m,
+		groups:  map[string]*modeEntry{},
+		warned:  map[string]time.Time{},
+		sem:     make(chan struct{}, modeWatchParallel),
+	}
+}
+
+// start gives the watcher its store and lifetime; run then follows <root>/groups. Requests may
+// call ensure from now on.
+func (m *groupModes) start(ctx context.Context, store *zkstate.Store) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.store, m.ctx = store, ctx
+}
+
+// run watches <root>/groups until the lifetime given to start ends, starting a watch of each
+// group's mode record as groups appear, and returns after every goroutine it started.
+func (m *groupModes) run() {
+	m.mu.Lock()
+	ctx, store := m.ctx, m.store
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.stopped = true
+		m.mu.Unlock()
+		m.wg.Wait()
+	}()
+	ch, err := store.WatchChildren(ctx, zkstate.BridgeGroupsPath(m.root))
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Error().Err(err).Msg("cannot watch the groups' modes; each group's mode is read when it is first served, and later changes are not seen")
+		}
+		return
+	}
+	for ev := range ch { // closed when ctx ends
+		for _, g := range ev.Children {
+			m.watch(g)
+		}
+		m.mu.Lock()
+		m.synced = true
+		m.mu.Unlock()
+	}
+}
+
+// watch starts following the group's mode record unless it is followed already.
+func (m *groupModes) watch(g string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped || m.ctx == nil {
+		return
+	}
+	e := m.entry(g)
+	if e.watching {
+		return
+	}
+	e.watching = true
+	m.wg.Add(1)
+	go m.watchGroup(m.ctx, m.store, g)
+}
+
+// entry returns the group's entry, creating it; m.mu must be held.
+func (m *groupModes) entry(g string) *modeEntry {
+	e := m.groups[g]
+	if e == nil {
+		e = &modeEntry{}
+		m.groups[g] = e
+	}
+	return e
+}
+
+// watchGroup follows one group's mode record and, while the group is in kafka or finalized
+// mode, its /consumers/<g>/ids, until ctx ends.
+func (m *groupModes) watchGroup(ctx context.Context, store *zkstate.Store, g string) {
+	defer m.wg.Done()
+	select { // bound the watches being armed at once (a start next to many groups)
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	modeCh, err := store.WatchData(ctx, zkstate.ModePath(m.root, g))
+	<-m.sem
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn().Err(err).Str("group", g).Msg("cannot watch the group's mode; it is read again when the group is next served")
+		}
+		m.mu.Lock()
+		m.entry(g).watching = false
+		m.mu.Unlock()
+		return
+	}
+	var ids <-chan zkstate.WatchEvent
+	stopIDs := func() {}
+	defer func() { stopIDs() }()
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	for {
+		select {
+		case ev, ok := <-modeCh:
+			if !ok {
+				return
+			}
+			mode := m.applyEvent(g, ev)
+			watchIDs := mode == zkstate.ModeKafka || mode == zkstate.ModeFinalized
+			switch {
+			case watchIDs && ids == nil:
+				ictx, cancel := context.WithCancel(ctx)
+				ch, err := store.WatchChildren(ictx, zkstate.IDsPath(g))
+				if err != nil {
+					cancel()
+					if ctx.Err() == nil {
+						m.log.Warn().Err(err).Str("group", g).Msg("cannot watch the group's 0.8 registrations; foreign zk members are not reported")
+					}
+					continue
+				}
+				ids, stopIDs = ch, cancel
+			case !watchIDs && ids != nil:
+				stopIDs()
+				ids, stopIDs = nil, func() {}
+				recheck.Stop()
+				m.setForeign(g, nil, false)
+			}
+		case ev, ok := <-ids:
+			if !ok {
+				ids = nil
+				continue
+			}
+			if m.checkForeign(ctx, store, g, ev.Children) {
+				recheck.Reset(foreignRecheck)
+			}
+		case <-recheck.C:
+			if ids == nil {
+				continue
+			}
+			children, _, err := store.Children(ctx, zkstate.IDsPath(g))
+			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+				recheck.Reset(foreignRecheck)
+				continue
+			}
+			if m.checkForeign(ctx, store, g, children) {
+				recheck.Reset(foreignRecheck)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// applyEvent takes one delivery of a group's mode watch into the cache, logs a change, tells
+// onChange, and returns the mode now in force ("" without a record).
+func (m *groupModes) applyEvent(g string, ev zkstate.WatchEvent) zkstate.Mode {
+	var rec zkstate.ModeRecord
+	exists := ev.Exists
+	if exists {
+		var err error
+		if rec, err = zkstate.ParseModeRecord(ev.Data); err != nil {
+			// Fail closed: with no trustworthy mode the group is not served (ensure reads the
+			// record again and fails the same way) until an operator repairs or rewrites it.
+			m.log.Error().Err(err).Str("group", g).Str("path", zkstate.ModePath(m.root, g)).
+				Msg("group mode record does not parse; the group is not served until it is repaired (zkbridge migrate apply can rewrite it)")
+			exists = false
+		}
+	}
+	m.mu.Lock()
+	e := m.entry(g)
+	old := e.mode
+	wasKnown := e.known
+	switch {
+	case exists:
+		e.known, e.exists, e.rec = true, true, rec
+		e.mode, e.version, e.zxid = rec.Mode, ev.Stat.Version, ev.Stat.Mzxid
+	case ev.Exists:
+		// Malformed: unknown, so that ensure reads it again and refuses to serve the group.
+		e.known, e.exists, e.rec = false, false, zkstate.ModeRecord{}
+		e.mode, e.version, e.zxid = "", zkstate.NoModeVersion, 0
+	default:
+		// No record (deleted by hand): the next request persists the default again.
+		e.known, e.exists, e.rec = true, false, zkstate.ModeRecord{}
+		e.mode, e.version, e.zxid = "", zkstate.NoModeVersion, 0
+	}
+	mode := e.mode
+	m.countMode(old, wasKnown, mode)
+	m.mu.Unlock()
+
+	if mode == old {
+		return mode
+	}
+	if ev.Type != zkstate.Initial || wasKnown {
+		l := m.log.Info().Str("group", g).Str("from", string(old)).Str("to", string(mode))
+		if exists {
+			l = l.Str("recorded_from", string(rec.From)).Str("by", rec.UpdatedBy).Int32("seq", rec.Seq).
+				Time("at", time.UnixMilli(rec.UpdatedAtMs))
+		}
+		l.Msg("group mode changed")
+	}
+	if m.onChange != nil {
+		m.onChange(g)
+	}
+	return mode
+}
+
+// countMode keeps zkbridge_groups_by_mode in step with one entry's change; m.mu is held.
+func (m *groupModes) countMode(old zkstate.Mode, wasKnown bool, now zkstate.Mode) {
+	if m.metrics == nil || (old == now && wasKnown) {
+		return
+	}
+	if wasKnown && old != "" {
+		m.metrics.groupModes.WithLabelValues(string(old)).Dec()
+	}
+	if now != "" {
+		m.metrics.groupModes.WithLabelValues(string(now)).Inc()
+	}
+}
+
+// modeOf returns the group's mode as last seen; ok is false while the bridge has not read it
+// (or the group has no record, in which case ensure persists its default).
+func (m *groupModes) modeOf(g string) (zkstate.Mode, bool) {
+	if m == nil {
+		return "", false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.groups[g]; e != nil && e.known && e.exists {
+		return e.mode, true
+	}
+	return "", false
+}
+
+// ensure returns the group's mode for a member of kind that wants to be served, persisting the
+// group's default first when it has no mode record (see the file comment).
+func (m *groupModes) ensure(ctx context.Context, g string, kind memberKind) (zkstate.Mode, error) {
+	if mode, ok := m.modeOf(g); ok {
+		return mode, nil
+	}
+	m.mu.Lock()
+	store := m.store
+	m.mu.Unlock()
+	if store == nil {
+		return "", errors.New("bridge: no zookeeper session yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	rec, v, exists, err := zkstate.ReadMode(ctx, store, m.root, g)
+	if err != nil {
+		return "", fmt.Errorf("bridge: mode of group %q: %w", g, err)
+	}
+	if !exists {
+		def, why, err := m.defaultFor(ctx, store, g, kind)
+		if err != nil {
+			return "", fmt.Errorf("bridge: default mode of group %q: %w", g, err)
+		}
+		if rec, v, err = zkstate.InitMode(ctx, store, m.root, g, def, m.who, why); err != nil {
+			return "", fmt.Errorf("bridge: persisting the default mode of group %q: %w", g, err)
+		}
+		if rec.UpdatedBy == m.who && rec.From == "" {
+			m.log.Info().Str("group", g).Str("mode", string(rec.Mode)).Str("why", why).Msg("group mode initialised to its default")
+		}
+	}
+	m.mu.Lock()
+	e := m.entry(g)
+	if !e.known || !e.exists || v > e.version {
+		// The watch has not delivered this version yet; it will, and then it is the truth.
+		old, wasKnown := e.mode, e.known
+		e.known, e.exists, e.rec, e.mode, e.version = true, true, rec, rec.Mode, v
+		e.zxid = 0 // unknown here: lookup reads it when it needs it
+		m.countMode(old, wasKnown, rec.Mode)
+	}
+	mode := e.mode
+	m.mu.Unlock()
+	m.watch(g)
+	return mode, nil
+}
+
+// defaultFor decides the mode of a group served for the first time (see the file comment).
+func (m *groupModes) defaultFor(ctx context.Context, store *zkstate.Store, g string, kind memberKind) (zkstate.Mode, string, error) {
+	for _, p := range []string{recordPath(m.root, g), ownOffsetsPath(m.root, g)} {
+		ok, _, err := store.Exists(ctx, p)
+		if err != nil {
+			return "", "", err
+		}
+		if ok {
+			return zkstate.ModeKafka, p + " exists: the group was served to Kafka members before group modes existed", nil
+		}
+	}
+	if kind == kindLegacy {
+		return zkstate.ModeLegacy, "its first member is a legacy consumer, registered under " + zkstate.IDsPath(g), nil
+	}
+	return zkstate.DefaultMode(ctx, store, g)
+}
+
+// lookup returns what is known of the group's mode, reading the record when the watch has not
+// delivered it yet. A group that has no record gives a zero entry.
+func (m *groupModes) lookup(ctx context.Context, g string) (modeEntry, error) {
+	m.mu.Lock()
+	e, listed := m.groups[g]
+	store, synced := m.store, m.synced
+	var cp modeEntry
+	if listed {
+		cp = *e
+	}
+	m.mu.Unlock()
+	switch {
+	case listed && cp.known && (!cp.exists || cp.mode != zkstate.ModeFinalized || cp.zxid != 0):
+		return cp, nil
+	case !listed && synced:
+		return modeEntry{}, nil // not under <root>/groups: no record
+	case store == nil:
+		return modeEntry{}, errors.New("bridge: no zookeeper session yet")
+	}
+	data, st, err := store.Get(ctx, zkstate.ModePath(m.root, g))
+	if errors.Is(err, zkstate.ErrNoNode) {
+		return modeEntry{}, nil
+	}
+	if err != nil {
+		return modeEntry{}, fmt.Errorf("bridge: mode of group %q: %w", g, err)
+	}
+	rec, err := zkstate.ParseModeRecord(data)
+	if err != nil {
+		return modeEntry{}, fmt.Errorf("bridge: mode of group %q: %w", g, err)
+	}
+	return modeEntry{known: true, exists: true, mode: rec.Mode, version: st.Version, zxid: st.Mzxid, rec: rec}, nil
+}
+
+// mirrorOff reports whether the group's ZooKeeper mirror (ids, owners, offsets under
+// /consumers/<g>) must not be written: the group is finalized.
+func (m *groupModes) mirrorOff(g string) bool {
+	mode, ok := m.modeOf(g)
+	return ok && mode == zkstate.ModeFinalized
+}
+
+// warnOnce reports whether a warning about group g is due (one per modeWarnEvery).
+func (m *groupModes) warnOnce(g string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if last, ok := m.warned[g]; ok && now.Sub(last) < modeWarnEvery {
+		return false
+	}
+	m.warned[g] = now
+	return true
+}
+
+func (m *groupModes) refused(request string) {
+	if m.metrics != nil {
+		m.metrics.modeRefusals.WithLabelValues(request).Inc()
+	}
+}
+
+// admitLegacy is the legacy coordinator's check of a RegisterRequest: kafka and finalized
+// groups refuse legacy members with GROUP_MODE_REFUSED, which the legacy client reports as a
+// permanent RegisterRefusedError.
+func (m *groupModes) admitLegacy(ctx context.Context, g string) error {
+	if m == nil {
+		return nil
+	}
+	if err := validName("group", g); err != nil {
+		return fmt.Errorf("bridge: legacy group: %w: %w", err, legacy.CodeInvalidRequest.Err())
+	}
+	mode, err := m.ensure(ctx, g, kindLegacy)
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, legacy.CodeCoordinatorNotAvailable.Err())
+	}
+	if mode != zkstate.ModeKafka && mode != zkstate.ModeFinalized {
+		return nil
+	}
+	m.refused("legacy_register")
+	if m.warnOnce(g) {
+		m.log.Warn().Str("group", g).Str("mode", string(mode)).
+			Msgf("refusing legacy consumers: group %q is in %s mode, which admits Kafka members only; to take legacy consumers again run `zkbridge rollback --group %s --to mixed`", g, mode, g)
+	}
+	return fmt.Errorf("bridge: group %q is in %s mode, which refuses legacy consumers: %w", g, mode, legacy.CodeGroupModeRefused.Err())
+}
+
+// modeChanged pokes the group's actor, if it is loaded, after a change of the group's mode.
+func (c *coordinator) modeChanged(name string) {
+	c.mu.Lock()
+	a := c.actors[name]
+	c.mu.Unlock()
+	if a == nil {
+		return
+	}
+	select {
+	case a.modeCh <- struct{}{}:
+	default: // a poke is pending already
+	}
+}
+
+// modeGate makes sure the group's mode is known before a Kafka request that may write the
+// group is served, persisting the group's default on its first service (Describe and Delete
+// need no mode: looking at a group creates nothing), answers the requests the mode refuses
+// (legacy mode; see the file comment), and reports whether it answered req.
+//
+// It runs in the actor, which takes requests in their order of arrival: the first request of a
+// new group waits for the default to be persisted, and those behind it keep their order (the
+// first to join leads the group, as in Kafka).
+func (a *actor) modeGate(req *request) bool {
+	m := a.c.modes
+	if m == nil {
+		return false
+	}
+	switch req.ev.(type) {
+	case group.Describe, group.Delete:
+		return false
+	}
+	mode, err := m.ensure(a.writeCtx, a.group, kindKafka)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("cannot read the group's mode; answering COORDINATOR_NOT_AVAILABLE")
+		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
+		return true
+	}
+	if mode != zkstate.ModeLegacy {
+		return false
+	}
+	switch ev := req.ev.(type) {
+	case group.JoinGroup:
+		m.refused("kafka_join")
+		if m.warnOnce(a.group) {
+			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
+				Msgf("refusing Kafka members with INCONSISTENT_GROUP_PROTOCOL: group %q is in legacy mode; to admit them run `zkbridge migrate apply --group %s --to mixed`", a.group, a.group)
+		}
+		a.removeRefused(ev)
+		req.reply <- req.finish(errorReply(a.group, ev, group.ErrInconsistentGroupProtocol))
+		return true
+	case group.Heartbeat, group.SyncGroup:
+		// A member of the group from before a rollback: make it rejoin, where it is refused.
+		req.reply <- req.finish(errorReply(a.group, ev, group.ErrRebalanceInProgress))
+		return true
+	}
+	return false
+}
+
+// removeRefused takes the member a refused JoinGroup came from out of the group, if it is in
+// it, so that its partitions are released now rather than after its session timeout. The leave
+// is stepped like a request whose answer nobody waits for.
+func (a *actor) removeRefused(ev group.JoinGroup) {
+	if ev.MemberID == "" && ev.InstanceID == "" {
+		return
+	}
+	var leave group.LeaveMember
+	found := false
+	for _, mb := range a.m.Describe().Members {
+		switch {
+		case ev.MemberID != "" && mb.MemberID == ev.MemberID:
+			leave, found = group.LeaveMember{MemberID: mb.MemberID, InstanceID: mb.InstanceID}, true
+		case ev.MemberID == "" && ev.InstanceID != "" && mb.InstanceID == ev.InstanceID:
+			leave, found = group.LeaveMember{InstanceID: mb.InstanceID}, true // by instance id alone (KIP-345)
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	leave.Reason = "group is in legacy mode"
+	tok := group.Token(a.c.tokens.Add(1))
+	req := &request{token: tok, ev: group.LeaveGroup{Token: tok, Members: []group.LeaveMember{leave}}, reply: make(chan group.Reply, 1)}
+	a.waiting[tok] = req
+	a.step(req.ev)
+}
+
+// onModeChange re-evaluates what the actor publishes after its group's mode changed: the 0.8
+// mirror is released when the group is finalized (and written again should it ever leave that
+// mode).
+func (a *actor) onModeChange() {
+	if a.c.modes.mirrorOff(a.group) {
+		// Now, not at the next Stable generation: a rebalance may be in progress.
+		a.mirror.update(mirrorState{})
+	}
+	a.mirrored = mirrorKey{state: mirrorStale}
+	a.publish()
+}
+
+// mirrorUpdate hands the wanted 0.8 mirror to the mirrorer, or an empty one (release
+// everything) when the group's mirror is off.
+func (a *actor) mirrorUpdate(s mirrorState) {
+	if a.c.modes.mirrorOff(a.group) {
+		s = mirrorState{}
+	}
+	a.mirror.update(s)
+}
+
+// checkForeign counts the zk members of a kafka or finalized group: registrations under
+// /consumers/<g>/ids that no running bridge holds (the bridge's own mirror and legacy
+// coordinator register their members there as ephemerals of their session; a running bridge's
+// session is the ephemeral owner of its <root>/bridges/<id>). It reports whether any was found.
+func (m *groupModes) checkForeign(ctx context.Context, store *zkstate.Store, g string, ids []string) bool {
+	if len(ids) == 0 {
+		m.setForeign(g, nil, true)
+		return false
+	}
+	bridges, _, err := store.Children(ctx, bridgesPath(m.root))
+	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		m.log.Debug().Err(err).Str("group", g).Msg("listing bridges for the foreign zk member check")
+		return true // try again later
+	}
+	sessions := map[int64]bool{store.SessionID(): true}
+	owners := make([]int64, len(bridges))
+	fanOut(ctx, len(bridges), func(i int) {
+		if ok, st, err := store.Exists(ctx, path.Join(bridgesPath(m.root), bridges[i])); err == nil && ok {
+			owners[i] = st.EphemeralOwner
+		}
+	})
+	for _, o := range owners {
+		if o != 0 {
+			sessions[o] = true
+		}
+	}
+	idOwners := make([]int64, len(ids))
+	found := make([]bool, len(ids))
+	fanOut(ctx, len(ids), func(i int) {
+		if ok, st, err := store.Exists(ctx, zkstate.IDPath(g, ids[i])); err == nil && ok {
+			idOwners[i], found[i] = st.EphemeralOwner, true
+		}
+	})
+	if ctx.Err() != nil {
+		return false
+	}
+	var foreign []string
+	for i, id := range ids {
+		if found[i] && !sessions[idOwners[i]] {
+			foreign = append(foreign, id)
+		}
+	}
+	m.setForeign(g, foreign, true)
+	return len(foreign) > 0
+}
+
+// setForeign records the group's foreign zk members, exports their count and logs a change.
+// active false: the group left kafka/finalized mode, its gauge goes away.
+func (m *groupModes) setForeign(g string, foreign []string, active bool) {
+	m.mu.Lock()
+	e := m.entry(g)
+	prev := e.foreign
+	e.foreign = foreign
+	mode := e.mode
+	m.mu.Unlock()
+	if m.metrics != nil {
+		if active {
+			m.metrics.foreignZK.WithLabelValues(g).Set(float64(len(foreign)))
+		} else {
+			m.metrics.foreignZK.DeleteLabelValues(g)
+		}
+	}
+	switch {
+	case !active || slices.Equal(prev, foreign):
+	case len(foreign) > 0:
+		shown := foreign
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		m.log.Warn().Str("group", g).Str("mode", string(mode)).Int("zk_members", len(foreign)).Strs("consumer_ids", shown).
+			Msgf("group %q is in %s mode but ZooKeeper (0.8) consumers are registered in %s; the bridge cannot stop them and they consume beside its Kafka members: stop them, or roll the group back to mixed", g, mode, zkstate.IDsPath(g))
+	case len(prev) > 0:
+		m.log.Info().Str("group", g).Msg("no foreign ZooKeeper (0.8) consumer is registered any more")
+	}
+}
+
+// FetchOffsets implements newproto.Groups: the 0.8 offsets and the bridge's records
+// (fetchOffsets), except for a finalized group, whose truth is the bridge's records alone
+// (fetchFinalized).
+func (b *Bridge) FetchOffsets(ctx context.Context, name string, topics map[string][]int32) ([]CommittedOffset, error) {
+	if b.modes == nil || validName("group", name) != nil {
+		return b.fetchOffsets(ctx, name, topics)
+	}
+	store, err := b.storeForReads()
+	if err != nil {
+		return nil, err
+	}
+	e, err := b.modes.lookup(ctx, name)
+	if err != nil {
+		return nil, unavailable("fetch offsets of group %q: %w", name, err)
+	}
+	if !e.exists || e.mode != zkstate.ModeFinalized {
+		return b.fetchOffsets(ctx, name, topics)
+	}
+	return b.fetchFinalized(ctx, store, name, topics, e.zxid)
+}
+
+// fetchFinalized reads the committed offsets of a finalized group. Since finalization only the
+// bridge's own records (<root>/groups/<g>/offsets) are written; before it both were, except
+// for the offsets that legacy or zk members committed to /consumers/<g>/offsets alone. So, per
+// partition, the later write of the two wins, in ZooKeeper's own order of writes (Mzxid; the
+// two znodes of one bridge commit share it), except that a 0.8 write after the group was
+// finalized (finalZxid) never overrides a record of the bridge: a 0.8 consumer left running
+// cannot move a finalized group's offsets. Where only the 0.8 znode exists it is the only
+// offset there is, and is returned whenever it was written.
+//
+// (A 0.8 write after finalization to a partition the bridge holds no record of replaces the
+// value from before finalization, which is then lost; the migrate command can close that gap
+// by copying such offsets into the bridge's records in the multi that finalizes the group.)
+func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name string, topics map[string][]int32, finalZxid int64) ([]CommittedOffset, error) {
+	root := b.cfg.Root
+	type tp struct {
+		topic string
+		part  int32
+	}
+	union := func(a, b []string) []string {
+		out := slices.Concat(a, b)
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	children := func(p string) ([]string, error) {
+		c, _, err := store.Children(ctx, p)
+		if errors.Is(err, zkstate.ErrNoNode) {
+			return nil, nil
+		}
+		return c, err
+	}
+	var names []string
+	if topics == nil {
+		zkTopics, err := children(zkstate.OffsetsPath(name))
+		if err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", name, err)
+		}
+		own, err := children(ownOffsetsPath(root, name))
+		if err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", name, err)
+		}
+		names = union(zkTopics, own)
+	} else {
+		for t := range topics {
+			if validName("topic", t) == nil {
+				names = append(names, t)
+			}
+		}
+	}
+	var tps []tp
+	for _, t := range names {
+		if ps := topics[t]; len(ps) > 0 {
+			for _, p := range ps {
+				if p >= 0 {
+					tps = append(tps, tp{t, p})
+				}
+			}
+			continue
+		}
+		zkParts, err := children(zkstate.OffsetsTopicPath(name, t))
+		if err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", name, err)
+		}
+		own, err := children(path.Join(ownOffsetsPath(root, name), t))
+		if err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", name, err)
+		}
+		for _, s := range union(zkParts, own) {
+			p, err := strconv.ParseInt(s, 10, 32)
+			if err != nil || p < 0 || strconv.FormatInt(p, 10) != s {
+				continue
+			}
+			tps = append(tps, tp{t, int32(p)})
+		}
+	}
+
+	type read struct {
+		data []byte
+		st   zkstate.Stat
+		err  error
+	}
+	zkRead := make([]read, len(tps))
+	ownRead := make([]read, len(tps))
+	fanOut(ctx, 2*len(tps), func(i int) {
+		x := tps[i/2]
+		if i%2 == 0 {
+			r := &zkRead[i/2]
+			r.data, r.st, r.err = store.Get(ctx, zkstate.OffsetPath(name, x.topic, x.part))
+		} else {
+			r := &ownRead[i/2]
+			r.data, r.st, r.err = store.Get(ctx, ownOffsetPath(root, name, x.topic, x.part))
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bridge: fetch offsets of group %q: %w", name, err)
+	}
+	var out []CommittedOffset
+	for i, x := range tps {
+		for _, r := range []read{zkRead[i], ownRead[i]} {
+			if r.err != nil && !errors.Is(r.err, zkstate.ErrNoNode) {
+				return nil, unavailable("fetch offsets of group %q: %w", name, r.err)
+			}
+		}
+		var own *offsetData
+		if r := ownRead[i]; r.err == nil {
+			var d offsetData
+			if err := json.Unmarshal(r.data, &d); err == nil {
+				own = &d
+			} else {
+				b.log.Warn().Err(err).Str("group", name).Str("topic", x.topic).Int32("partition", x.part).Msg("unreadable offset record; ignored")
+			}
+		}
+		zkOff, zkOK := int64(0), false
+		if r := zkRead[i]; r.err == nil {
+			if off, err := zkstate.ParseOffset(r.data); err == nil {
+				zkOff, zkOK = off, true
+			}
+		}
+		zkWins := zkOK && (own == nil ||
+			(zkRead[i].st.Mzxid > ownRead[i].st.Mzxid && (finalZxid == 0 || zkRead[i].st.Mzxid < finalZxid)))
+		co := CommittedOffset{Topic: x.topic, Partition: x.part, LeaderEpoch: -1}
+		switch {
+		case zkWins:
+			co.Offset = zkOff
+		case own != nil:
+			co.Offset, co.LeaderEpoch, co.Metadata = own.Offset, own.LeaderEpoch, own.Metadata
+		default:
+			continue
+		}
+		out = append(out, co)
+	}
+	slices.SortFunc(out, func(a, b CommittedOffset) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out, nil
+}
