@@ -1,84 +1,15 @@
 package zkconsumer_test
 
 import (
-	"io"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkconsumer"
 	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
-
-// tcpProxy forwards connections to ZooKeeper until frozen; a frozen proxy cuts every
-// connection and refuses new ones, so the server expires the session behind it, as a network
-// partition would (the same technique as zkstate's session tests).
-type tcpProxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	frozen bool
-	conns  []net.Conn
-}
-
-func startProxy(t *testing.T, backend string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.frozen {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			b, err := net.Dial("tcp", backend)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, b)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(b, c); b.Close(); c.Close() }()
-			go func() { _, _ = io.Copy(c, b); b.Close(); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		p.freeze()
-	})
-	return p
-}
-
-func (p *tcpProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *tcpProxy) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = false
-}
 
 // A member whose session expires loses its registration and owners at once; the others take
 // its partitions while it still believes it owns them (it hears nothing while cut off), and
@@ -87,10 +18,10 @@ func (p *tcpProxy) thaw() {
 func TestIntegration_SessionExpiryReregistersAndRebalances(t *testing.T) {
 	cl := newCluster(t, 3, twoTopics)
 	i := strings.IndexByte(cl.connect, '/')
-	proxy := startProxy(t, cl.connect[:i])
+	proxy := zktest.StartProxy(t, cl.connect[:i])
 	tr := newTracker()
 	c1 := cl.start(tr, "c1", func(c *zkconsumer.Config) {
-		c.Connect = proxy.ln.Addr().String() + cl.connect[i:]
+		c.Connect = proxy.Addr() + cl.connect[i:]
 		c.SessionTimeout = 2 * time.Second
 	})
 	c2 := cl.start(tr, "c2")
@@ -103,7 +34,7 @@ func TestIntegration_SessionExpiryReregistersAndRebalances(t *testing.T) {
 	c1.c.Commit(o0, 77) // consumed, not yet committed (the auto-commit interval is 60 s)
 	oldSession := c1.c.SessionID()
 
-	proxy.freeze()
+	proxy.Freeze()
 	cutAt := time.Now()
 	// c2 alone converges on every partition, while c1 still holds its old view.
 	ctx := timeout(t, 40*time.Second)
@@ -122,7 +53,7 @@ func TestIntegration_SessionExpiryReregistersAndRebalances(t *testing.T) {
 	t.Logf("c2 took over %v after the cut; c1 still believes it owns %d partitions",
 		time.Since(cutAt).Round(time.Millisecond), len(c1.c.Assignment()))
 
-	proxy.thaw()
+	proxy.Thaw()
 	cl.waitConverged(20*time.Second, cl.expected(legacy.StrategyRange, both...), both...)
 	if c1.c.SessionID() == oldSession {
 		t.Fatalf("c1 kept session 0x%x", oldSession)

@@ -5,13 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -429,81 +427,11 @@ func TestIntegration_OwnedByUsChecksTheSession(t *testing.T) {
 	}
 }
 
-// tcpProxy forwards connections to a ZooKeeper server until frozen: a frozen proxy cuts every
-// connection and closes new ones at once, so the client can neither ping nor reconnect and
-// the server expires its session, as a network partition would.
-type tcpProxy struct {
-	ln      net.Listener
-	backend string
-	mu      sync.Mutex
-	frozen  bool
-	conns   []net.Conn
-}
-
-func startProxy(t *testing.T, backend string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, backend: backend}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.frozen {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			b, err := net.Dial("tcp", backend)
-			if err != nil {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.conns = append(p.conns, c, b)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(b, c); b.Close(); c.Close() }()
-			go func() { _, _ = io.Copy(c, b); b.Close(); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		p.freeze()
-	})
-	return p
-}
-
-func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *tcpProxy) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.frozen = false
-}
-
 func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	connect := zktest.Connect(t)
 	i := strings.IndexByte(connect, '/')
 	addr, chroot := connect[:i], connect[i:]
-	proxy := startProxy(t, addr)
+	proxy := zktest.StartProxy(t, addr)
 
 	events := make(chan zkstate.SessionEvent, 100)
 	s := openStore(t, proxy.Addr()+chroot, func(c *zkstate.Config) {
@@ -531,7 +459,7 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	}
 	oldID := s.SessionID()
 
-	proxy.freeze()
+	proxy.Freeze()
 	// The server expires the session once it has not heard from us for the session timeout;
 	// the observer sees our ephemerals go.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -546,7 +474,7 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	if err := observer.Create(ctx, c2, []byte("intruder"), zkstate.CreateOptions{Ephemeral: true}); err != nil {
 		t.Fatal(err)
 	}
-	proxy.thaw()
+	proxy.Thaw()
 
 	var seen []zkstate.SessionEvent
 	var reclaimed zkstate.SessionEvent
@@ -676,7 +604,7 @@ func TestConfigValidate(t *testing.T) {
 func TestIntegration_ReconnectKeepsSessionAndWatches(t *testing.T) {
 	connect := zktest.Connect(t)
 	i := strings.IndexByte(connect, '/')
-	proxy := startProxy(t, connect[:i])
+	proxy := zktest.StartProxy(t, connect[:i])
 	events := make(chan zkstate.SessionEvent, 100)
 	s := openStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) {
 		c.SessionTimeout = 8 * time.Second
@@ -699,12 +627,12 @@ func TestIntegration_ReconnectKeepsSessionAndWatches(t *testing.T) {
 
 	// A blip shorter than the session timeout; the change made meanwhile must still fire the
 	// watch, which go-zookeeper sets again on reconnect.
-	proxy.freeze()
+	proxy.Freeze()
 	waitSessionState(t, events, zkstate.Disconnected)
 	if _, err := observer.Set(ctx, "/config", []byte("v1"), -1); err != nil {
 		t.Fatal(err)
 	}
-	proxy.thaw()
+	proxy.Thaw()
 	if ev := waitSessionState(t, events, zkstate.Connected); ev.SessionID != id {
 		t.Errorf("after a short disconnect: Connected 0x%x, want the same session 0x%x", ev.SessionID, id)
 	}

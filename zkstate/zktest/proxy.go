@@ -1,0 +1,81 @@
+package zktest
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections to a ZooKeeper server until frozen. A frozen proxy cuts every
+// connection and closes new ones at once, so a client can neither ping nor reconnect and the
+// server expires its session, as a network partition would; Thaw lets it reconnect.
+type Proxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	frozen bool
+	conns  []net.Conn
+}
+
+// StartProxy listens on a loopback port and forwards to backend (host:port) until the test ends.
+func StartProxy(t testing.TB, backend string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.frozen {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, b)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(b, c); b.Close(); c.Close() }()
+			go func() { _, _ = io.Copy(c, b); b.Close(); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.Freeze()
+	})
+	return p
+}
+
+// Addr is the proxy's host:port, to connect to instead of the server.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Freeze cuts every forwarded connection and refuses new ones until Thaw.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// Thaw accepts and forwards connections again.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = false
+}
