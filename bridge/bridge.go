@@ -109,6 +109,29 @@ type Config struct {
 	// ClusterID is Metadata's cluster id (v2+); empty: null.
 	ClusterID string
 
+	// The data path (upstream.go). With an upstream cluster the bridge is the only address
+	// Kafka clients need: it answers the group APIs and relays every other request to the real
+	// brokers, one proxy listener per broker; Metadata comes from the brokers, rewritten to name
+	// the proxy listeners (ClusterID is then the upstream's). Without one (neither Upstream nor
+	// UpstreamFromZK) there is no relay. An upstream broker older than Kafka 0.10 makes Run fail.
+	//
+	// Upstream lists bootstrap brokers (host:port) asked for the cluster's brokers at start and
+	// every MetadataMaxAge.
+	Upstream []string
+	// UpstreamFromZK takes the brokers registered in /brokers/ids of ZKConnect instead, and
+	// follows them joining, leaving and moving.
+	UpstreamFromZK bool
+	// ProxyListen is HOST:BASEPORT: broker k of the sorted broker list gets a proxy listener on
+	// BASEPORT+k (BASEPORT 0: system-chosen ports). Empty, and no ProxyMap: the Kafka listener's
+	// host and port+1.
+	ProxyListen string
+	// ProxyMap gives brokers (by id) explicit proxy listen addresses, over ProxyListen; with
+	// ProxyMap and no ProxyListen only the mapped brokers are reachable.
+	ProxyMap map[int32]string
+	// UpstreamTimeout bounds the wait for a broker's response to a relayed request
+	// (newproto.DefaultRelayTimeout when 0); past it the client's connection is closed.
+	UpstreamTimeout time.Duration
+
 	// LegacyListen is the address of the legacy (seed 001) coordinator listener, where
 	// Consult/Register consumers connect (the serve command's default is DefaultLegacyListen);
 	// empty: no legacy listener.
@@ -208,6 +231,7 @@ func (c Config) Validate() error {
 	if c.NodeID < 0 {
 		errs = append(errs, fmt.Errorf("bridge: NodeID %d is negative (clients reserve negative ids for bootstrap brokers)", c.NodeID))
 	}
+	errs = append(errs, c.validateUpstream()...) // upstream.go
 	if err := c.Group.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("bridge: %w", err))
 	}
@@ -255,6 +279,8 @@ type Bridge struct {
 	coord   *coordinator
 	modes   *groupModes // every group's mode, kept current (modes.go)
 	legacy  atomic.Pointer[LegacyCoordinator]
+	// proxySrv is the Kafka server while it relays to an upstream cluster (upstream.go).
+	proxySrv atomic.Pointer[newproto.Server]
 
 	started  atomic.Bool
 	ready    chan struct{}
@@ -366,7 +392,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
 	host, port := b.advertised(kafkaLn.Addr())
+	up, proxyCfg, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
+	if err != nil {
+		kafkaLn.Close()
+		adminLn.Close()
+		return err
+	}
 	srv, err := newproto.New(newproto.Config{
+		Proxy:          proxyCfg,
 		Listen:         cfg.KafkaListen,
 		Logger:         cfg.Logger,
 		Registerer:     b.reg,
@@ -442,6 +475,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("bridge: admin listener: %w", err)
 		}
 	}()
+	if up != nil {
+		// upstream.go: the proxy listeners (closed by srv.Close at shutdown) and the broker set.
+		b.proxySrv.Store(srv)
+		serveWG.Go(func() { b.serveProxy(ctx, srv, errc) })
+		bg.Go(func() { b.followUpstream(bgCtx, store, up) })
+	}
 
 	// The legacy coordinator and its listener; stopped after the Kafka groups and before the
 	// ZooKeeper session closes, since the coordinator deletes its ids and owners through it.

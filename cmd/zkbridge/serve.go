@@ -19,7 +19,9 @@ func serveCommand(e *env) *cli.Command {
 			"ZooKeeper (a restarted bridge carries on without a rebalance), and mirrors offsets and\n" +
 			"ownership into /consumers/<group> in the Kafka 0.8 layout. /metrics, /healthz and /readyz\n" +
 			"are served on --admin-listen. Legacy (seed 001) consumers Consult and Register on\n" +
-			"--legacy-listen. SIGTERM shuts down cleanly.",
+			"--legacy-listen. With --upstream or --upstream-from-zk the bridge also relays every other\n" +
+			"Kafka request to the real brokers (one proxy listener per broker, see --proxy-listen), so\n" +
+			"clients need bootstrap.servers=<bridge> only. SIGTERM shuts down cleanly.",
 		Flags: append(zkFlags(),
 			&cli.StringFlag{Name: "kafka-listen", Value: bridge.DefaultKafkaListen, EnvVars: []string{"ZKBRIDGE_KAFKA_LISTEN"},
 				Usage: "address of the Kafka listener, host:port"},
@@ -35,6 +37,17 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "ZooKeeper path of the bridge's own state"},
 			&cli.DurationFlag{Name: "zk-session-timeout", Value: bridge.DefaultZKSessionTimeout,
 				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back"},
+			// The data path (issue 7): with an upstream, clients need only the bridge's address.
+			&cli.StringFlag{Name: "upstream", EnvVars: []string{"ZKBRIDGE_UPSTREAM"},
+				Usage: "bootstrap brokers of the real Kafka cluster (Kafka 0.10 or newer), host:port,...: the bridge then relays every non-group request to the brokers, so clients need bootstrap.servers=<bridge> only (default: no relay, group APIs only)"},
+			&cli.BoolFlag{Name: "upstream-from-zk", EnvVars: []string{"ZKBRIDGE_UPSTREAM_FROM_ZK"},
+				Usage: "relay to the brokers registered in /brokers/ids of --zk, following them as they join, leave and move (instead of --upstream)"},
+			&cli.StringFlag{Name: "proxy-listen", EnvVars: []string{"ZKBRIDGE_PROXY_LISTEN"},
+				Usage: "HOST:BASEPORT of the proxy listeners that stand for the upstream brokers: broker k of the sorted broker list gets BASEPORT+k (default: the --kafka-listen host and its port+1)"},
+			&cli.StringFlag{Name: "proxy-map", EnvVars: []string{"ZKBRIDGE_PROXY_MAP"},
+				Usage: "explicit proxy listeners per upstream broker id, id=host:port,... (over --proxy-listen; alone, only the mapped brokers are reachable)"},
+			&cli.DurationFlag{Name: "upstream-timeout", Value: bridge.DefaultUpstreamTimeout, EnvVars: []string{"ZKBRIDGE_UPSTREAM_TIMEOUT"},
+				Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
 		),
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
@@ -45,6 +58,23 @@ func serveCommand(e *env) *cli.Command {
 				// bridge.Config reads 0 as "default"; a bridge standing for broker 0 is not
 				// supported yet.
 				return usagef("--node-id 0 is not supported: choose an id no real broker uses")
+			}
+			upstream, err := bridge.ParseUpstream(c.String("upstream"))
+			if err != nil {
+				return usagef("--upstream %q: %v", c.String("upstream"), err)
+			}
+			proxyMap, err := bridge.ParseProxyMap(c.String("proxy-map"))
+			if err != nil {
+				return usagef("--proxy-map %q: %v", c.String("proxy-map"), err)
+			}
+			relay := len(upstream) > 0 || c.Bool("upstream-from-zk")
+			switch {
+			case len(upstream) > 0 && c.Bool("upstream-from-zk"):
+				return usagef("--upstream and --upstream-from-zk are exclusive: take the brokers from seeds or from ZooKeeper")
+			case !relay && (c.String("proxy-listen") != "" || len(proxyMap) > 0):
+				return usagef("--proxy-listen and --proxy-map need --upstream or --upstream-from-zk")
+			case c.Duration("upstream-timeout") <= 0:
+				return usagef("--upstream-timeout must be positive")
 			}
 			timeout := c.Duration("zk-timeout")
 			if timeout <= 0 {
@@ -61,6 +91,11 @@ func serveCommand(e *env) *cli.Command {
 				NodeID:           int32(node),
 				AdminListen:      c.String("admin-listen"),
 				LegacyListen:     c.String("legacy-listen"),
+				Upstream:         upstream,
+				UpstreamFromZK:   c.Bool("upstream-from-zk"),
+				ProxyListen:      c.String("proxy-listen"),
+				ProxyMap:         proxyMap,
+				UpstreamTimeout:  c.Duration("upstream-timeout"),
 				Logger:           e.log,
 			}
 			b, err := bridge.New(cfg)
