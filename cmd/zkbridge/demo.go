@@ -68,7 +68,7 @@ func demoCommand(e *env) *cli.Command {
 					return err
 				}
 				fmt.Fprintln(e.stdout)
-				if err := p.group(e.stdout, buildGroupView(snap)); err != nil {
+				if err := p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s))); err != nil {
 					return err
 				}
 			}
@@ -145,7 +145,7 @@ func demoWithKafka(ctx context.Context, c *cli.Context, e *env, s *zkstate.Store
 		fmt.Fprintln(e.stdout)
 	}
 	if err == nil {
-		err = p.group(e.stdout, buildGroupView(snap))
+		err = p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s)))
 	}
 	return errors.Join(err, stopBridge())
 }

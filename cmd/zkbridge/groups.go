@@ -4,11 +4,13 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -46,7 +48,7 @@ func groupsCommand(e *env) *cli.Command {
 				Name:      "describe",
 				Usage:     "show a group's members (kind, threads, owned partitions), committed offsets and unowned partitions",
 				ArgsUsage: "<group>",
-				Flags:     append(zkFlags(), outputFlag()),
+				Flags:     append(zkFlags(), outputFlag(), rootFlag()),
 				Action: func(c *cli.Context) error {
 					group, err := groupArg(c)
 					if err != nil {
@@ -68,11 +70,38 @@ func groupsCommand(e *env) *cli.Command {
 					for _, pr := range snap.Problems {
 						e.log.Warn().Str("path", pr.Path).Err(pr.Err).Msg("malformed znode skipped")
 					}
-					return p.group(e.stdout, buildGroupView(snap))
+					return p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s)))
 				},
 			},
 		},
 	}
+}
+
+// bridgeSessions returns the ZooKeeper sessions of the running bridges: each holds its
+// registration <root>/bridges/<node-id> as an ephemeral. A failure only loses the kind column's
+// precision, so it is logged, not returned.
+func bridgeSessions(c *cli.Context, s *zkstate.Store) map[int64]bool {
+	root := c.String("root")
+	if root == "" {
+		root = bridge.DefaultRoot
+	}
+	dir := path.Join(root, "bridges")
+	ids, _, err := s.Children(c.Context, dir)
+	out := map[int64]bool{}
+	if err != nil {
+		return out
+	}
+	for _, id := range ids {
+		if ok, st, err := s.Exists(c.Context, path.Join(dir, id)); err == nil && ok && st.EphemeralOwner != 0 {
+			out[st.EphemeralOwner] = true
+		}
+	}
+	return out
+}
+
+func rootFlag() cli.Flag {
+	return &cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
+		Usage: "ZooKeeper path of the bridges' own state (to tell members served by a bridge from 0.8 consumers)"}
 }
 
 func groupArg(c *cli.Context) (string, error) {

@@ -41,11 +41,17 @@ type problemView struct {
 	Error string `json:"error"`
 }
 
-// Member kinds. Every registration found in /ids is a 0.8 ZooKeeper consumer until the bridge's
-// own records (later issues) say it registered the member for a kafka or legacy client.
-const kindZK = "zk"
+// Member kinds. A registration in /ids held by a running bridge's ZooKeeper session is a member
+// the bridge serves (a kafka or legacy client: the bridge registers both in the 0.8 format so
+// zk members count them); any other is a 0.8 ZooKeeper consumer.
+const (
+	kindZK     = "zk"
+	kindBridge = "bridge"
+)
 
-func buildGroupView(s *zkstate.GroupSnapshot) groupView {
+// buildGroupView shapes a snapshot for the printers; bridgeSessions are the ZooKeeper sessions
+// of the running bridges (see bridgeSessions).
+func buildGroupView(s *zkstate.GroupSnapshot, bridgeSessions map[int64]bool) groupView {
 	v := groupView{Group: s.Group, MissingTopics: append([]string{}, s.MissingTopics...)}
 	sort.Strings(v.MissingTopics)
 
@@ -63,6 +69,9 @@ func buildGroupView(s *zkstate.GroupSnapshot) groupView {
 	subscribed := map[string]bool{}
 	for id, c := range s.Consumers {
 		m := memberView{ID: id, Kind: kindZK, Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription}
+		if c.EphemeralOwner != 0 && bridgeSessions[c.EphemeralOwner] {
+			m.Kind = kindBridge
+		}
 		for t, n := range c.Registration.Subscription {
 			m.Threads += n
 			if c.Registration.Pattern == zkstate.PatternStatic || c.Registration.Pattern == "" {

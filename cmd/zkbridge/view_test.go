@@ -45,7 +45,7 @@ func TestBuildGroupView(t *testing.T) {
 		Group: "g",
 		Consumers: map[string]zkstate.Consumer{
 			"g_a-1-aaaaaaaa": {ID: "g_a-1-aaaaaaaa", Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "static", Subscription: map[string]int{"t": 2}}},
-			"g_w-1-bbbbbbbb": {ID: "g_w-1-bbbbbbbb", Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "white_list", Subscription: map[string]int{"x.*": 1}}},
+			"g_w-1-bbbbbbbb": {ID: "g_w-1-bbbbbbbb", EphemeralOwner: 77, Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "white_list", Subscription: map[string]int{"x.*": 1}}},
 		},
 		Owners: map[zkstate.TopicPartition]string{
 			tp("t", 0): "g_a-1-aaaaaaaa-0",
@@ -57,9 +57,12 @@ func TestBuildGroupView(t *testing.T) {
 		MissingTopics: []string{"zz"},
 		Problems:      []zkstate.Problem{{Path: "/consumers/g/offsets/t/9", Err: errors.New("bad")}},
 	}
-	v := buildGroupView(snap)
+	v := buildGroupView(snap, map[int64]bool{77: true}) // session 77 is a running bridge's
 	if got := v.Members[0].Owned; !reflect.DeepEqual(got, []string{"t/0", "t/2"}) {
 		t.Errorf("owned = %v", got)
+	}
+	if v.Members[0].Kind != kindZK || v.Members[1].Kind != kindBridge {
+		t.Errorf("kinds = %s, %s; want zk, and bridge for the member held by a bridge's session", v.Members[0].Kind, v.Members[1].Kind)
 	}
 	if v.Members[0].Threads != 2 || v.Members[1].Pattern != "white_list" {
 		t.Errorf("members = %+v", v.Members)
