@@ -9,6 +9,9 @@
 #   scripts/zookeeper.sh status   [--dir DIR]                      prints each server's `srvr` answer
 #   scripts/zookeeper.sh install                                   apt-get install zookeeper when missing
 #
+# --parent PID (start, ensemble) stops the servers when process PID exits: test binaries pass
+# their own pid, so a test process that panics or is killed leaves no ZooKeeper behind.
+#
 # `start` and `ensemble` return once every server answers `ruok` with `imok` (or fail after
 # ZK_START_TIMEOUT seconds, default 60) and print the connect string on stdout.
 set -euo pipefail
@@ -25,11 +28,13 @@ cmd=${1:-}
 [ -n "$cmd" ] || die "usage: $0 start|ensemble|stop|status|install [--port P] [--dir DIR]"
 shift
 port=2181
+parent=""
 dir=${ZK_DIR:-${TMPDIR:-/tmp}/zkbridge-zookeeper}
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
+    --parent) parent=$2; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
@@ -118,6 +123,12 @@ start() { # n
     wait_ok $((port + i - 1)) "$dir/node$i/pid" || { stop_all; exit 1; }
     connect+="${connect:+,}127.0.0.1:$((port + i - 1))"
   done
+  if [ -n "$parent" ]; then
+    # A watchdog of its own session: it outlives this script and stops the servers (and
+    # removes their data) once the parent process is gone.
+    setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop --dir "$3"; rm -rf "$3"' \
+      _ "$parent" "$(readlink -f "$0")" "$dir" >/dev/null 2>&1 </dev/null &
+  fi
   echo "$connect"
 }
 

@@ -156,7 +156,8 @@ func Start(n int) (*Server, error) {
 		if n > 1 {
 			verb = "ensemble"
 		}
-		cmd := exec.Command("bash", script, verb, "--port", fmt.Sprint(port), "--dir", dir)
+		cmd := exec.Command("bash", script, verb, "--port", fmt.Sprint(port), "--dir", dir,
+			"--parent", fmt.Sprint(os.Getpid()))
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,49 @@ func TestIntegration_EnsembleHasQuorumAndStopsNode(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", addrs[0], time.Second); err == nil {
 		t.Fatalf("node 1 still accepts connections after StopNode")
+	}
+}
+
+// A server started for a process that dies (a test binary that panics or is killed) stops by
+// itself: the script's --parent watchdog, which zktest always passes.
+func TestIntegration_ServerStopsWhenItsParentDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	zktest.Addr(t) // skips, or fails under ZKBRIDGE_REQUIRE_ZK=1, without ZooKeeper
+	parent := exec.Command("sleep", "60")
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	out, err := exec.Command("bash", "../../scripts/zookeeper.sh", "start", "--port", strconv.Itoa(port),
+		"--dir", dir, "--parent", strconv.Itoa(parent.Process.Pid)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("start: %v: %s", err, out)
+	}
+	addr := strings.TrimSpace(string(out))
+	if got := fourLetter(t, addr, "ruok"); got != "imok" {
+		t.Fatalf("ruok = %q", got)
+	}
+	parent.Process.Kill()
+	parent.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return // stopped
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			exec.Command("bash", "../../scripts/zookeeper.sh", "stop", "--dir", dir).Run()
+			t.Fatal("ZooKeeper still answers 20s after its parent died")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
