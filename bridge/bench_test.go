@@ -43,7 +43,6 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
-	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -68,41 +67,7 @@ func startBridgeTB(tb testing.TB, connect string, mod func(*bridge.Config)) *run
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := bridge.New(cfg)
-	if err != nil {
-		tb.Fatalf("bridge.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Bridge: b, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- b.Run(ctx) }()
-	select {
-	case <-b.Ready():
-	case err := <-r.done:
-		cancel()
-		tb.Fatalf("Run ended before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		cancel()
-		tb.Fatal("bridge not ready after 20s")
-	}
-	tb.Cleanup(func() {
-		if err := r.stop(); err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-	})
-	return r
-}
-
-// openStoreTB is openStore for benchmarks and fuzz targets.
-func openStoreTB(tb testing.TB, connect string) *zkstate.Store {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
-	if err != nil {
-		tb.Fatalf("zkstate.Open: %v", err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
+	return runBridge(tb, cfg)
 }
 
 // wireConn is one Kafka connection speaking kmsg directly, with pipelining: send writes a
@@ -256,7 +221,7 @@ func benchTargets(b *testing.B, topic string, partitions int32, gcfg group.Confi
 func bridgeTarget(b *testing.B, topic string, partitions int32, gcfg group.Config) coordinatorTarget {
 	b.Helper()
 	connect := zktest.Connect(b)
-	loadTopics(b, openStoreTB(b, connect), map[string]int32{topic: partitions})
+	loadTopics(b, openStore(b, connect), map[string]int32{topic: partitions})
 	br := startBridgeTB(b, connect, func(c *bridge.Config) { c.Group = gcfg })
 	return coordinatorTarget{name: "zkbridge", addr: br.Addr().String(), bridge: br}
 }

@@ -93,9 +93,15 @@ func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Conf
 	if mod != nil {
 		mod(&cfg)
 	}
+	return runBridge(t, cfg)
+}
+
+// runBridge runs a bridge with cfg, waits until it is ready and stops it at cleanup.
+func runBridge(tb testing.TB, cfg bridge.Config) *running {
+	tb.Helper()
 	b, err := bridge.New(cfg)
 	if err != nil {
-		t.Fatalf("bridge.New: %v", err)
+		tb.Fatalf("bridge.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{Bridge: b, cancel: cancel, done: make(chan error, 1)}
@@ -104,14 +110,14 @@ func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Conf
 	case <-b.Ready():
 	case err := <-r.done:
 		cancel()
-		t.Fatalf("Run ended before ready: %v", err)
+		tb.Fatalf("Run ended before ready: %v", err)
 	case <-time.After(20 * time.Second):
 		cancel()
-		t.Fatal("bridge not ready after 20s")
+		tb.Fatal("bridge not ready after 20s")
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := r.stop(); err != nil {
-			t.Errorf("Run: %v", err)
+			tb.Errorf("Run: %v", err)
 		}
 	})
 	return r
@@ -131,7 +137,7 @@ func (r *running) stop() error {
 }
 
 // openStore opens a store of the test's own on connect, closed at cleanup.
-func openStore(t *testing.T, connect string) *zkstate.Store {
+func openStore(t testing.TB, connect string) *zkstate.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
