@@ -143,6 +143,10 @@ type Config struct {
 
 	// Group is the group engine's configuration; the zero value means group.DefaultConfig().
 	Group group.Config
+	// Strategy is the Kafka 0.8.2 assignor (partition.assignment.strategy) of the groups' zk
+	// members, which the bridge must run too: in legacy groups and for the Kafka members of mixed
+	// groups (legacy.StrategyRange when empty).
+	Strategy legacy.Strategy
 
 	WriteTimeout     time.Duration // DefaultWriteTimeout
 	LoadTimeout      time.Duration // DefaultLoadTimeout
@@ -175,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AdminListen == "" {
 		c.AdminListen = DefaultAdminListen
+	}
+	if c.Strategy == "" {
+		c.Strategy = legacy.StrategyRange
 	}
 	if c.Group == (group.Config{}) {
 		c.Group = group.DefaultConfig()
@@ -548,7 +555,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 			host = h
 		}
 	}
-	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID,
+	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID, Strategy: b.cfg.Strategy,
 		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg})
 	if err != nil {
 		ln.Close()

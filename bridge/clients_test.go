@@ -165,7 +165,15 @@ func checkOwnership(t *testing.T, zk *zkstate.Store, g, topic string, want map[s
 			if m == nil || !strings.HasPrefix(cid, g+"_") {
 				return false, fmt.Sprintf("registration %q is not <group>_<host>-<ms>-<hash>", cid)
 			}
+			// The hash is the member id's, or the instance id's for a static member (whose
+			// consumer id survives its restarts); the hosted-member znode names the member.
 			member, ok := byHash[m[1]]
+			if data, _, err := zk.Get(ctx, zkstate.HostedMemberPath("/zkbridge", g, cid)); err == nil {
+				if h, err := zkstate.ParseHostedMember(data); err == nil && h.Kind == zkstate.KindKafka {
+					_, ok = want[h.Member]
+					member = h.Member
+				}
+			}
 			if !ok {
 				return false, fmt.Sprintf("registration %q of no current member", cid)
 			}

@@ -300,8 +300,10 @@ type actor struct {
 
 	mirror   *mirrorer
 	mirrored mirrorKey
-	seen     map[group.MemberID]int64 // member → ms first seen, for 0.8 consumer ids
+	seen     map[group.MemberID]int64 // member key → ms first seen, for 0.8 consumer ids
 	lastGen  group.Generation
+
+	mx mixedState // mixed.go
 }
 
 type writeResult struct {
@@ -325,6 +327,7 @@ func newActor(c *coordinator, name string) *actor {
 		writes:  make(chan writeResult, 1),
 		seen:    map[group.MemberID]int64{},
 		lastGen: -1,
+		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1)},
 	}
 }
 
@@ -423,10 +426,15 @@ func (a *actor) loop(ctx context.Context) {
 			a.finish(true)
 			return
 		}
+		a.checkOthers() // mixed.go
 		a.armIdle()
 		select {
 		case req := <-a.reqs:
 			a.handle(req)
+		case res := <-a.mx.results:
+			a.claimed(res) // mixed.go
+		case fp := <-a.mx.others:
+			a.mx.othersFP = fp // mixed.go: checked at the top of the loop
 		case <-a.timer.C:
 			a.step(group.Tick{})
 		case res := <-a.writes:
@@ -458,6 +466,7 @@ func (a *actor) handle(req *request) {
 	if a.modeGate(req) {
 		return
 	}
+	a.syncAssignMode() // mixed.go
 	if !a.exists {
 		// Kafka answers a group it does not know without creating it.
 		switch req.ev.(type) {
@@ -491,6 +500,11 @@ func (a *actor) step(ev group.Event) {
 	}
 	if fx.NeedsWrite() {
 		a.startWrite(fx.Persist, fx.Offsets)
+	}
+	if fx.Assign != nil {
+		a.startClaim(fx.Assign) // mixed.go
+	} else if a.mx.claimCancel != nil && a.m.State() != group.CompletingRebalance {
+		a.cancelClaim() // the generation is over: its claim must not take partitions
 	}
 	if fx.WakeAt.IsZero() {
 		a.timer.Stop()
@@ -578,7 +592,7 @@ func (a *actor) publish() {
 			a.lastGen = key.generation
 			a.c.metrics.generations.Inc()
 		}
-		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log)) // modes.go: none when finalized
+		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log, a.hosted)) // modes.go: none when finalized
 	case group.Empty:
 		if a.mirrored.state != group.Empty {
 			a.mirrored = key
@@ -611,6 +625,10 @@ func (a *actor) armIdle() {
 // waiting answered NOT_COORDINATOR, and only then does the group take requests again, through
 // a new actor, so that two actors of one group never write at the same time.
 func (a *actor) finish(release bool) {
+	a.cancelClaim()
+	if a.mx.watchCancel != nil {
+		a.mx.watchCancel()
+	}
 	a.stopPut()
 	a.writeWG.Wait()
 	select {

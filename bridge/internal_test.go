@@ -81,7 +81,7 @@ func TestBuildMirror(t *testing.T) {
 	}
 	seen := map[group.MemberID]int64{"gone": 1}
 	now := time.UnixMilli(1700000000123)
-	ms := buildMirror("billing", d, seen, now, zerolog.Nop())
+	ms := buildMirror("billing", d, seen, now, zerolog.Nop(), nil)
 	if _, ok := seen["gone"]; ok || seen["client-1-uuid"] != now.UnixMilli() {
 		t.Errorf("seen = %v, want only the present members, first seen now", seen)
 	}
@@ -106,7 +106,7 @@ func TestBuildMirror(t *testing.T) {
 		}
 	}
 	d.ProtocolType = "connect"
-	if ms := buildMirror("billing", d, seen, now, zerolog.Nop()); len(ms.ids)+len(ms.owners) != 0 {
+	if ms := buildMirror("billing", d, seen, now, zerolog.Nop(), nil); len(ms.ids)+len(ms.owners) != 0 {
 		t.Errorf("a connect group was mirrored: %+v", ms)
 	}
 }

@@ -26,6 +26,10 @@ type metrics struct {
 	groupModes   *prometheus.GaugeVec   // mode: groups this bridge knows in each mode
 	modeRefusals *prometheus.CounterVec // request: kafka_join, legacy_register
 	foreignZK    *prometheus.GaugeVec   // group: zk members of a kafka or finalized group
+
+	// Mixed groups (mixed.go).
+	mixedClaimSeconds prometheus.Histogram
+	mixedRebalances   *prometheus.CounterVec // cause
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -73,12 +77,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"mode"}),
 		modeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "groups", Name: "mode_refusals_total",
-			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), legacy_register (a legacy Register in a kafka or finalized group).",
+			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), kafka_join_mixed (a Kafka member of a mixed group without an eager consumer assignor), legacy_register (a legacy Register in a kafka or finalized group).",
 		}, []string{"request"}),
 		foreignZK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "group", Name: "foreign_zk_members",
 			Help: "ZooKeeper (0.8) consumers registered in /consumers/<g>/ids of a kafka or finalized group that no running bridge holds: the bridge cannot stop them.",
 		}, []string{"group"}),
+		mixedClaimSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "zkbridge", Subsystem: "mixed", Name: "claim_seconds",
+			Help:    "Mixed groups: time from a generation's join barrier to its Kafka members' owner znodes claimed (waiting for zk and legacy members to release them included).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		mixedRebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "mixed", Name: "rebalances_total",
+			Help: "Rebalances of mixed groups' Kafka members started by the bridge, by cause: other_members_or_topics (a zk or legacy member came or went, a topic's partitions changed), assignor_changed (the group became mixed, or this bridge took it over).",
+		}, []string{"cause"}),
 	}
 	for _, ev := range []string{"join", "sync", "heartbeat", "leave", "offset_commit", "describe", "delete"} {
 		m.events.WithLabelValues(ev) // export zeros
@@ -89,12 +102,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, mode := range []string{"legacy", "mixed", "kafka", "finalized"} {
 		m.groupModes.WithLabelValues(mode)
 	}
-	for _, r := range []string{"kafka_join", "legacy_register"} {
+	for _, r := range []string{"kafka_join", "kafka_join_mixed", "legacy_register"} {
 		m.modeRefusals.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{
 		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
+		m.mixedClaimSeconds, m.mixedRebalances, // mixed groups (mixed.go)
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

@@ -27,9 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -56,10 +58,15 @@ type mirrorState struct {
 	owners map[string][]byte
 }
 
-// buildMirror computes the mirror of a Stable group. seen maps member ids to the ms they were
-// first seen; it is updated (new members added, departed ones dropped) so that a member keeps
-// its consumer id across generations.
-func buildMirror(name string, d group.Description, seen map[group.MemberID]int64, now time.Time, log zerolog.Logger) mirrorState {
+// hostedFn gives the hosted-member znode (zkstate/hosted.go) of a member registered as consumer
+// cid: its path and data.
+type hostedFn func(cid string, mb group.MemberDescription) (string, []byte)
+
+// buildMirror computes the mirror of a Stable group. seen maps member keys (memberKey) to the ms
+// they were first seen; it is updated (new members added, departed ones dropped) so that a
+// member keeps its consumer id across generations. hosted, when not nil, adds each registration's
+// hosted-member znode to the ids.
+func buildMirror(name string, d group.Description, seen map[group.MemberID]int64, now time.Time, log zerolog.Logger, hosted hostedFn) mirrorState {
 	ms := mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
 	if d.ProtocolType != consumerProtocol {
 		if len(d.Members) > 0 {
@@ -67,18 +74,7 @@ func buildMirror(name string, d group.Description, seen map[group.MemberID]int64
 		}
 		return ms
 	}
-	present := map[group.MemberID]bool{}
-	for _, mb := range d.Members {
-		present[mb.MemberID] = true
-		if _, ok := seen[mb.MemberID]; !ok {
-			seen[mb.MemberID] = now.UnixMilli()
-		}
-	}
-	for id := range seen {
-		if !present[id] {
-			delete(seen, id)
-		}
-	}
+	markSeen(seen, d.Members, now)
 	for _, mb := range d.Members {
 		topics, err := subscribedTopics(mb.Metadata)
 		if err != nil {
@@ -90,7 +86,7 @@ func buildMirror(name string, d group.Description, seen map[group.MemberID]int64
 			log.Warn().Err(err).Str("member", string(mb.MemberID)).Msg("cannot read member assignment; left out of the 0.8 mirror")
 			continue
 		}
-		cid := consumerID(name, mb.ClientHost, seen[mb.MemberID], mb.MemberID)
+		cid := memberConsumerID(name, mb, seen)
 		thread := zkstate.ThreadIDs(cid, 1)[0]
 		sub := map[string]int{}
 		for _, t := range topics {
@@ -117,10 +113,47 @@ func buildMirror(name string, d group.Description, seen map[group.MemberID]int64
 				ms.owners[op] = []byte(thread)
 			}
 		}
-		reg := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: seen[mb.MemberID]}
+		reg := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: seen[memberKey(mb.MemberID, mb.InstanceID)]}
 		ms.ids[zkstate.IDPath(name, cid)] = reg.Encode()
+		if hosted != nil {
+			p, data := hosted(cid, mb)
+			ms.ids[p] = data
+		}
 	}
 	return ms
+}
+
+// memberKey identifies a member across generations: a static member by its instance id (a
+// restarted static member gets a new member id but keeps its partitions, KIP-345, so it keeps
+// its consumer id and owner znodes too), a dynamic one by its member id.
+func memberKey(member group.MemberID, instance group.InstanceID) group.MemberID {
+	if instance != "" {
+		return "instance:" + group.MemberID(instance)
+	}
+	return member
+}
+
+// markSeen records when each member was first seen and forgets departed members.
+func markSeen(seen map[group.MemberID]int64, members []group.MemberDescription, now time.Time) {
+	present := map[group.MemberID]bool{}
+	for _, mb := range members {
+		k := memberKey(mb.MemberID, mb.InstanceID)
+		present[k] = true
+		if _, ok := seen[k]; !ok {
+			seen[k] = now.UnixMilli()
+		}
+	}
+	for id := range seen {
+		if !present[id] {
+			delete(seen, id)
+		}
+	}
+}
+
+// memberConsumerID is a member's 0.8 consumer id, once markSeen has seen it.
+func memberConsumerID(name string, mb group.MemberDescription, seen map[group.MemberID]int64) string {
+	k := memberKey(mb.MemberID, mb.InstanceID)
+	return consumerID(name, mb.ClientHost, seen[k], k)
 }
 
 // consumerID derives a member's 0.8 consumer id (see the file comment).
@@ -214,8 +247,14 @@ type mirrorer struct {
 	log     zerolog.Logger
 	metrics *metrics
 
-	want   chan mirrorState // capacity 1: the latest state
-	stop   chan bool        // the release flag
+	// want holds the latest request, capacity 1: a state to reconcile, or a claim of a mixed
+	// group (mixed.go). One slot for both keeps their order: a later request replaces an earlier
+	// one that was not taken yet.
+	want chan mirrorRequest
+	stop chan bool // the release flag
+	// ours holds the consumer ids of every registration held or being created (mixed.go reads
+	// it to tell the bridge's Kafka members from the other registrations in /ids).
+	ours   atomic.Pointer[map[string]bool]
 	done   chan struct{}
 	ctx    context.Context // of the writes; cancelled by close
 	cancel context.CancelFunc
@@ -224,7 +263,7 @@ type mirrorer struct {
 func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zerolog.Logger, m *metrics) *mirrorer {
 	mi := &mirrorer{
 		store: store, group: name, retry: retry, log: log, metrics: m,
-		want: make(chan mirrorState, 1),
+		want: make(chan mirrorRequest, 1),
 		stop: make(chan bool),
 		done: make(chan struct{}),
 	}
@@ -233,13 +272,21 @@ func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zer
 	return mi
 }
 
+// mirrorRequest is a state to reconcile, or else a claim.
+type mirrorRequest struct {
+	state *mirrorState
+	claim *claim
+}
+
 // update replaces the wanted state; it never blocks (the actor is the only sender).
-func (mi *mirrorer) update(s mirrorState) {
+func (mi *mirrorer) update(s mirrorState) { mi.request(mirrorRequest{state: &s}) }
+
+func (mi *mirrorer) request(r mirrorRequest) {
 	select {
 	case <-mi.want:
 	default:
 	}
-	mi.want <- s
+	mi.want <- r
 }
 
 // close stops the mirrorer, abandoning the write in progress; with release it then removes
@@ -260,8 +307,15 @@ func (mi *mirrorer) run() {
 	defer retry.Stop()
 	for {
 		select {
-		case s := <-mi.want:
-			want = &s
+		case r := <-mi.want:
+			if r.claim != nil {
+				// A claim supersedes the state wanted before it.
+				want = nil
+				retry.Stop()
+				mi.runClaim(ctx, &held, r.claim) // mixed.go
+				continue
+			}
+			want = r.state
 		case <-retry.C:
 		case release := <-mi.stop:
 			if release {
@@ -317,9 +371,36 @@ func (mi *mirrorer) reconcile(ctx context.Context, held *mirrorState, want mirro
 	}
 	drop(held.owners, want.owners)
 	drop(held.ids, want.ids)
+	mi.publishOurs(held.ids, want.ids)
 	add(held.ids, want.ids)
 	add(held.owners, want.owners)
+	mi.publishOurs(held.ids, nil)
 	return ok
+}
+
+// publishOurs sets ours to the consumer ids registered in have or about to be in want: a superset
+// of the bridge's registrations in ZooKeeper at every instant, since a registration enters it
+// before its create and leaves it after its delete.
+func (mi *mirrorer) publishOurs(have, want map[string][]byte) {
+	prefix := zkstate.IDsPath(mi.group) + "/"
+	ours := map[string]bool{}
+	for _, m := range []map[string][]byte{have, want} {
+		for p := range m {
+			if cid, ok := strings.CutPrefix(p, prefix); ok {
+				ours[cid] = true
+			}
+		}
+	}
+	mi.ours.Store(&ours)
+}
+
+// oursNow returns a copy of ours.
+func (mi *mirrorer) oursNow() map[string]bool {
+	p := mi.ours.Load()
+	if p == nil {
+		return map[string]bool{}
+	}
+	return maps.Clone(*p)
 }
 
 func (mi *mirrorer) failed(err error, p, doing string) {

@@ -548,6 +548,9 @@ func (a *actor) modeGate(req *request) bool {
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
 		return true
 	}
+	if mode == zkstate.ModeMixed {
+		return a.admitMixed(req) // mixed.go
+	}
 	if mode != zkstate.ModeLegacy {
 		return false
 	}
@@ -603,8 +606,10 @@ func (a *actor) removeRefused(ev group.JoinGroup) {
 // mirror is released when the group is finalized (and written again should it ever leave that
 // mode).
 func (a *actor) onModeChange() {
+	a.syncAssignMode() // mixed.go
 	if a.c.modes.mirrorOff(a.group) {
 		// Now, not at the next Stable generation: a rebalance may be in progress.
+		a.cancelClaim()
 		a.mirror.update(mirrorState{})
 	}
 	a.mirrored = mirrorKey{state: mirrorStale}
@@ -617,6 +622,7 @@ func (a *actor) mirrorUpdate(s mirrorState) {
 	if a.c.modes.mirrorOff(a.group) {
 		s = mirrorState{}
 	}
+	a.cancelClaim() // mixed.go: a state of the group after the claim's generation replaces it
 	a.mirror.update(s)
 }
 

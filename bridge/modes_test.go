@@ -157,11 +157,13 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	addr := b.Addr().String()
 	stableGroup(t, b, "g", [2]group.InstanceID{"i-a", "i-b"})
 
+	// Mixed mode: the bridge assigns the partitions from now on (issue 5 item 3), so the members
+	// must rejoin.
 	modeSet(t, zk, "g", zkstate.ModeMixed)
-	time.Sleep(100 * time.Millisecond)
-	if hb := heartbeat(t, b, "g", "a", "i-a", 1); hb.Err != group.ErrNone {
-		t.Fatalf("heartbeat in mixed mode = %v, want no error", hb.Err)
-	}
+	eventually(t, time.Second, "heartbeat in mixed mode answered REBALANCE_IN_PROGRESS", func() (bool, string) {
+		hb := heartbeat(t, b, "g", "a", "i-a", 1)
+		return hb.Err == group.ErrRebalanceInProgress, hb.Err.String()
+	})
 	if r := modeWireJoin(t, addr, "g"); r.ErrorCode != 79 {
 		t.Fatalf("new member's JoinGroup in mixed mode: error %d, want MEMBER_ID_REQUIRED (79)", r.ErrorCode)
 	}
@@ -169,11 +171,14 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	// Rollback to legacy under the members' feet.
 	modeSet(t, zk, "g", zkstate.ModeLegacy)
 	changed := time.Now()
-	eventually(t, time.Second, "heartbeat answered REBALANCE_IN_PROGRESS", func() (bool, string) {
-		hb := heartbeat(t, b, "g", "a", "i-a", 1)
-		return hb.Err == group.ErrRebalanceInProgress, hb.Err.String()
+	eventually(t, time.Second, "a new member refused with 23", func() (bool, string) {
+		r := modeWireJoin(t, addr, "g")
+		return r.ErrorCode == 23, fmt.Sprint("error ", r.ErrorCode)
 	})
 	t.Logf("legacy mode took effect %v after the write", time.Since(changed).Round(time.Millisecond))
+	if hb := heartbeat(t, b, "g", "a", "i-a", 1); hb.Err != group.ErrRebalanceInProgress {
+		t.Fatalf("heartbeat of a member in legacy mode = %v, want REBALANCE_IN_PROGRESS", hb.Err)
+	}
 	rejoin := do[group.JoinReply](t, b, "g", func(tok group.Token) group.Event {
 		ev := joinEvent("", "i-a", "10.0.0.1", "orders")(tok).(group.JoinGroup)
 		ev.MemberID = "a"

@@ -311,6 +311,21 @@ func (h *harness) step(line string) string {
 		h.m = New(h.cfg, "g")
 		h.pending = nil
 		ev = Restore{Record: *h.zk, Version: h.version}
+	case "assign-mode":
+		if len(pos) != 1 || (pos[0] != "server" && pos[0] != "leader") {
+			h.fail("assign-mode server|leader")
+		}
+		ev = AssignMode{Server: pos[0] == "server"}
+	case "server-assign":
+		sa := ServerAssignment{Generation: Generation(h.num(get("gen", "-1"))), Assignments: map[MemberID][]byte{}}
+		for _, item := range strings.Split(get("assign", ""), ",") {
+			if id, a, ok := strings.Cut(item, ":"); ok {
+				sa.Assignments[MemberID(id)] = []byte(a)
+			}
+		}
+		ev = sa
+	case "rebalance":
+		ev = Rebalance{Reason: get("reason", "test")}
 	case "state":
 		return h.dumpMembers()
 	default:
@@ -346,6 +361,13 @@ func (h *harness) step(line string) string {
 		rec := *fx.Persist
 		h.pending = &rec
 		out = append(out, "persist "+formatRecord(rec))
+	}
+	if a := fx.Assign; a != nil {
+		var ms []string
+		for _, mb := range a.Members {
+			ms = append(ms, string(mb.MemberID)+":"+string(mb.Metadata))
+		}
+		out = append(out, fmt.Sprintf("assign gen=%d proto=%s/%s members=[%s]", a.Generation, a.ProtocolType, a.ProtocolName, strings.Join(ms, " ")))
 	}
 	if len(fx.Offsets) > 0 {
 		var s []string

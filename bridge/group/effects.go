@@ -22,6 +22,9 @@ type Effects struct {
 	Offsets []OffsetCommitPartition
 	// Replies answer requests now.
 	Replies []Reply
+	// Assign asks the shell for the generation's server-side assignment, to be stepped back as
+	// ServerAssignment (server_assign.go); nil when none is needed.
+	Assign *AssignRequest
 	// WakeAt is the earliest time a timer of the group is due; zero when none is.
 	WakeAt time.Time
 	// Logs say what happened and why, for the shell's logger.

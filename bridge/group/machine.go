@@ -103,6 +103,8 @@ type Machine struct {
 	version   int64
 	fenced    bool
 
+	serverAssign bool // server_assign.go
+
 	fx *Effects // the effects of the Step in progress
 }
 
@@ -202,6 +204,12 @@ func (m *Machine) stepLive(ev Event) {
 		m.fence("write failed: " + errString(ev.Err))
 	case Restore:
 		m.restore(ev)
+	case AssignMode:
+		m.setAssignMode(ev)
+	case ServerAssignment:
+		m.serverAssignment(ev)
+	case Rebalance:
+		m.rebalance(ev)
 	}
 }
 
@@ -770,7 +778,11 @@ func (m *Machine) completeJoin() {
 	}
 	m.protocolName = m.selectProtocol()
 	m.state = CompletingRebalance
-	m.log("generation complete, awaiting leader's assignment", m.leader, "generation "+strconv.Itoa(int(m.generation))+" protocol "+m.protocolName)
+	waitFor := "generation complete, awaiting leader's assignment"
+	if m.serverAssign {
+		waitFor = "generation complete, awaiting the bridge's assignment"
+	}
+	m.log(waitFor, m.leader, "generation "+strconv.Itoa(int(m.generation))+" protocol "+m.protocolName)
 	// The JoinGroup replies carry the new generation: persist it first.
 	seq := m.writeRecord(true)
 	m.genSeq = seq
@@ -784,6 +796,9 @@ func (m *Machine) completeJoin() {
 		m.pendingSync[id] = true
 	}
 	m.syncDeadline = m.now.Add(m.rebalanceTimeout())
+	if m.serverAssign {
+		m.requestAssignment()
+	}
 }
 
 // maybeElectNewJoinedLeader is Kafka's: keep the leader if it rejoined, else the first member
@@ -846,18 +861,8 @@ func (m *Machine) sync(ev SyncGroup) {
 		}
 		mb.syncing, mb.syncToken = true, ev.Token
 		m.removePendingSync(mb.ID)
-		if mb.ID == m.leader && m.assignSeq == 0 {
-			// The leader's assignment becomes the generation's; members it leaves out get an
-			// empty one. It is persisted before any SyncGroup is answered.
-			m.proposed = make(map[MemberID][]byte, len(m.members))
-			for _, id := range m.order {
-				a := ev.Assignments[id]
-				if a == nil {
-					a = []byte{}
-				}
-				m.proposed[id] = bytes.Clone(a)
-			}
-			m.assignSeq = m.writeRecord(false)
+		if mb.ID == m.leader && m.assignSeq == 0 && !m.serverAssign {
+			m.propose(ev.Assignments)
 			m.log("assignment received from the leader", mb.ID, "generation "+strconv.Itoa(int(m.generation)))
 		}
 	case Stable:
@@ -865,6 +870,20 @@ func (m *Machine) sync(ev SyncGroup) {
 		m.reply(SyncReply{Token: ev.Token, ProtocolType: m.protocolType, ProtocolName: m.protocolName, Assignment: mb.Assignment})
 		m.scheduleSession(mb)
 	}
+}
+
+// propose makes assignments the generation's; members it leaves out get an empty one. It is
+// persisted before any SyncGroup is answered.
+func (m *Machine) propose(assignments map[MemberID][]byte) {
+	m.proposed = make(map[MemberID][]byte, len(m.members))
+	for _, id := range m.order {
+		a := assignments[id]
+		if a == nil {
+			a = []byte{}
+		}
+		m.proposed[id] = bytes.Clone(a)
+	}
+	m.assignSeq = m.writeRecord(false)
 }
 
 // validateSync is Kafka's validateSyncGroup.

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/legacy"
 )
 
 // serveCommand runs the bridge daemon until SIGINT or SIGTERM (main's signal.NotifyContext
@@ -48,6 +49,8 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "explicit proxy listeners per upstream broker id, id=host:port,... (over --proxy-listen; alone, only the mapped brokers are reachable)"},
 			&cli.DurationFlag{Name: "upstream-timeout", Value: bridge.DefaultUpstreamTimeout, EnvVars: []string{"ZKBRIDGE_UPSTREAM_TIMEOUT"},
 				Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
+			&cli.StringFlag{Name: "assignment-strategy", Value: string(legacy.StrategyRange), EnvVars: []string{"ZKBRIDGE_ASSIGNMENT_STRATEGY"},
+				Usage: "the 0.8.2 assignor of legacy and mixed groups, range or roundrobin: set it to the partition.assignment.strategy of the groups' ZooKeeper (0.8) consumers, since they compute the same assignment on their own"},
 		),
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
@@ -76,6 +79,10 @@ func serveCommand(e *env) *cli.Command {
 			case c.Duration("upstream-timeout") <= 0:
 				return usagef("--upstream-timeout must be positive")
 			}
+			strategy := legacy.Strategy(c.String("assignment-strategy"))
+			if strategy != legacy.StrategyRange && strategy != legacy.StrategyRoundRobin {
+				return usagef("--assignment-strategy %q: want range or roundrobin", c.String("assignment-strategy"))
+			}
 			timeout := c.Duration("zk-timeout")
 			if timeout <= 0 {
 				return usagef("--zk-timeout must be positive")
@@ -96,6 +103,7 @@ func serveCommand(e *env) *cli.Command {
 				ProxyListen:      c.String("proxy-listen"),
 				ProxyMap:         proxyMap,
 				UpstreamTimeout:  c.Duration("upstream-timeout"),
+				Strategy:         strategy,
 				Logger:           e.log,
 			}
 			b, err := bridge.New(cfg)

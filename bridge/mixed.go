@@ -1,0 +1,469 @@
+package bridge
+
+// The Kafka members of a mixed group (issue 5 items 3-5, DESIGN §3): the IO around
+// mixed_plan.go.
+//
+// In mixed mode the group's engine assigns on the server side (group.AssignMode): when a
+// generation completes its join phase, every Kafka member has rejoined, and with an eager
+// assignor (the only kind admitted in mixed mode) a member that rejoins has given up all its
+// partitions — the Kafka half of the revoke phase. The actor then hands a claim to the group's
+// mirrorer, which owns the group's ephemerals in /consumers/<g>:
+//
+//  1. register every member of the generation in /ids in the 0.8 format, with its hosted-member
+//     znode, and remove the registrations of members that are gone, so that zk members and
+//     legacy coordinators count exactly this generation's Kafka members;
+//  2. read the group (Snapshot) and compute the 0.8.2 assignment over every registration;
+//  3. delete the owner znodes of Kafka members' partitions that move;
+//  4. while a partition of a Kafka member is still owned by someone else (a zk member that has
+//     not noticed the change yet, a legacy member not yet stopped), wait with backoff and go
+//     back to 2 — 0.8.2 consumers retry a taken owner znode the same way;
+//  5. create every owner znode of the Kafka members in one atomic Multi (NodeExists: back to 2);
+//  6. hand the assignment back to the actor, which steps group.ServerAssignment: the engine
+//     persists it and answers the parked SyncGroups.
+//
+// So no partition reaches a Kafka member while another member owns it. The other kinds cannot be
+// seen by the Kafka members, so a watcher follows /consumers/<g>/ids and the partitions of every
+// subscribed topic; when what the last assignment was computed from changes (its fingerprint),
+// the actor steps group.Rebalance, which makes the Kafka members rejoin.
+//
+// Offsets need nothing here: Kafka commits go to /consumers/<g>/offsets (records.go), where zk
+// and legacy members write theirs, and OffsetFetch reads them there (cluster.go), so a partition
+// moving between any two kinds resumes at the last offset its previous owner committed.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Waits of a claim for owner znodes someone else holds.
+const (
+	claimBackoff    = 50 * time.Millisecond
+	claimBackoffMax = time.Second
+	claimWarnAfter  = 10 * time.Second
+)
+
+// claim is one generation's server-side assignment, run by the mirrorer.
+type claim struct {
+	ctx     context.Context // cancelled when the generation is over
+	gen     group.Generation
+	in      mixedInput // without Snap, Ours and Held, which the mirrorer fills in
+	ids     map[string][]byte
+	results chan<- claimResult
+}
+
+type claimResult struct {
+	gen         group.Generation
+	assignments map[group.MemberID][]byte
+	parts       map[group.MemberID]map[string][]int32
+	fingerprint string
+	took        time.Duration
+	rounds      int
+}
+
+// runClaim carries out a claim on the mirrorer's goroutine (see the file comment). It returns
+// when the claim is done or its generation is over.
+func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
+	cctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	start := time.Now()
+	log := mi.log.With().Int32("generation", int32(c.gen)).Logger()
+
+	backoff := claimBackoff
+	wait := func() bool {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(2*backoff, claimBackoffMax)
+		select {
+		case <-t.C:
+			return true
+		case <-cctx.Done():
+			return false
+		}
+	}
+	for round := 1; ; round++ {
+		if cctx.Err() != nil {
+			return
+		}
+		if !mi.claimRegistrations(cctx, held, c.ids) {
+			if !wait() {
+				return
+			}
+			continue
+		}
+		snap, err := mi.store.Snapshot(cctx, mi.group)
+		if err != nil {
+			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
+			if !wait() {
+				return
+			}
+			continue
+		}
+		in := c.in
+		in.Snap, in.Ours, in.Held = snap, mi.oursNow(), ownersHeld(held)
+		plan, err := planMixed(in)
+		if err != nil {
+			log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
+			if !wait() {
+				return
+			}
+			continue
+		}
+		for _, p := range plan.Release {
+			if err := mi.store.DeleteEphemeral(cctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+				mi.failed(err, p, "releasing")
+				continue
+			}
+			delete(held.owners, p)
+		}
+		if len(plan.Foreign) > 0 {
+			e := log.Debug()
+			if time.Since(start) > claimWarnAfter {
+				e = log.Warn()
+			}
+			e.Int("partitions", len(plan.Foreign)).Str("first", plan.Foreign[0]).
+				Msg("mixed group: waiting for other members to release partitions of Kafka members")
+			if !wait() {
+				return
+			}
+			continue
+		}
+		if err := mi.claimOwners(cctx, held, plan.Claim); err != nil {
+			e := log.Warn()
+			if errors.Is(err, zkstate.ErrNodeExists) || cctx.Err() != nil {
+				e = log.Debug() // taken between our read and our write: read again
+			}
+			e.Err(err).Msg("mixed group: claiming owner znodes failed; retrying")
+			if !wait() {
+				return
+			}
+			continue
+		}
+		res := claimResult{gen: c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
+			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round}
+		for id, part := range plan.Assignments {
+			res.assignments[id] = encodeAssignment(part)
+		}
+		select {
+		case c.results <- res:
+		case <-cctx.Done():
+		}
+		return
+	}
+}
+
+// claimRegistrations makes the held registrations (and hosted znodes) exactly want. Owner
+// znodes are left alone: those of departed members are released by the plan.
+func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
+	ok := true
+	for _, p := range sortedPaths(held.ids) {
+		if d, still := want[p]; still && string(d) == string(held.ids[p]) {
+			continue
+		}
+		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			mi.failed(err, p, "removing")
+			ok = false
+			continue
+		}
+		delete(held.ids, p)
+	}
+	mi.publishOurs(held.ids, want)
+	for _, p := range sortedPaths(want) {
+		if _, there := held.ids[p]; there {
+			continue
+		}
+		if err := mi.store.CreateEphemeral(ctx, p, want[p]); err != nil {
+			mi.failed(err, p, "creating")
+			ok = false
+			continue
+		}
+		held.ids[p] = want[p]
+	}
+	mi.publishOurs(held.ids, nil)
+	return ok
+}
+
+// claimOwners creates the owner znodes in one atomic Multi.
+func (mi *mirrorer) claimOwners(ctx context.Context, held *mirrorState, claim map[string]string) error {
+	if len(claim) == 0 {
+		return nil
+	}
+	ops := make([]zkstate.Op, 0, len(claim))
+	for _, p := range sortedKeys(claim) {
+		ops = append(ops, zkstate.CreateOp(p, []byte(claim[p]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
+	}
+	if err := mi.store.MultiAtomic(ctx, ops...); err != nil {
+		return err
+	}
+	for p, th := range claim {
+		held.owners[p] = []byte(th)
+	}
+	return nil
+}
+
+func ownersHeld(held *mirrorState) map[string]string {
+	out := make(map[string]string, len(held.owners))
+	for p, d := range held.owners {
+		out[p] = string(d)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The actor's side.
+
+// mixedState is the actor's part of a mixed group.
+type mixedState struct {
+	claimCancel context.CancelFunc // the claim in flight
+	results     chan claimResult
+	claimFP     string // fingerprint of the last claim; "" before the first
+	othersFP    string // latest fingerprint from the watcher
+	others      chan string
+	watchCancel context.CancelFunc
+}
+
+// syncAssignMode steps the engine into server-side assignment exactly while the group is mixed,
+// and runs the watcher of the other kinds meanwhile.
+func (a *actor) syncAssignMode() {
+	if a.c.modes == nil {
+		return
+	}
+	mode, known := a.c.modes.modeOf(a.group)
+	if !known {
+		return
+	}
+	server := mode == zkstate.ModeMixed
+	if server != a.m.ServerAssigns() {
+		a.step(group.AssignMode{Server: server})
+	}
+	switch {
+	case server && a.mx.watchCancel == nil:
+		ctx, cancel := context.WithCancel(a.writeCtx)
+		a.mx.watchCancel = cancel
+		go watchOthers(ctx, a.mirror.store, a.group, a.mirror, a.mx.others, a.log)
+	case !server && a.mx.watchCancel != nil:
+		a.mx.watchCancel()
+		a.mx.watchCancel = nil
+		a.mx.claimFP, a.mx.othersFP = "", ""
+	}
+}
+
+// admitMixed applies mixed mode to a JoinGroup: only consumer groups with an eager assignor can
+// have their partitions assigned by the bridge. It narrows the member's protocols to the eager
+// ones, or refuses it with INCONSISTENT_GROUP_PROTOCOL, and reports whether it answered req.
+func (a *actor) admitMixed(req *request) bool {
+	ev, ok := req.ev.(group.JoinGroup)
+	if !ok {
+		return false
+	}
+	why := ""
+	var eager []group.Protocol
+	if ev.ProtocolType != consumerProtocol {
+		why = "protocol type " + ev.ProtocolType + " is not a consumer group's"
+	} else {
+		for _, p := range ev.Protocols {
+			if eagerProtocols[p.Name] {
+				eager = append(eager, p)
+			}
+		}
+		if len(eager) == 0 {
+			why = "the member offers no eager assignor (range, roundrobin or sticky); cooperative rebalancing cannot hand partitions over to zk and legacy members"
+		}
+	}
+	if why == "" {
+		ev.Protocols = eager
+		req.ev = ev
+		return false
+	}
+	a.c.modes.refused("kafka_join_mixed")
+	a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).Str("reason", why).
+		Msgf("refusing a Kafka member of mixed group %q with INCONSISTENT_GROUP_PROTOCOL; configure the client with the range or roundrobin assignor", a.group)
+	req.reply <- req.finish(errorReply(a.group, ev, group.ErrInconsistentGroupProtocol))
+	return true
+}
+
+// startClaim hands the generation's claim to the mirrorer.
+func (a *actor) startClaim(req *group.AssignRequest) {
+	a.cancelClaim()
+	d := a.m.Describe()
+	markSeen(a.seen, d.Members, time.Now())
+	byID := map[group.MemberID]group.MemberDescription{}
+	for _, mb := range d.Members {
+		byID[mb.MemberID] = mb
+	}
+	c := &claim{gen: req.Generation, ids: map[string][]byte{}, results: a.mx.results}
+	c.in = mixedInput{Group: a.group, Strategy: a.c.cfg.Strategy}
+	for _, jm := range req.Members {
+		mb := byID[jm.MemberID]
+		topics, err := subscribedTopics(jm.Metadata)
+		if err != nil {
+			a.log.Warn().Err(err).Str("member", string(jm.MemberID)).Msg("cannot read member subscription; it gets no partitions")
+		}
+		var valid []string
+		for _, t := range topics {
+			if validName("topic", t) == nil {
+				valid = append(valid, t)
+			}
+		}
+		slices.Sort(valid)
+		cid := memberConsumerID(a.group, mb, a.seen)
+		c.in.Members = append(c.in.Members, mixedMember{ID: jm.MemberID, CID: cid, Topics: valid})
+		sub := map[string]int{}
+		for _, t := range valid {
+			sub[t] = 1
+		}
+		reg := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: a.seen[memberKey(mb.MemberID, mb.InstanceID)]}
+		c.ids[zkstate.IDPath(a.group, cid)] = reg.Encode()
+		p, data := a.hosted(cid, mb)
+		c.ids[p] = data
+	}
+	ctx, cancel := context.WithCancel(a.writeCtx)
+	c.ctx, a.mx.claimCancel = ctx, cancel
+	a.log.Info().Int32("generation", int32(req.Generation)).Int("members", len(req.Members)).
+		Msg("mixed group: computing the 0.8.2 assignment and claiming the Kafka members' partitions")
+	a.mirror.request(mirrorRequest{claim: c})
+}
+
+func (a *actor) cancelClaim() {
+	if a.mx.claimCancel != nil {
+		a.mx.claimCancel()
+		a.mx.claimCancel = nil
+	}
+}
+
+// claimed steps the assignment a claim produced.
+func (a *actor) claimed(res claimResult) {
+	a.mx.claimCancel = nil
+	a.mx.claimFP = res.fingerprint
+	a.c.metrics.mixedClaimSeconds.Observe(res.took.Seconds())
+	e := a.log.Info().Int32("generation", int32(res.gen)).Dur("took", res.took).Int("rounds", res.rounds)
+	for id, part := range res.parts {
+		n := 0
+		for _, ps := range part {
+			n += len(ps)
+		}
+		e = e.Int(string(id), n)
+	}
+	e.Msg("mixed group: partitions claimed for the Kafka members")
+	a.step(group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
+}
+
+// checkOthers rebalances a Stable mixed group whose other kinds or topics changed since its
+// assignment was computed, or whose assignment the bridge did not compute (it was the leader's
+// before the group became mixed, or the bridge took the group over).
+func (a *actor) checkOthers() {
+	if !a.m.ServerAssigns() || a.m.State() != group.Stable {
+		return
+	}
+	reason := ""
+	switch {
+	case a.mx.claimFP == "":
+		reason = "mixed mode: the bridge assigns the partitions"
+	case a.mx.othersFP != "" && a.mx.othersFP != a.mx.claimFP:
+		reason = "the group's zk or legacy members, or its topics' partitions, changed"
+	default:
+		return
+	}
+	a.c.metrics.mixedRebalances.WithLabelValues(mixedCause(a.mx.claimFP)).Inc()
+	a.mx.claimFP = a.mx.othersFP // asked once; the claim of the next generation sets it for good
+	a.step(group.Rebalance{Reason: reason})
+}
+
+func mixedCause(claimFP string) string {
+	if claimFP == "" {
+		return "assignor_changed"
+	}
+	return "other_members_or_topics"
+}
+
+// hosted is the hosted-member znode of a Kafka member (zkstate/hosted.go).
+func (a *actor) hosted(cid string, mb group.MemberDescription) (string, []byte) {
+	h := zkstate.HostedMember{Kind: zkstate.KindKafka, Node: a.c.cfg.NodeID, Member: string(mb.MemberID), Instance: string(mb.InstanceID)}
+	return zkstate.HostedMemberPath(a.c.cfg.Root, a.group, cid), h.Encode()
+}
+
+// watchOthers follows what a mixed group's assignment depends on besides its Kafka members:
+// /consumers/<g>/ids and the partitions of every subscribed topic. After each change it reads
+// the group and sends the fingerprint (latest only) to out.
+func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirrorer, out chan string, log zerolog.Logger) {
+	ids, err := store.WatchChildren(ctx, zkstate.IDsPath(g))
+	if err != nil {
+		log.Warn().Err(err).Msg("mixed group: cannot watch the registrations; other kinds' changes will not rebalance the Kafka members")
+		return
+	}
+	poke := make(chan struct{}, 1)
+	topics := map[string]bool{}
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case _, ok := <-ids:
+			if !ok {
+				return
+			}
+		case <-poke:
+		case <-retry.C:
+		case <-ctx.Done():
+			return
+		}
+		snap, err := store.Snapshot(ctx, g)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Debug().Err(err).Msg("mixed group: reading the group failed; retrying")
+			retry.Reset(time.Second)
+			continue
+		}
+		for _, c := range snap.Consumers {
+			for t := range c.Registration.Subscription {
+				if !topics[t] && validName("topic", t) == nil && c.Registration.Pattern == zkstate.PatternStatic {
+					topics[t] = true
+					go pokeOnChange(ctx, store, zkstate.TopicPath(t), poke)
+				}
+			}
+		}
+		fp := mixedFingerprint(snap, mi.oursNow())
+		select {
+		case <-out:
+		default:
+		}
+		out <- fp
+	}
+}
+
+// pokeOnChange pokes after every change of p's data, until ctx ends.
+func pokeOnChange(ctx context.Context, store *zkstate.Store, p string, poke chan struct{}) {
+	ch, err := store.WatchData(ctx, p)
+	if err != nil {
+		return
+	}
+	first := true
+	for range ch {
+		if first {
+			first = false // the Initial event: nothing changed yet
+			continue
+		}
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+	}
+}
