@@ -480,6 +480,9 @@ func (a *actor) handle(req *request) {
 	}
 	a.waiting[req.token] = req
 	a.step(req.ev)
+	if j, ok := req.ev.(group.JoinGroup); ok && j.MemberID != "" {
+		a.rejoined(j.MemberID) // mixed.go
+	}
 }
 
 // step steps ev and carries out its effects.

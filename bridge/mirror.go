@@ -272,10 +272,12 @@ func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zer
 	return mi
 }
 
-// mirrorRequest is a state to reconcile, or else a claim.
+// mirrorRequest is a state to reconcile, a claim, or the owner znodes of threads to release
+// (mixed.go).
 type mirrorRequest struct {
-	state *mirrorState
-	claim *claim
+	state   *mirrorState
+	claim   *claim
+	release []string
 }
 
 // update replaces the wanted state; it never blocks (the actor is the only sender).
@@ -283,7 +285,10 @@ func (mi *mirrorer) update(s mirrorState) { mi.request(mirrorRequest{state: &s})
 
 func (mi *mirrorer) request(r mirrorRequest) {
 	select {
-	case <-mi.want:
+	case old := <-mi.want:
+		if r.release != nil && old.release != nil {
+			r.release = append(old.release, r.release...) // releases add up
+		}
 	default:
 	}
 	mi.want <- r
@@ -313,6 +318,12 @@ func (mi *mirrorer) run() {
 				want = nil
 				retry.Stop()
 				mi.runClaim(ctx, &held, r.claim) // mixed.go
+				continue
+			}
+			if r.release != nil {
+				want = nil
+				retry.Stop()
+				mi.releaseThreads(ctx, &held, r.release) // mixed.go
 				continue
 			}
 			want = r.state

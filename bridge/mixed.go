@@ -159,6 +159,20 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 	}
 }
 
+// releaseThreads deletes the held owner znodes of the given threads.
+func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threads []string) {
+	for _, p := range sortedPaths(held.owners) {
+		if !slices.Contains(threads, string(held.owners[p])) {
+			continue
+		}
+		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			mi.failed(err, p, "releasing")
+			continue // the next claim releases it
+		}
+		delete(held.owners, p)
+	}
+}
+
 // claimRegistrations makes the held registrations (and hosted znodes) exactly want. Owner
 // znodes are left alone: those of departed members are released by the plan.
 func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
@@ -344,6 +358,27 @@ func (a *actor) cancelClaim() {
 	if a.mx.claimCancel != nil {
 		a.mx.claimCancel()
 		a.mx.claimCancel = nil
+	}
+}
+
+// rejoined releases the partitions of a Kafka member that rejoined a mixed group for a
+// rebalance: with an eager assignor it gave them all up before its JoinGroup (Kafka's
+// ConsumerCoordinator.onJoinPrepare), so zk and legacy members may have them before the join
+// phase ends. A rejoin that starts no rebalance (a static member rejoining a Stable group gets
+// its assignment back, KIP-345) releases nothing.
+func (a *actor) rejoined(id group.MemberID) {
+	if !a.m.ServerAssigns() || a.m.State() != group.PreparingRebalance {
+		return
+	}
+	for _, mb := range a.m.Describe().Members {
+		if mb.MemberID != id {
+			continue
+		}
+		if _, seen := a.seen[memberKey(mb.MemberID, mb.InstanceID)]; seen {
+			cid := memberConsumerID(a.group, mb, a.seen)
+			a.mirror.request(mirrorRequest{release: zkstate.ThreadIDs(cid, 1)})
+		}
+		return
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/legacy"
@@ -86,6 +87,63 @@ func (v *views) check(t *testing.T) {
 	}
 }
 
+// ledger follows every partition's position across owners (issue 5 item 5: a partition moving
+// between any two kinds resumes at the last offset the previous owner committed). Members
+// advance the positions of what they own and commit them; at release, the position is the
+// partition's final one, and the next owner must start exactly there: later is a gap (offsets
+// skipped), earlier a regression.
+type ledger struct {
+	mu    sync.Mutex
+	final map[mtp]int64
+	moves int
+	errs  []string
+	// quirks counts regressions on a move to a zk member: 0.8.2 reads the committed offsets
+	// before it creates its owner znodes (ZookeeperConsumerConnector.rebalance: fetchOffsets,
+	// then reflectPartitionOwnershipDecision), so an attempt that read them just before the
+	// previous owner's last commit and claimed just after its release starts from the offset
+	// before. Nothing on the bridge's side can close that window of the 0.8 consumer.
+	quirks []string
+}
+
+func newLedger() *ledger { return &ledger{final: map[mtp]int64{}} }
+
+func (l *ledger) start(name string, zk bool, p mtp, at int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.final[p]
+	if !ok {
+		return
+	}
+	l.moves++
+	switch {
+	case at > f:
+		l.errs = append(l.errs, fmt.Sprintf("%s starts %s-%d at %d, past the last commit %d (gap)", name, p.Topic, p.Partition, at, f))
+	case at < f && zk:
+		l.quirks = append(l.quirks, fmt.Sprintf("%s starts %s-%d at %d, before the last commit %d", name, p.Topic, p.Partition, at, f))
+	case at < f:
+		l.errs = append(l.errs, fmt.Sprintf("%s starts %s-%d at %d, before the last commit %d (regression)", name, p.Topic, p.Partition, at, f))
+	}
+}
+
+func (l *ledger) stop(p mtp, at int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.final[p] = at
+}
+
+func (l *ledger) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.errs {
+		t.Error(e)
+	}
+	t.Logf("offsets: %d hand-overs of a partition (to another member or back to the same one after a rebalance), %d regressions on moves to zk members (0.8.2 reads offsets before claiming)", l.moves, len(l.quirks))
+	for _, q := range l.quirks {
+		t.Log("  " + q)
+	}
+}
+
 func kgoParts(m map[string][]int32) []mtp {
 	var out []mtp
 	for t, ps := range m {
@@ -104,6 +162,7 @@ type mixedCluster struct {
 	zk      *zkstate.Store
 	b       *running
 	views   *views
+	ledger  *ledger
 	group   string
 	topics  []string
 }
@@ -116,7 +175,7 @@ func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluste
 		Brokers: []zkstate.BrokerRegistration{{ID: 1, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1700000000000"}},
 		Topics:  map[string]zkstate.TopicAssignment{},
 	}
-	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), group: g}
+	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), ledger: newLedger(), group: g}
 	for name, n := range topics {
 		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
 		for p := range n {
@@ -147,15 +206,38 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 		sub[tp] = 1
 	}
 	id := mc.group + "_" + name
+	// The application: it consumes what it owns, one offset per tick, and tells the consumer
+	// (Commit), whose auto-commit writes it to ZooKeeper, last at every release.
+	var mu sync.Mutex
+	owned := map[mtp]int64{}
+	var c *zkconsumer.Consumer
 	cfg := zkconsumer.Config{
 		Connect: mc.connect, GroupID: mc.group, ConsumerID: name, Subscription: sub,
 		SessionTimeout: 6 * time.Second, RebalanceBackoff: 200 * time.Millisecond, RebalanceMaxRetries: 50,
-		Logger: newLogger(t).With().Str("zk_member", name).Logger(),
+		AutoCommitInterval: 200 * time.Millisecond,
+		Logger:             newLogger(t).With().Str("zk_member", name).Logger(),
 		Handler: zkconsumer.Handler{
 			OnAssign: func(offsets map[zkstate.TopicPartition]int64) {
+				mu.Lock()
+				defer mu.Unlock()
 				mc.views.assign(id, slices.Collect(maps.Keys(offsets)))
+				for p, off := range offsets {
+					if off < 0 {
+						off = 0 // nothing committed: auto.offset.reset, here the start of the log
+					}
+					mc.ledger.start(id, true, p, off)
+					owned[p] = off
+				}
 			},
-			OnRevoke: func() { mc.views.revoke(id, nil) },
+			OnRevoke: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				for p, off := range owned {
+					mc.ledger.stop(p, off)
+				}
+				clear(owned)
+				mc.views.revoke(id, nil)
+			},
 		},
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
@@ -167,6 +249,7 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
+	go mc.consume(runCtx, &mu, owned, func(p mtp, next int64) bool { return c.Commit(p, next) })
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -187,6 +270,11 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Client, stop func()) {
 	t := mc.t
 	t.Helper()
+	// The application: it starts each partition at its committed offset (OffsetFetch through the
+	// bridge), consumes one offset per tick, and commits what it consumed when it gives the
+	// partitions up (OnPartitionsRevoked, also on Close).
+	var mu sync.Mutex
+	owned := map[mtp]int64{}
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(mc.b.Addr().String()),
 		kgo.ConsumerGroup(mc.group),
@@ -197,13 +285,56 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 		kgo.RebalanceTimeout(5 * time.Second),
 		kgo.HeartbeatInterval(200 * time.Millisecond),
 		kgo.RetryTimeout(5 * time.Second),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			committed, err := fetchCommitted(ctx, cl, mc.group, m)
+			mu.Lock()
+			defer mu.Unlock()
 			mc.views.assign(name, kgoParts(m))
+			if err != nil {
+				t.Errorf("%s: OffsetFetch: %v", name, err)
+			}
+			for _, p := range kgoParts(m) {
+				mc.ledger.start(name, false, p, committed[p])
+				owned[p] = committed[p]
+			}
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			offs := map[string]map[int32]kgo.EpochOffset{}
+			for _, p := range kgoParts(m) {
+				if offs[p.Topic] == nil {
+					offs[p.Topic] = map[int32]kgo.EpochOffset{}
+				}
+				offs[p.Topic][p.Partition] = kgo.EpochOffset{Epoch: -1, Offset: owned[p]}
+			}
+			var cerr error
+			cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				cerr = err
+				for _, tt := range resp.Topics {
+					for _, pp := range tt.Partitions {
+						if pp.ErrorCode != 0 && cerr == nil {
+							cerr = fmt.Errorf("%s-%d: error %d", tt.Topic, pp.Partition, pp.ErrorCode)
+						}
+					}
+				}
+			})
+			if cerr != nil {
+				t.Errorf("%s: commit at revoke: %v", name, cerr)
+			}
+			for _, p := range kgoParts(m) {
+				mc.ledger.stop(p, owned[p])
+				delete(owned, p)
+			}
 			mc.views.revoke(name, kgoParts(m))
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Errorf("%s lost partitions %v (session or generation lost)", name, m)
+			for _, p := range kgoParts(m) {
+				delete(owned, p)
+			}
 			mc.views.revoke(name, kgoParts(m))
 		}),
 	}, opts...)...)
@@ -219,6 +350,7 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+	go mc.consume(pctx, &mu, owned, func(mtp, int64) bool { return true })
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -230,6 +362,58 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 	}
 	t.Cleanup(stop)
 	return cl, stop
+}
+
+// consume advances every owned partition by one offset per tick; commit records it with the
+// member and says whether it still owns the partition.
+func (mc *mixedCluster) consume(ctx context.Context, mu *sync.Mutex, owned map[mtp]int64, commit func(mtp, int64) bool) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		mu.Lock()
+		for p, off := range owned {
+			if commit(p, off+1) {
+				owned[p] = off + 1
+			}
+		}
+		mu.Unlock()
+	}
+}
+
+// fetchCommitted reads the group's committed offsets of parts through the bridge (OffsetFetch);
+// a partition with none starts at 0.
+func fetchCommitted(ctx context.Context, cl *kgo.Client, g string, parts map[string][]int32) (map[mtp]int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = g
+	for t, ps := range parts {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = t, ps
+		req.Topics = append(req.Topics, rt)
+	}
+	out := map[mtp]int64{}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return out, err
+	}
+	if resp.ErrorCode != 0 {
+		return out, fmt.Errorf("error %d", resp.ErrorCode)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return out, fmt.Errorf("%s-%d: error %d", t.Topic, p.Partition, p.ErrorCode)
+			}
+			if p.Offset >= 0 {
+				out[mtp{Topic: t.Topic, Partition: p.Partition}] = p.Offset
+			}
+		}
+	}
+	return out, nil
 }
 
 // kafkaNames maps the consumer ids of the bridge's Kafka members to their member ids, from the
@@ -363,6 +547,59 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 	k3, _ := mc.kafkaMember("k3")
 	kafka["k3"] = k3
 	mc.waitConverged(30*time.Second, 4, kafka)
+	mc.ledger.check(t)
+}
+
+// Every zk member replaced by a Kafka member, one at a time, while all of them consume and
+// commit: each partition resumes exactly where its previous owner stopped, whatever the kinds
+// of the two, and after the last one stopped the offsets in ZooKeeper are the final positions
+// (issue 5 item 5).
+func TestIntegration_MixedReplaceZKMembersByKafkaMembers(t *testing.T) {
+	mc := newMixedCluster(t, "rp", map[string]int{"ta": 6, "tb": 6})
+	stopZ1 := mc.zkMember("z1")
+	stopZ2 := mc.zkMember("z2")
+	k1, stopK1 := mc.kafkaMember("k1")
+	kafka := map[string]*kgo.Client{"k1": k1}
+	mc.waitConverged(30*time.Second, 3, kafka)
+	time.Sleep(300 * time.Millisecond)
+
+	k2, stopK2 := mc.kafkaMember("k2")
+	kafka["k2"] = k2
+	mc.waitConverged(30*time.Second, 4, kafka)
+	stopZ1()
+	mc.waitConverged(30*time.Second, 3, kafka)
+	time.Sleep(300 * time.Millisecond)
+
+	k3, stopK3 := mc.kafkaMember("k3")
+	kafka["k3"] = k3
+	mc.waitConverged(30*time.Second, 4, kafka)
+	stopZ2()
+	mc.waitConverged(30*time.Second, 3, kafka)
+	time.Sleep(300 * time.Millisecond)
+
+	stopK1()
+	stopK2()
+	stopK3()
+	mc.views.check(t)
+	mc.ledger.check(t)
+	ctx := t.Context()
+	snap, err := mc.zk.Snapshot(ctx, mc.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.ledger.mu.Lock()
+	defer mc.ledger.mu.Unlock()
+	if len(mc.ledger.final) != 12 {
+		t.Errorf("%d partitions were consumed, want 12", len(mc.ledger.final))
+	}
+	for p, f := range mc.ledger.final {
+		if f == 0 {
+			t.Errorf("%v never advanced", p)
+		}
+		if got := snap.Offsets[p]; got != f {
+			t.Errorf("%v: offset in ZooKeeper %d, last position %d", p, got, f)
+		}
+	}
 }
 
 var _ = strconv.Itoa
