@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -602,5 +603,105 @@ func TestIntegration_MixedReplaceZKMembersByKafkaMembers(t *testing.T) {
 	}
 }
 
-var _ = strconv.Itoa
-var _ = strings.Cut
+// The randomized mixed group: each seed plays a sequence of joins, clean leaves and crashes of
+// zk and Kafka members (a crashed static Kafka member sends no LeaveGroup and is dropped after
+// its session timeout), with every member consuming and committing all along, and checks at
+// every stable point that the group converged to the 0.8.2 assignment, that no partition was
+// ever consumed by two members at once, and that every hand-over resumed at the last commit.
+// ZKBRIDGE_MIXED_SEEDS=N plays seeds 1..N (default 3); ZKBRIDGE_MIXED_SEED=S plays seed S alone,
+// to reproduce a failure, which names its seed.
+func TestIntegration_MixedRandomized(t *testing.T) {
+	seeds := []int64{1, 2, 3}
+	if v := os.Getenv("ZKBRIDGE_MIXED_SEEDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("ZKBRIDGE_MIXED_SEEDS=%q: want a positive count", v)
+		}
+		seeds = seeds[:0]
+		for i := 1; i <= n; i++ {
+			seeds = append(seeds, int64(i))
+		}
+	}
+	if v := os.Getenv("ZKBRIDGE_MIXED_SEED"); v != "" {
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("ZKBRIDGE_MIXED_SEED=%q: %v", v, err)
+		}
+		seeds = []int64{s}
+	}
+	for _, seed := range seeds {
+		t.Run("seed="+strconv.FormatInt(seed, 10), func(t *testing.T) { playMixed(t, seed, 6) })
+	}
+}
+
+type liveMember struct {
+	name   string
+	kind   string // zk, kafka
+	static bool
+	cl     *kgo.Client
+	stop   func()
+}
+
+func playMixed(t *testing.T, seed int64, steps int) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	mc := newMixedCluster(t, "rnd"+strconv.FormatInt(seed, 10), map[string]int{"ta": 5, "tb": 7})
+	var live []*liveMember
+	n := 0
+	add := func(kind string) {
+		n++
+		m := &liveMember{name: fmt.Sprintf("%s%d", kind, n), kind: kind}
+		switch kind {
+		case "zk":
+			m.stop = mc.zkMember(m.name)
+		case "kafka":
+			var opts []kgo.Opt
+			if rng.IntN(2) == 0 {
+				m.static = true
+				opts = append(opts, kgo.InstanceID("inst-"+m.name))
+			}
+			m.cl, m.stop = mc.kafkaMember(m.name, opts...)
+		}
+		live = append(live, m)
+		t.Logf("seed %d: %s joins (static %v)", seed, m.name, m.static)
+	}
+	remove := func() {
+		i := rng.IntN(len(live))
+		m := live[i]
+		live = slices.Delete(live, i, i+1)
+		t.Logf("seed %d: %s leaves", seed, m.name)
+		m.stop()
+	}
+	settle := func() {
+		kafka := map[string]*kgo.Client{}
+		for _, m := range live {
+			if m.kind == "kafka" {
+				kafka[m.name] = m.cl
+			}
+		}
+		mc.waitConverged(45*time.Second, len(live), kafka)
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // consume and commit a while
+	}
+	add("zk")
+	add("kafka")
+	settle()
+	for range steps {
+		switch {
+		case len(live) <= 1 || (len(live) < 5 && rng.IntN(3) > 0):
+			if rng.IntN(2) == 0 {
+				add("zk")
+			} else {
+				add("kafka")
+			}
+		default:
+			remove()
+		}
+		if len(live) > 0 {
+			settle()
+		}
+	}
+	mc.views.check(t)
+	mc.ledger.check(t)
+	if t.Failed() {
+		t.Logf("reproduce with ZKBRIDGE_MIXED_SEED=%d go test -run TestIntegration_MixedRandomized ./bridge/", seed)
+	}
+}
