@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -303,7 +304,8 @@ type actor struct {
 	seen     map[group.MemberID]int64 // member key → ms first seen, for 0.8 consumer ids
 	lastGen  group.Generation
 
-	mx mixedState // mixed.go
+	mx      mixedState // mixed.go
+	members int        // last published to zkbridge_group_members
 }
 
 type writeResult struct {
@@ -489,6 +491,9 @@ func (a *actor) handle(req *request) {
 func (a *actor) step(ev group.Event) {
 	fx := a.m.Step(time.Now(), ev)
 	for _, l := range fx.Logs {
+		if l.Msg == "preparing rebalance" {
+			a.c.metrics.rebalances.WithLabelValues(rebalanceCause(l.Reason)).Inc()
+		}
 		e := a.log.Info()
 		if l.Member != "" {
 			e = e.Str("member", string(l.Member))
@@ -584,6 +589,10 @@ func (a *actor) written(res writeResult) {
 func (a *actor) publish() {
 	st := a.m.State()
 	a.state.Store(int32(st))
+	if n := a.m.Members(); n != a.members {
+		a.members = n
+		a.c.metrics.members.WithLabelValues(a.group, zkstate.KindKafka).Set(float64(n))
+	}
 	key := mirrorKey{state: st, generation: a.m.Generation(), version: a.version}
 	switch st {
 	case group.Stable:
@@ -603,6 +612,28 @@ func (a *actor) publish() {
 			a.mirrorUpdate(mirrorState{})
 		}
 	}
+}
+
+// rebalanceCause sorts the engine's reasons for a rebalance (Machine.prepareRebalance) into the
+// causes of zkbridge_groups_rebalances_total.
+func rebalanceCause(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "new member"):
+		return "member_join"
+	case strings.Contains(reason, "rejoins"), strings.HasPrefix(reason, "static member"):
+		return "member_rejoin"
+	case strings.HasPrefix(reason, "member ") && strings.HasSuffix(reason, " left"):
+		return "member_leave"
+	case strings.HasSuffix(reason, "did not sync"):
+		return "sync_timeout"
+	case strings.HasPrefix(reason, "restored"):
+		return "restore"
+	case reason == reasonOtherKinds:
+		return "other_kinds"
+	case reason == reasonServerAssigns, strings.HasPrefix(reason, "assignor changed"):
+		return "assignor_changed"
+	}
+	return "other"
 }
 
 func (a *actor) isIdle() bool {
@@ -628,6 +659,7 @@ func (a *actor) armIdle() {
 // waiting answered NOT_COORDINATOR, and only then does the group take requests again, through
 // a new actor, so that two actors of one group never write at the same time.
 func (a *actor) finish(release bool) {
+	a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindKafka)
 	a.cancelClaim()
 	if a.mx.watchCancel != nil {
 		a.mx.watchCancel()

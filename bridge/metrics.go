@@ -30,6 +30,9 @@ type metrics struct {
 	// Mixed groups (mixed.go).
 	mixedClaimSeconds prometheus.Histogram
 	mixedRebalances   *prometheus.CounterVec // cause
+
+	members    *prometheus.GaugeVec   // group, kind
+	rebalances *prometheus.CounterVec // cause
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -92,6 +95,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "zkbridge", Subsystem: "mixed", Name: "rebalances_total",
 			Help: "Rebalances of mixed groups' Kafka members started by the bridge, by cause: other_members_or_topics (a zk or legacy member came or went, a topic's partitions changed), assignor_changed (the group became mixed, or this bridge took it over).",
 		}, []string{"cause"}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "group", Name: "members",
+			Help: "Members of a group by kind: kafka (served by this bridge's engine), and, in mixed groups, legacy and zk as registered in /consumers/<g>/ids (legacy: a bridge's hosted member; zk: a 0.8 consumer).",
+		}, []string{"group", "kind"}),
+		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "rebalances_total",
+			Help: "Rebalances the group engine started, by cause: member_join, member_rejoin (new metadata, a rejoining leader or static member), member_leave (LeaveGroup or session timeout), sync_timeout, other_kinds (a mixed group's zk or legacy members or topics changed), assignor_changed (the group became mixed), restore, other.",
+		}, []string{"cause"}),
+	}
+	for _, c := range []string{"member_join", "member_rejoin", "member_leave", "sync_timeout", "other_kinds", "assignor_changed", "restore", "other"} {
+		m.rebalances.WithLabelValues(c)
 	}
 	for _, ev := range []string{"join", "sync", "heartbeat", "leave", "offset_commit", "describe", "delete"} {
 		m.events.WithLabelValues(ev) // export zeros
@@ -109,6 +123,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
 		m.mixedClaimSeconds, m.mixedRebalances, // mixed groups (mixed.go)
+		m.members, m.rebalances,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

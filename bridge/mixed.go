@@ -270,11 +270,32 @@ func (a *actor) syncAssignMode() {
 	case server && a.mx.watchCancel == nil:
 		ctx, cancel := context.WithCancel(a.writeCtx)
 		a.mx.watchCancel = cancel
-		go watchOthers(ctx, a.mirror.store, a.group, a.mirror, a.mx.others, a.log)
+		root, g, gauge := a.c.cfg.Root, a.group, a.c.metrics.members
+		count := func(ctx context.Context, store *zkstate.Store, snap *zkstate.GroupSnapshot, ours map[string]bool) {
+			hosted, _, err := store.Children(ctx, zkstate.HostedPath(root, g))
+			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+				return
+			}
+			legacyN, zkN := 0, 0
+			for cid := range snap.Consumers {
+				switch {
+				case ours[cid]:
+				case slices.Contains(hosted, cid):
+					legacyN++
+				default:
+					zkN++
+				}
+			}
+			gauge.WithLabelValues(g, zkstate.KindLegacy).Set(float64(legacyN))
+			gauge.WithLabelValues(g, zkstate.KindZK).Set(float64(zkN))
+		}
+		go watchOthers(ctx, a.mirror.store, a.group, a.mirror, a.mx.others, a.log, count)
 	case !server && a.mx.watchCancel != nil:
 		a.mx.watchCancel()
 		a.mx.watchCancel = nil
 		a.mx.claimFP, a.mx.othersFP = "", ""
+		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindLegacy)
+		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindZK)
 	}
 }
 
@@ -409,9 +430,9 @@ func (a *actor) checkOthers() {
 	reason := ""
 	switch {
 	case a.mx.claimFP == "":
-		reason = "mixed mode: the bridge assigns the partitions"
+		reason = reasonServerAssigns
 	case a.mx.othersFP != "" && a.mx.othersFP != a.mx.claimFP:
-		reason = "the group's zk or legacy members, or its topics' partitions, changed"
+		reason = reasonOtherKinds
 	default:
 		return
 	}
@@ -419,6 +440,12 @@ func (a *actor) checkOthers() {
 	a.mx.claimFP = a.mx.othersFP // asked once; the claim of the next generation sets it for good
 	a.step(group.Rebalance{Reason: reason})
 }
+
+// Reasons of the rebalances the bridge asks for in mixed groups.
+const (
+	reasonServerAssigns = "mixed mode: the bridge assigns the partitions"
+	reasonOtherKinds    = "the group's zk or legacy members, or its topics' partitions, changed"
+)
 
 func mixedCause(claimFP string) string {
 	if claimFP == "" {
@@ -436,7 +463,8 @@ func (a *actor) hosted(cid string, mb group.MemberDescription) (string, []byte) 
 // watchOthers follows what a mixed group's assignment depends on besides its Kafka members:
 // /consumers/<g>/ids and the partitions of every subscribed topic. After each change it reads
 // the group and sends the fingerprint (latest only) to out.
-func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirrorer, out chan string, log zerolog.Logger) {
+func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirrorer, out chan string, log zerolog.Logger,
+	count func(context.Context, *zkstate.Store, *zkstate.GroupSnapshot, map[string]bool)) {
 	ids, err := store.WatchChildren(ctx, zkstate.IDsPath(g))
 	if err != nil {
 		log.Warn().Err(err).Msg("mixed group: cannot watch the registrations; other kinds' changes will not rebalance the Kafka members")
@@ -475,7 +503,9 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 				}
 			}
 		}
-		fp := mixedFingerprint(snap, mi.oursNow())
+		ours := mi.oursNow()
+		fp := mixedFingerprint(snap, ours)
+		count(ctx, store, snap, ours)
 		select {
 		case <-out:
 		default:

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -533,6 +534,20 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 	k2, stopK2 := mc.kafkaMember("k2")
 	kafka := map[string]*kgo.Client{"k1": k1, "k2": k2}
 	mc.waitConverged(30*time.Second, 4, kafka)
+	// Issue 5 item 6: members by kind, rebalances by cause.
+	eventually(t, 5*time.Second, "members by kind in the metrics", func() (bool, string) {
+		m := modeMetrics(t, mc.b)
+		for _, want := range []string{
+			`zkbridge_group_members{group="mx",kind="kafka"} 2`,
+			`zkbridge_group_members{group="mx",kind="zk"} 2`,
+			`zkbridge_group_members{group="mx",kind="legacy"} 0`,
+		} {
+			if !strings.Contains(m, want) {
+				return false, "no " + want
+			}
+		}
+		return !strings.Contains(m, `zkbridge_groups_rebalances_total{cause="member_join"} 0`), "no member_join rebalance counted"
+	})
 
 	// A zk member leaves: the other three take its partitions.
 	stopZ1()

@@ -136,3 +136,6 @@ func cloneProtocols(ps []Protocol) []Protocol {
 	}
 	return out
 }
+
+// Members returns the number of members of the group.
+func (m *Machine) Members() int { return len(m.members) }
