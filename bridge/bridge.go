@@ -555,7 +555,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 			host = h
 		}
 	}
-	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID, Strategy: b.cfg.Strategy,
+	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID, Root: b.cfg.Root, Strategy: b.cfg.Strategy,
 		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg})
 	if err != nil {
 		ln.Close()

@@ -19,9 +19,10 @@ package bridge
 //	steps 1-3   read the group (owners, offsets), plan; stop here when nothing is necessary (3.5)
 //	step 4.1    StopRequest to every member; wait for every StopResponse
 //	§8 Coord. 2 PingRequest to every auto_commit member: its final offsets
-//	step 4      read the group again; wait (with backoff) while another session holds an owner
-//	            znode we must claim; then ONE Multi: final offsets, released owners deleted,
-//	            new owners created
+//	step 4      read the group again; while another member holds an owner znode we must
+//	            claim, let go of what is no longer ours (final offsets, our owners that moved:
+//	            legacyPlan.Release) and wait with backoff; then ONE Multi: final offsets,
+//	            released owners deleted, new owners created
 //	step 4.2    StartRequest to every member with its part and starting offsets
 //	step 4.3    wait for every StartResponse
 //	step 5      a member that does not answer in time fails the attempt: log it, retry after a
@@ -37,8 +38,22 @@ package bridge
 // it was stopping the members (so a new member is stopped and counted before anything is
 // claimed); a change during the Start phase is served by the next rebalance.
 //
+// Other members ("federated 0.8", legacy_plan.go): a group may also hold zk members and the
+// members other coordinators host, all registered in /consumers/<g>/ids. The assignment counts
+// every registration there, as each zk member's does, and this coordinator claims only its own
+// members' part. So the actor watches the children of /consumers/<g>/ids — as every 0.8.2
+// consumer does (ZCC:896) — and the data of every other registration (a registration can change
+// in place), and checks the group when the other registrations or their subscriptions change;
+// its own members' registrations, which it writes itself, are not a trigger (their Register and
+// removal are). The check finds nothing to do when our part did not change; the zk members, who
+// rebalance on every change, release what moves to us before we can claim it (the claim waits
+// for them), and we release what moves to them in the claim's Multi, after our members stopped.
+//
 // Ephemerals: a member's /consumers/<g>/ids/<id> is created with Store.CreateEphemeral, so the
-// Store re-creates it after a session expiry, as a 0.8 consumer re-registers. Owner znodes are
+// Store re-creates it after a session expiry, as a 0.8 consumer re-registers; beside it, the
+// hosted-member znode <root>/groups/<g>/hosted/<id> (zkstate/hosted.go: kind legacy, this
+// bridge's node id) says which kind of member stands behind the registration, created before it
+// and deleted after it with the same rules. Owner znodes are
 // plain ephemeral creates inside the rebalance's Multi instead: the claim must be one request
 // after every StopResponse, and a re-created owner after an expiry would hand a partition over
 // without the Stop/Start that must precede it. After an expiry the owners are simply gone; the
@@ -54,6 +69,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +100,9 @@ const (
 	// reads cost a few round trips rather than a thousand.
 	legacyReadParallelism = 64
 	legacyInboxSize       = 1024
+	// legacyClaimWarnAfter is how long a claim waits for another member's owner znodes before
+	// the wait is logged as a warning.
+	legacyClaimWarnAfter = 10 * time.Second
 )
 
 // ErrLegacyCoordinatorStopped is the reason the sessions of a stopping coordinator are closed
@@ -98,8 +117,12 @@ type LegacyConfig struct {
 	Store *zkstate.Store
 	// Logger receives the coordinator's logs.
 	Logger zerolog.Logger
-	// NodeID is this bridge's id in ConsultResponse (coordinator_id and brokers_info[].id).
+	// NodeID is this bridge's id in ConsultResponse (coordinator_id and brokers_info[].id),
+	// and the node of its members' hosted-member znodes.
 	NodeID int32
+	// Root is the bridge's own ZooKeeper subtree (Config.Root, DefaultRoot when empty), where
+	// each member's hosted-member znode <Root>/groups/<g>/hosted/<consumer-id> is written.
+	Root string
 	// InstanceName is this bridge's creator_id in ConsultResponse; default "zkbridge-<NodeID>".
 	InstanceName string
 	// AdvertisedHost and AdvertisedPort are the legacy listener's address as consumers must
@@ -144,6 +167,8 @@ func (c LegacyConfig) Validate() error {
 		return fmt.Errorf("bridge: LegacyConfig.AdvertisedPort %d is not a TCP port", c.AdvertisedPort)
 	case c.NodeID < 0:
 		return fmt.Errorf("bridge: LegacyConfig.NodeID %d is negative", c.NodeID)
+	case c.Root != "" && validRoot(c.Root) != nil:
+		return fmt.Errorf("bridge: LegacyConfig.Root %q must be an absolute path such as %s", c.Root, DefaultRoot)
 	case c.Strategy != "" && c.Strategy != legacy.StrategyRange && c.Strategy != legacy.StrategyRoundRobin:
 		return fmt.Errorf("bridge: LegacyConfig.Strategy: %w %q", legacy.ErrUnknownStrategy, string(c.Strategy))
 	case c.StartTimeout < 0 || c.RetryBackoff < 0 || c.RetryBackoffMax < 0 || c.RebalanceDelay < 0 || c.ZKTimeout < 0:
@@ -158,6 +183,9 @@ func (c LegacyConfig) withDefaults() LegacyConfig {
 	}
 	if c.Strategy == "" {
 		c.Strategy = legacy.StrategyRange
+	}
+	if c.Root == "" {
+		c.Root = DefaultRoot
 	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = DefaultLegacyRetryBackoff
@@ -451,6 +479,8 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
 		topics:      map[string]*legacyTopic{},
+		others:      map[string]*legacyWatch{},
+		regs:        map[string]string{},
 		owner:       map[legacy.TopicPartition]string{},
 		committed:   map[legacy.TopicPartition]int64{},
 		offsetNodes: map[legacy.TopicPartition]bool{},
@@ -496,6 +526,17 @@ type (
 		ev    zkstate.WatchEvent
 	}
 	legacySessionEv struct{ ev zkstate.SessionEvent }
+	// legacyIDsEv: the watch on the children of /consumers/<g>/ids fired.
+	legacyIDsEv struct {
+		watch *legacyWatch
+		ev    zkstate.WatchEvent
+	}
+	// legacyRegEv: the watch on another member's registration /consumers/<g>/ids/<id> fired.
+	legacyRegEv struct {
+		id    string
+		watch *legacyWatch
+		ev    zkstate.WatchEvent
+	}
 )
 
 type legacyReqKind int
@@ -551,6 +592,12 @@ type legacyTopic struct {
 	partitions []int32
 }
 
+// legacyWatch is a watch of the group's registrations: of /consumers/<g>/ids's children, or of
+// another member's /consumers/<g>/ids/<id>.
+type legacyWatch struct {
+	cancel context.CancelFunc
+}
+
 // legacyAttempt is one rebalance attempt in progress.
 type legacyAttempt struct {
 	// when each phase began: begin, Stops sent, claim started, Starts sent
@@ -561,6 +608,10 @@ type legacyAttempt struct {
 	failed  error           // the first member that did not answer in time (step 5)
 	dirty   bool            // membership or partitions changed since the attempt began
 	final   map[legacy.TopicPartition]int64
+	// reclaimed: the claim was tried again at once after another member created a parent
+	// directory (/owners/<t>, /offsets/<t>) that the Multi was about to create
+	// (legacyParentRace).
+	reclaimed bool
 }
 
 // legacyGroup is the actor of one group. Every field below quit is owned by run's goroutine.
@@ -576,6 +627,16 @@ type legacyGroup struct {
 
 	members map[string]*legacyMember
 	topics  map[string]*legacyTopic
+	// ids watches the children of /consumers/<g>/ids while the group has members (nil
+	// otherwise); others watches the data of every registration there that is not one of our
+	// members', by consumer id.
+	ids    *legacyWatch
+	others map[string]*legacyWatch
+	// regs is every other registration as the last read of the group saw it: consumer id →
+	// legacyRegKey. A registration whose watch shows another key changed since (in place).
+	regs map[string]string
+	// skipped names the registrations the last plan left out, unreadable, for logs.
+	skipped string
 
 	// The current assignment: what the last successful Multi wrote to /owners.
 	assignment  legacy.Assignment
@@ -605,6 +666,7 @@ type legacyGroup struct {
 	attempts                            int
 	reads, readRequests, writes, multis int
 	foreignLogged                       bool
+	claimWaitSince                      time.Time // the first blocked claim of claimTries
 	lastRefusalLog                      time.Time
 	suppressedRefusalCount              int
 }
@@ -647,6 +709,10 @@ func (g *legacyGroup) handle(ev any) {
 		g.onTopic(now, ev)
 	case legacySessionEv:
 		g.onSession(now, ev.ev)
+	case legacyIDsEv:
+		g.onIDs(now, ev)
+	case legacyRegEv:
+		g.onRegistration(now, ev)
 	}
 }
 
@@ -802,6 +868,7 @@ func (g *legacyGroup) begin(now time.Time) {
 		g.fail(now, err)
 		return
 	}
+	g.regs = view.regs
 	if !plan.Needed() {
 		// Step 3.5: nothing to do.
 		g.log.Debug().Str("trigger", why).Msg("rebalance not necessary (seed step 3.5)")
@@ -811,7 +878,7 @@ func (g *legacyGroup) begin(now time.Time) {
 		return
 	}
 	g.log.Info().Str("trigger", why).Str("reason", plan.Why()).Int("members", len(g.members)).
-		Int("attempt", g.attempts).Msg("rebalancing: stopping every member (seed step 4.1)")
+		Int("others", len(view.regs)).Int("attempt", g.attempts).Msg("rebalancing: stopping every member (seed step 4.1)")
 	g.phase, g.att.stopping = legacyStopping, time.Now()
 	for _, m := range g.members {
 		// Once a StopRequest is on its way the member is, or soon will be, stopped.
@@ -870,21 +937,48 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.fail(now, err)
 		return
 	}
+	g.regs = view.regs
 	if len(plan.Foreign) > 0 {
-		// Another session (a 0.8 consumer of the group, or a previous coordinator whose
-		// session has not expired) still owns partitions we must claim. 0.8 consumers retry
-		// their claims the same way; ours stay stopped, and keep being pinged, meanwhile.
+		// Another member (a zk member that has not noticed the change yet, a member of
+		// another coordinator, a previous coordinator whose session has not expired) still
+		// owns partitions we must claim. 0.8 consumers retry their claims the same way; ours
+		// stay stopped, and keep being pinged, meanwhile. What is no longer ours is let go
+		// first: whoever we wait for may be waiting for it.
+		if len(plan.Release) > 0 {
+			if err := g.multi(plan.Release); err != nil {
+				g.written, g.writtenSession = nil, 0
+				if legacyParentRace(err) && !g.att.reclaimed {
+					g.att.reclaimed = true
+					g.claim(now)
+					return
+				}
+				g.fail(now, fmt.Errorf("releasing owner znodes before waiting to claim (seed step 4): %w", err))
+				return
+			}
+			g.released(plan, view)
+		}
 		g.claimTries++
 		wait := g.backoff(g.claimTries)
+		if g.claimTries == 1 {
+			g.claimWaitSince = now
+		}
+		// Waiting is routine in a group with other members (they release at their own pace):
+		// a warning only when it lasts.
 		ev := g.log.Debug()
-		if !g.foreignLogged {
-			ev = g.log.Warn()
+		switch {
+		case g.claimTries == 1:
+			ev = g.log.Info()
+		case !g.foreignLogged && now.Sub(g.claimWaitSince) >= legacyClaimWarnAfter:
+			ev = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
 			g.foreignLogged = true
 		}
 		first := plan.Foreign[0]
-		ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).
-			Str("held_by", view.owners[first].Thread).Str("session", fmt.Sprintf("0x%x", view.owners[first].Session)).
-			Dur("retry_in", wait).Msg("owner znodes held by another ZooKeeper session; waiting to claim")
+		holder := view.owners[first]
+		if holder.Session >= 0 {
+			ev = ev.Str("session", fmt.Sprintf("0x%x", holder.Session))
+		}
+		ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).Str("held_by", holder.Thread).
+			Dur("retry_in", wait).Msg("owner znodes held by another member; waiting to claim")
 		g.phase, g.retryAt = legacyClaimWait, now.Add(wait)
 		return
 	}
@@ -892,11 +986,17 @@ func (g *legacyGroup) claim(now time.Time) {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing
 		// about the owners until they are read again.
 		g.written, g.writtenSession = nil, 0
+		if legacyParentRace(err) && !g.att.reclaimed {
+			g.att.reclaimed = true
+			g.log.Debug().Err(err).Msg("another member created an owners directory meanwhile; claiming again")
+			g.claim(now)
+			return
+		}
 		g.fail(now, fmt.Errorf("writing ownership and final offsets (seed step 4): %w", err))
 		return
 	}
-	// The Multi is in: this is the current assignment now, and every owner znode of the
-	// group's partitions is ours: created by the Multi (version 0), or read and checked.
+	// The Multi is in: this is the current assignment now, and every owner znode of our
+	// partitions is ours: created by the Multi (version 0), or read and checked.
 	g.written, g.writtenSession = make(map[legacy.TopicPartition]legacyOwner, len(plan.Assignment)), 0
 	for tp, thread := range plan.Assignment {
 		o := legacyOwner{Thread: thread, Version: 0, Session: view.session}
@@ -931,6 +1031,39 @@ func (g *legacyGroup) claim(now time.Time) {
 	}
 	g.log.Debug().Int("ops", len(plan.Ops)).Int("partitions", len(plan.Assignment)).
 		Msg("ownership written; starting every member (seed step 4.2)")
+}
+
+// legacyParentRace reports whether a Multi failed only because a parent it was creating (an
+// owners directory /consumers/<g>/owners/<t>) appeared meanwhile: zkstate checks which parents
+// exist before it sends the batch, and in a group with other members, someone else's first
+// claim of a topic creates the directory too. The Multi changed nothing (or, split, nothing
+// after the failed request), so the claim can be planned again at once, rather than after a
+// backoff and a second round of StopRequests.
+func legacyParentRace(err error) bool {
+	var me *zkstate.MultiError
+	return errors.As(err, &me) && me.Parent != "" && errors.Is(err, zkstate.ErrNodeExists)
+}
+
+// released records a plan's Release Multi: the final offsets are committed, and the partitions
+// whose owner znodes it deleted are no longer ours — their offsets are not taken from pings
+// any more (legacyCheckPing), since their next owner may be consuming them already.
+func (g *legacyGroup) released(plan legacyPlan, view legacyGroupView) {
+	finals := 0
+	for tp, off := range g.att.final {
+		if old, ok := view.committed[tp]; !ok || old != off {
+			finals++
+		}
+		g.committed[tp], g.offsetNodes[tp] = off, true
+	}
+	g.c.addCommitted(finals)
+	for tp := range g.owner {
+		if _, ok := plan.Assignment[tp]; !ok {
+			delete(g.owner, tp)
+			delete(g.assignment, tp)
+			delete(g.written, tp)
+		}
+	}
+	g.log.Debug().Int("ops", len(plan.Release)).Msg("released the owner znodes no longer ours before waiting to claim")
 }
 
 // complete ends a rebalance whose every StartResponse came in (seed step 4.3).
@@ -997,13 +1130,15 @@ func (g *legacyGroup) backoff(n int) time.Duration {
 	return min(d, g.c.cfg.RetryBackoffMax)
 }
 
-// planInput gathers what legacyPlanRebalance decides on.
+// planInput gathers what legacyPlanRebalance decides on: our members, the others'
+// registrations as the read of the group found them, the partitions our watches know.
 func (g *legacyGroup) planInput(view legacyGroupView, final map[legacy.TopicPartition]int64) legacyPlanInput {
 	in := legacyPlanInput{
 		Group:       g.name,
 		Strategy:    g.c.cfg.Strategy,
 		Session:     view.session,
 		Members:     make(map[string]legacyMemberSpec, len(g.members)),
+		Others:      view.others,
 		Partitions:  make(map[string][]int32, len(g.topics)),
 		Owners:      view.owners,
 		Committed:   view.committed,
@@ -1041,29 +1176,45 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 	}
 	for _, s := range reg.Subscription {
 		if err := g.watchTopic(s.Topic); err != nil {
-			g.syncTopics()
+			g.syncWatches()
 			ev.reply <- fmt.Errorf("bridge: legacy group %q: watching topic %q: %w: %w",
 				g.name, s.Topic, err, legacy.CodeCoordinatorNotAvailable.Err())
 			return
 		}
+	}
+	// The other members of the group: their registrations count in our assignment.
+	if err := g.watchIDs(); err != nil {
+		g.syncWatches()
+		ev.reply <- fmt.Errorf("bridge: legacy group %q: watching %s: %w: %w",
+			g.name, zkstate.IDsPath(g.name), err, legacy.CodeCoordinatorNotAvailable.Err())
+		return
 	}
 	sub := make(map[string]int, len(reg.Subscription))
 	for _, s := range reg.Subscription {
 		sub[s.Topic] = int(s.Threads)
 	}
 	// The 0.8 registration (exact format), so 0.8 tools and zk consumers of the group see the
-	// member.
+	// member, and first its hosted-member znode, so that nobody reading the group takes the
+	// registration for a zk member's (zkstate/hosted.go).
 	data := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: now.UnixMilli()}.Encode()
 	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
-	err := g.c.store.CreateEphemeral(ctx, zkstate.IDPath(g.name, id), data)
+	err := g.createHosted(ctx, id)
+	if err == nil {
+		err = g.c.store.CreateEphemeral(ctx, zkstate.IDPath(g.name, id), data)
+		g.countWrites(1, 0)
+		if err != nil {
+			g.deleteHosted(ctx, id)
+		}
+	}
 	cancel()
-	g.countWrites(1, 0)
 	if err != nil {
-		g.syncTopics()
+		g.syncWatches()
 		code := legacy.CodeCoordinatorNotAvailable
 		if errors.Is(err, zkstate.ErrNodeExists) {
-			// Another ZooKeeper session holds /ids/<id>: a 0.8 consumer with that id, or
-			// our previous incarnation whose session has not expired yet.
+			// Another ZooKeeper session holds /ids/<id> or the hosted znode: a 0.8 consumer
+			// with that id, a member of another bridge, or our previous incarnation whose
+			// session has not expired yet; or another coordinator of this bridge hosts a
+			// member under that consumer id.
 			code = legacy.CodeConsumerIDInUse
 		}
 		ev.reply <- fmt.Errorf("bridge: legacy group %q: registering consumer %q in ZooKeeper: %w: %w", g.name, id, err, code.Err())
@@ -1078,6 +1229,12 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 		nextPing:  now,
 	}
 	g.members[id] = m
+	if w := g.others[id]; w != nil {
+		// Seen as another member's registration until now (the children event of our own
+		// create, or an earlier owner of the id): it is ours.
+		w.cancel()
+		delete(g.others, id)
+	}
 	g.c.members.Add(1)
 	g.c.metrics.members.Inc()
 	g.wg.Add(1)
@@ -1111,12 +1268,13 @@ func (g *legacyGroup) remove(now time.Time, m *legacyMember, cause error) {
 	g.c.metrics.members.Dec()
 	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
 	err := g.c.store.DeleteEphemeral(ctx, zkstate.IDPath(g.name, m.id))
-	cancel()
 	g.countWrites(1, 0)
 	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && g.lifetime.Err() == nil {
 		g.log.Warn().Err(err).Str("consumer", m.id).Msg("deleting the ids znode failed")
 	}
-	g.syncTopics()
+	g.deleteHosted(ctx, m.id) // after the registration, which it describes
+	cancel()
+	g.syncWatches()
 	g.log.Info().Str("consumer", m.id).AnErr("cause", cause).Int("members", len(g.members)).Msg("legacy consumer removed")
 	g.noteTrigger(now, "consumer "+m.id+" removed")
 }
@@ -1266,12 +1424,13 @@ func (g *legacyGroup) onSession(now time.Time, ev zkstate.SessionEvent) {
 	case zkstate.Expired:
 		g.noteTrigger(now, "ZooKeeper session expired")
 	case zkstate.Reclaimed:
-		// An /ids znode another session took while ours was gone: that consumer id is now
-		// someone else's in the group (0.8 would have failed to register it).
+		// An /ids znode (or its hosted-member znode) another session took while ours was
+		// gone: that consumer id is now someone else's in the group (0.8 would have failed to
+		// register it).
 		for _, rc := range ev.ReclaimConflicts() {
 			for _, m := range g.members {
-				if rc.Path == zkstate.IDPath(g.name, m.id) {
-					g.remove(now, m, fmt.Errorf("its ids znode is held by ZooKeeper session 0x%x: %w", rc.Owner, legacy.CodeConsumerIDInUse.Err()))
+				if rc.Path == zkstate.IDPath(g.name, m.id) || rc.Path == zkstate.HostedMemberPath(g.c.cfg.Root, g.name, m.id) {
+					g.remove(now, m, fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", rc.Path, rc.Owner, legacy.CodeConsumerIDInUse.Err()))
 				}
 			}
 		}
@@ -1345,20 +1504,251 @@ func (g *legacyGroup) syncTopics() {
 	}
 }
 
+// syncWatches stops the watches the members no longer need: of unsubscribed topics, and of the
+// group's registrations once no member is left.
+func (g *legacyGroup) syncWatches() {
+	g.syncTopics()
+	if len(g.members) > 0 || g.ids == nil {
+		return
+	}
+	g.ids.cancel()
+	g.ids = nil
+	for id, w := range g.others {
+		w.cancel()
+		delete(g.others, id)
+	}
+}
+
+// watchIDs starts watching the children of /consumers/<g>/ids unless it is watched already, and
+// the data of every other registration there.
+func (g *legacyGroup) watchIDs() error {
+	if g.ids != nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(g.lifetime)
+	ch, err := g.c.store.WatchChildren(wctx, zkstate.IDsPath(g.name))
+	g.countReads(1, 1)
+	if err != nil {
+		cancel()
+		return err
+	}
+	var first zkstate.WatchEvent
+	select {
+	case first = <-ch: // the Initial event is delivered at once
+	case <-g.lifetime.Done():
+		cancel()
+		return g.lifetime.Err()
+	}
+	w := &legacyWatch{cancel: cancel}
+	g.ids = w
+	// No trigger: the Register that started the watch rebalances anyway.
+	g.syncOthers(time.Now(), first.Children, false)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for ev := range ch { // closed when wctx ends
+			g.c.addReads(1, 1) // every firing re-arms the watch with a read
+			select {
+			case g.inbox <- legacyIDsEv{watch: w, ev: ev}:
+			case <-g.quit:
+				cancel()
+			}
+		}
+	}()
+	return nil
+}
+
+// onIDs takes a firing of the watch on /consumers/<g>/ids's children. A 0.8.2 consumer
+// rebalances on every change of them (ZCC:561-564); we check the group when the set of other
+// registrations changed — our own members' registrations are ours to know, and their Register
+// and removal trigger already.
+func (g *legacyGroup) onIDs(now time.Time, ev legacyIDsEv) {
+	if g.ids == nil || ev.watch != g.ids {
+		return // unwatched since
+	}
+	var children []string
+	if ev.ev.Exists {
+		children = ev.ev.Children
+	}
+	g.syncOthers(now, children, true)
+}
+
+// syncOthers makes the watched other registrations those of children that are not our
+// members', and with trigger, checks the group when they changed.
+func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool) {
+	present := make(map[string]bool, len(children))
+	var added, removed []string
+	for _, id := range children {
+		if g.members[id] != nil {
+			continue
+		}
+		present[id] = true
+		if g.others[id] == nil {
+			g.others[id] = g.watchRegistration(id)
+			added = append(added, id)
+		}
+	}
+	for id, w := range g.others {
+		if !present[id] {
+			w.cancel()
+			delete(g.others, id)
+			removed = append(removed, id)
+		}
+	}
+	if !trigger || len(added)+len(removed) == 0 {
+		return
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	g.log.Info().Strs("registered", legacyFirst(added, 10)).Strs("left", legacyFirst(removed, 10)).
+		Int("others", len(g.others)).Msg("other members' registrations in /ids changed")
+	g.noteTrigger(now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
+}
+
+// watchRegistration watches the data of another member's registration, /consumers/<g>/ids/<id>,
+// until the returned watch is cancelled: 0.8.2 consumers only watch the children, but a
+// registration can change in place (its subscription rewritten), and the assignment depends on
+// it. Setting the watch is retried, with backoff, on a goroutine of its own.
+func (g *legacyGroup) watchRegistration(id string) *legacyWatch {
+	wctx, cancel := context.WithCancel(g.lifetime)
+	w := &legacyWatch{cancel: cancel}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		var ch <-chan zkstate.WatchEvent
+		for backoff := g.c.cfg.RetryBackoff; ; backoff = min(2*backoff, g.c.cfg.RetryBackoffMax) {
+			var err error
+			ch, err = g.c.store.WatchData(wctx, zkstate.IDPath(g.name, id))
+			if err == nil {
+				break
+			}
+			if wctx.Err() != nil {
+				return
+			}
+			g.log.Debug().Err(err).Str("consumer", id).Dur("retry_in", backoff).Msg("watching a registration failed")
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-wctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		for ev := range ch { // closed when wctx ends
+			g.c.addReads(1, 1)
+			select {
+			case g.inbox <- legacyRegEv{id: id, watch: w, ev: ev}:
+			case <-g.quit:
+				cancel()
+			}
+		}
+	}()
+	return w
+}
+
+// onRegistration takes a firing of the watch on another member's registration: a subscription
+// other than the one the last read of the group saw changes the assignment.
+func (g *legacyGroup) onRegistration(now time.Time, ev legacyRegEv) {
+	if g.others[ev.id] != ev.watch || !ev.ev.Exists {
+		return // unwatched since, or gone (the children watch tells)
+	}
+	key := legacyRegKey(zkstate.ParseConsumerRegistration(ev.ev.Data))
+	if seen, ok := g.regs[ev.id]; ok && seen != key {
+		g.regs[ev.id] = key
+		g.log.Info().Str("consumer", ev.id).Bytes("registration", ev.ev.Data).Msg("another member's registration changed")
+		g.noteTrigger(now, "registration of "+ev.id+" changed")
+	}
+}
+
+// legacyRegKey is what of a registration the assignment depends on: the pattern and the
+// subscription (its JSON without the timestamp), or that it cannot be read.
+func legacyRegKey(reg zkstate.ConsumerRegistration, err error) string {
+	if err != nil {
+		return "unreadable"
+	}
+	return string(zkstate.ConsumerRegistration{Version: 1, Subscription: reg.Subscription, Pattern: reg.Pattern}.Encode())
+}
+
+// noteSkipped logs the registrations a read of the group could not count, once per change.
+func (g *legacyGroup) noteSkipped(skipped []zkstate.Problem) {
+	var b strings.Builder
+	for _, pr := range skipped {
+		b.WriteString(pr.Path)
+		b.WriteByte(' ')
+	}
+	if b.String() == g.skipped {
+		return
+	}
+	g.skipped = b.String()
+	for _, pr := range skipped {
+		g.log.Warn().Str("path", pr.Path).Err(pr.Err).
+			Msg("registration cannot be read: left out of the assignment (the group's zk members fail their rebalance on it)")
+	}
+}
+
+// createHosted writes the hosted-member znode of consumer id (zkstate/hosted.go), an ephemeral
+// re-created after a session expiry like the registration. A hosted znode our session already
+// holds is taken over only when it says the same (an earlier member of ours whose delete
+// failed); one of another kind or node — another coordinator of this bridge hosting a member
+// under that consumer id — is the id in use: an error wrapping ErrNodeExists.
+func (g *legacyGroup) createHosted(ctx context.Context, id string) error {
+	p := zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id)
+	want := zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: g.c.cfg.NodeID, Member: id}
+	data, st, err := g.c.store.Get(ctx, p)
+	g.countReads(1, 1)
+	switch {
+	case errors.Is(err, zkstate.ErrNoNode):
+	case err != nil:
+		return err
+	case st.EphemeralOwner == g.c.store.SessionID():
+		if h, err := zkstate.ParseHostedMember(data); err != nil || h != want {
+			return fmt.Errorf("%s is held by this bridge for another member (%s): %w", p, data, zkstate.ErrNodeExists)
+		}
+	default:
+		return fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", p, st.EphemeralOwner, zkstate.ErrNodeExists)
+	}
+	err = g.c.store.CreateEphemeral(ctx, p, want.Encode())
+	g.countWrites(1, 0)
+	return err
+}
+
+// deleteHosted deletes the hosted-member znode of consumer id, if our session holds it.
+func (g *legacyGroup) deleteHosted(ctx context.Context, id string) {
+	err := g.c.store.DeleteEphemeral(ctx, zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id))
+	g.countWrites(1, 0)
+	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && g.lifetime.Err() == nil {
+		g.log.Warn().Err(err).Str("consumer", id).Msg("deleting the hosted-member znode failed")
+	}
+}
+
+func legacyFirst(ids []string, n int) []string {
+	if len(ids) > n {
+		return append(ids[:n:n], fmt.Sprintf("(%d more)", len(ids)-n))
+	}
+	return ids
+}
+
 // legacyGroupView is what a rebalance reads of its group in ZooKeeper.
 type legacyGroupView struct {
 	session   int64 // the session the reads ran in
 	owners    map[legacy.TopicPartition]legacyOwner
 	committed map[legacy.TopicPartition]int64
 	nodes     map[legacy.TopicPartition]bool // offset znodes that exist, parsed or not
+	// others are the registrations in /ids that are not our members', resolved
+	// (legacyResolveOthers); regs holds the legacyRegKey of each, unreadable ones included.
+	others map[string]map[string]int
+	regs   map[string]string
 }
 
-// readGroup reads the group's owners and offsets: one zkstate Snapshot (batched with
-// ZooKeeper's multiRead, a handful of requests whatever the group's size), then the stat of
+// readGroup reads the group's registrations, owners and offsets: one zkstate Snapshot (batched
+// with ZooKeeper's multiRead, a handful of requests whatever the group's size), then the stat of
 // every owner znode that is not one this actor's last Multi left in the current session with the
-// same thread id — a 0.8 consumer's, a previous coordinator's, one an operator edited — so that
-// its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody subscribes
-// to are read too: step 3.3 must see them.
+// same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
+// that its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody
+// subscribes to are read too: step 3.3 must see them. Owners holding the thread of another
+// registration (a zk member's, a Kafka member's) are not ours whatever their session
+// (legacyPlanInput.ours), so their stat is not read.
 //
 // The owners the last Multi left are not read one by one: they hold the thread written, their
 // version is known, and the session that holds them is still ours. Whatever else happened to
@@ -1384,12 +1774,34 @@ func (g *legacyGroup) readGroup(ctx context.Context) (legacyGroupView, error) {
 	default:
 		g.countReads(snap.Stats.Reads, snap.Stats.Requests)
 	}
+	own := func(id string) bool { return g.members[id] != nil }
+	topics := make([]string, 0, len(snap.Partitions))
+	for t := range snap.Partitions {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	others, skipped := legacyResolveOthers(g.name, snap.Consumers, snap.Problems, topics, own)
+	v.others, v.regs = others, make(map[string]string, len(others)+len(skipped))
+	for id, c := range snap.Consumers {
+		if !own(id) {
+			v.regs[id] = legacyRegKey(c.Registration, nil)
+		}
+	}
+	for _, pr := range skipped {
+		if id := path.Base(pr.Path); v.regs[id] == "" {
+			v.regs[id] = legacyRegKey(zkstate.ConsumerRegistration{}, pr.Err)
+		}
+	}
+	g.noteSkipped(skipped)
+
 	trusted := v.session != 0 && g.writtenSession == v.session
 	var unknown []legacy.TopicPartition
 	for ztp, thread := range snap.Owners {
 		tp := legacy.TopicPartition(ztp)
 		if o, ok := g.written[tp]; trusted && ok && o.Thread == thread {
 			v.owners[tp] = o
+		} else if _, other := others[legacy.ConsumerOf(thread)]; other {
+			v.owners[tp] = legacyOwner{Thread: thread, Version: -1, Session: -1} // not ours: not read
 		} else {
 			unknown = append(unknown, tp)
 		}
@@ -1557,6 +1969,12 @@ func (g *legacyGroup) shutdown() {
 	for _, w := range g.topics {
 		w.cancel()
 	}
+	if g.ids != nil {
+		g.ids.cancel()
+	}
+	for _, w := range g.others {
+		w.cancel()
+	}
 	g.wg.Wait()
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.lifetime), min(g.c.cfg.ZKTimeout, 5*time.Second))
@@ -1565,6 +1983,7 @@ func (g *legacyGroup) shutdown() {
 		if err := g.c.store.DeleteEphemeral(ctx, zkstate.IDPath(g.name, m.id)); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
 			g.log.Debug().Err(err).Str("consumer", m.id).Msg("deleting the ids znode at shutdown failed")
 		}
+		g.deleteHosted(ctx, m.id)
 		g.c.members.Add(-1)
 		g.c.metrics.members.Dec()
 	}
@@ -1574,8 +1993,11 @@ func (g *legacyGroup) shutdown() {
 		if err != nil {
 			g.log.Debug().Err(err).Msg("reading owner znodes at shutdown failed; they go with the session")
 		}
+		// Ours only: the bridge's other coordinators hold their members' owners in the same
+		// session (legacyPlanInput.ours).
+		in := legacyPlanInput{Session: view.session, Others: view.others}
 		for _, tp := range legacySortedTPs(view.owners) {
-			if o := view.owners[tp]; o.Session == view.session && view.session != 0 {
+			if o := view.owners[tp]; in.ours(o) && view.session != 0 {
 				ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(g.name, tp.Topic, tp.Partition), o.Version))
 			}
 		}

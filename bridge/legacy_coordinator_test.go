@@ -230,8 +230,9 @@ type legacyTestConsumer struct {
 	client *legacy.Client
 	step   int64
 	tick   time.Duration // commit period
-	frozen atomic.Bool   // every write is swallowed: the consumer stops answering
-	paused atomic.Bool   // no more commits
+	opts   legacyConsumerOpts
+	frozen atomic.Bool // every write is swallowed: the consumer stops answering
+	paused atomic.Bool // no more commits
 
 	mu       sync.Mutex
 	starts   [][]legacy.PartitionOffset
@@ -246,6 +247,9 @@ type legacyTestConsumer struct {
 func (c *legacyTestConsumer) OnStart(parts []legacy.PartitionOffset) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.opts.onStart != nil {
+		c.opts.onStart(c.id, parts)
+	}
 	c.starts = append(c.starts, slices.Clone(parts))
 	c.fetching = true
 	c.offsets = map[legacy.TopicPartition]int64{}
@@ -296,6 +300,9 @@ func (c *legacyTestConsumer) commitLoop(stop chan struct{}, next map[legacy.Topi
 func (c *legacyTestConsumer) OnStop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.opts.onStop != nil && c.fetching {
+		c.opts.onStop(c.id)
+	}
 	c.fetching = false
 	if c.stopC != nil {
 		close(c.stopC)
@@ -341,6 +348,10 @@ type legacyConsumerOpts struct {
 	interval   time.Duration
 	tick       time.Duration // commit period, 20 ms by default
 	quiet      bool          // log warnings only
+	// onStart and onStop, when set, see every StartRequest and every StopRequest of a
+	// fetching consumer, under the consumer's lock (legacy_mixed_test.go's tracker).
+	onStart func(id string, parts []legacy.PartitionOffset)
+	onStop  func(id string)
 }
 
 // legacyRunConsumer starts a legacy.Client for group with subscription sub (topic → threads).
@@ -356,7 +367,7 @@ func legacyRunConsumer(t testing.TB, addr, group, id string, sub map[string]int,
 	if o.quiet {
 		log = log.Level(zerolog.WarnLevel)
 	}
-	c := &legacyTestConsumer{id: id, sub: sub, step: o.step, tick: o.tick, done: make(chan struct{})}
+	c := &legacyTestConsumer{id: id, sub: sub, step: o.step, tick: o.tick, opts: o, done: make(chan struct{})}
 	client, err := legacy.NewClient(legacy.ClientConfig{
 		Brokers:         []string{addr},
 		GroupID:         group,

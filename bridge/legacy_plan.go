@@ -7,10 +7,23 @@ package bridge
 // named below are its numbers:
 //
 //	1   the topics the group is interested in       legacyPlanRebalance: the members' subscriptions
-//	2   the new ownership (0.8.2 assignor)           legacyPlanRebalance: legacy.Assign
-//	3   is a rebalance necessary (3.1-3.5)           legacyPlanRebalance: legacy.RebalanceNeeded
+//	2   the new ownership (0.8.2 assignor)           legacyPlanRebalance: legacy.Assign over every
+//	                                                 registration in /ids (legacyResolveOthers)
+//	3   is a rebalance necessary (3.1-3.5)           legacyPlanRebalance: legacy.RebalanceNeeded,
+//	                                                 on our members' part of the group
 //	4   Stop, write ownership, Start with offsets    legacyPlan.Ops and legacyPlan.Starts
 //	-   offsets reported in PingResponses            legacyCheckPing and legacyOffsetOps
+//
+// A group may hold other members than ours (DESIGN §1): zk members (unmodified 0.8 consumers that
+// rebalance themselves through ZooKeeper), and the members other coordinators host, which they
+// register in /consumers/<g>/ids too (the bridge's Kafka members, legacy members of another
+// bridge). Toward ZooKeeper this coordinator behaves like the set of 0.8 consumers it hosts
+// ("federated 0.8"): its assignment is the 0.8.2 assignment over EVERY registration in /ids —
+// the very answer each zk member computes on its own (kafka.consumer.ZookeeperConsumerConnector
+// rebalance, ZCC:659-660, with PartitionAssignor's AssignmentContext, PA:42-55, built from all
+// of /ids) — and it claims only the partitions of its own members' threads, releases its own
+// owner znodes that the assignment gives to others, and neither claims nor waits for the
+// partitions of others.
 //
 // Every identifier of this file starts with "legacy": package bridge is shared with the other
 // member kinds' shells, and the names must not collide until the legacy members move into the
@@ -52,7 +65,9 @@ type legacyOwner struct {
 	Version int32  // data version, for the CAS of the delete
 	// Session is the znode's ephemeral owner: our ZooKeeper session for the owners this
 	// coordinator wrote, another session's for a 0.8 consumer's (or a previous coordinator's
-	// whose session has not expired yet), 0 for a persistent node someone wrote by hand.
+	// whose session has not expired yet), 0 for a persistent node someone wrote by hand, -1
+	// when not read: the owner holds another registration's thread, which makes it not ours
+	// whatever its session (legacyPlanInput.ours), and Version is -1 too.
 	Session int64
 }
 
@@ -64,12 +79,24 @@ type legacyPlanInput struct {
 	// (DESIGN §4: never trust that an owner znode is ours without checking its ephemeral
 	// owner).
 	Session int64
-	// Members maps consumer id → spec.
+	// Members maps consumer id → spec: our members, the only ones we claim partitions for,
+	// stop and start.
 	Members map[string]legacyMemberSpec
-	// Partitions maps every topic some member subscribes to → its partitions, from
-	// /brokers/topics/<t> (a missing topic has none).
+	// Others are the group's other registrations in /consumers/<g>/ids — zk members and the
+	// members other coordinators host — by consumer id: topic → thread count, wildcard
+	// subscriptions resolved against the topics present (legacyResolveOthers). Their threads
+	// <consumerID>-0 .. <consumerID>-(n-1) count in the assignment as every zk member counts
+	// them, but their partitions are theirs to claim: not ours to write, nor to wait for.
+	Others map[string]map[string]int
+	// Partitions maps every topic some member of ours subscribes to → its partitions, from
+	// /brokers/topics/<t> (a missing topic has none). Topics only others subscribe to need not
+	// be here: with range they are not ours (PA:126 assigns topic by topic), and roundrobin
+	// requires every consumer to subscribe to the same topics (PA:74-83).
 	Partitions map[string][]int32
-	// Owners are all owner znodes under /consumers/<g>/owners.
+	// Owners are all owner znodes under /consumers/<g>/owners. Those of our session hold the
+	// threads of our members — or of another coordinator of this bridge, which shares the
+	// session: an owner znode is ours only when our session holds it and its thread is not
+	// another registration's (legacyPlanInput.ours).
 	Owners map[legacy.TopicPartition]legacyOwner
 	// Committed holds the offsets under /consumers/<g>/offsets that parse; OffsetNodes says
 	// which offset znodes exist at all (a malformed one exists without a committed value), so
@@ -83,24 +110,49 @@ type legacyPlanInput struct {
 	Final map[legacy.TopicPartition]int64
 }
 
+// ours reports whether an owner znode is this coordinator's to rewrite or delete: our session
+// holds it (DESIGN §4: never trust an owner znode without checking its ephemeral owner), and
+// its thread is not another registration's — the bridge's other coordinators write their
+// members' owners in the same session.
+func (in *legacyPlanInput) ours(o legacyOwner) bool {
+	if o.Session != in.Session {
+		return false
+	}
+	_, other := in.Others[legacy.ConsumerOf(o.Thread)]
+	return !other
+}
+
 // legacyPlan is a rebalance decision.
 type legacyPlan struct {
-	// Assignment is the new ownership (step 2): partition → thread id.
+	// Group is the new ownership of the whole group (step 2): partition → thread id, our
+	// members' and the others' alike, as every zk member computes it.
+	Group legacy.Assignment
+	// Assignment is our members' part of Group: what this coordinator owns in ZooKeeper once
+	// Ops ran.
 	Assignment legacy.Assignment
-	// Owner maps each assigned partition to the consumer id of its thread.
+	// Owner maps each partition of Assignment to the consumer id of its thread.
 	Owner map[legacy.TopicPartition]string
 	// Reason is step 3's verdict on the ownership in ZooKeeper.
 	Reason legacy.Reason
 	// NotRunning lists, sorted, the members that do not run exactly their part of Assignment.
 	NotRunning []string
-	// Foreign lists, sorted, the partitions of Assignment whose owner znode another session
-	// holds. The claim must wait until they are released (0.8 consumers retry a taken owner
-	// znode the same way); Ops is empty while any is left.
+	// Foreign lists, sorted, the partitions of Assignment whose owner znode is not ours
+	// (another session's, or another member's in ours). The claim must wait until they are
+	// released (0.8 consumers retry a taken owner znode the same way, ZCC:769-797); Ops is
+	// empty while any is left. Partitions of others never are: whoever holds them, they are
+	// not ours to wait for.
 	Foreign []legacy.TopicPartition
+	// Release, while Foreign is not empty, is the Multi to run before waiting: the final
+	// offsets that changed, then the deletes of our owner znodes of partitions that are no
+	// longer ours; empty when there is none to delete. A 0.8.2 consumer too releases before it
+	// claims (ZCC:657 before 684): the members we wait for may be waiting for what we hold — the
+	// bridge's other coordinators, a legacy coordinator of another bridge — and letting go first
+	// is what keeps two such claims from waiting on each other for ever.
+	Release []zkstate.Op
 	// Ops is the one Multi of step 4, to run after every StopResponse and before the first
-	// StartRequest: the final offsets that changed, then the owner znodes of released and
-	// reassigned partitions deleted (version-checked), then the new owners created as
-	// ephemerals of our session.
+	// StartRequest: the final offsets that changed, then our owner znodes of released and
+	// reassigned partitions deleted (version-checked) — those the new assignment gives to
+	// others included — then the new owners created as ephemerals of our session.
 	Ops []zkstate.Op
 	// Starts is every member's StartRequest part with its starting offsets: the final offset
 	// reported, else the committed one, else the member's reset sentinel (legacy.OffsetSmallest
@@ -127,10 +179,12 @@ func (p *legacyPlan) Why() string {
 }
 
 // legacyAssignInput builds the assignor's input (seed steps 1-2): each member's threads per
-// subscribed topic, and the partitions of those topics.
-func legacyAssignInput(members map[string]legacyMemberSpec, partitions map[string][]int32) (legacy.Input, map[string]string) {
-	in := legacy.Input{Consumers: make(map[string]legacy.Subscription, len(members)), Partitions: map[string][]int32{}}
-	threadOf := map[string]string{} // thread id → consumer id
+// subscribed topic — ours and the others' — and the partitions of those topics known in
+// partitions. threadOf maps our members' thread ids to their consumer ids.
+func legacyAssignInput(members map[string]legacyMemberSpec, others map[string]map[string]int,
+	partitions map[string][]int32) (in legacy.Input, threadOf map[string]string) {
+	in = legacy.Input{Consumers: make(map[string]legacy.Subscription, len(members)+len(others)), Partitions: map[string][]int32{}}
+	threadOf = map[string]string{}
 	for id, m := range members {
 		sub := legacy.Subscription{}
 		for _, tt := range m.Subscription {
@@ -143,42 +197,126 @@ func legacyAssignInput(members map[string]legacyMemberSpec, partitions map[strin
 		}
 		in.Consumers[id] = sub
 	}
+	for id, topics := range others {
+		if _, dup := members[id]; dup {
+			continue // one registration per consumer id; ours is the one we wrote
+		}
+		sub := legacy.Subscription{}
+		for topic, n := range topics {
+			sub[topic] = legacy.ThreadIDs(id, n)
+			if ps, ok := partitions[topic]; ok {
+				in.Partitions[topic] = ps
+			}
+		}
+		in.Consumers[id] = sub
+	}
 	return in, threadOf
 }
 
-// legacyPlanRebalance decides a rebalance of a legacy-only group (seed 001 "rebalance (group)",
-// steps 1 to 4). It fails only when the assignor does (roundrobin over unequal subscriptions,
-// an unknown strategy).
+// legacyResolveOthers turns the registrations of a group's /consumers/<g>/ids (a zkstate
+// Snapshot's Consumers and Problems) into legacyPlanInput.Others: every registration that is
+// not one of our members', as consumer id → topic → thread count. A static subscription is
+// taken as registered (TopicCount.constructTopicCount, TC:59-98); a white_list or black_list
+// one is resolved against topics, the topics present in /brokers/topics, as
+// WildcardTopicCount.getConsumerThreadIdsPerTopic does (zkstate.WildcardThreads: the filter
+// matched against whole names, internal topics left out), which is what zkconsumer does for
+// every member it reads (zkconsumer's topicThreads).
+//
+// A registration that cannot be read — malformed JSON (Snapshot leaves it out of Consumers and
+// reports it in Problems), or a topic filter we cannot compile — is left out and returned in
+// skipped. A zk member fails its rebalance on it (it reads every registration for the
+// AssignmentContext, PA:51-52), so the group has no assignment to agree on; leaving it out keeps
+// our members running and agrees with the bridge's Kafka members (mixed_plan.go otherThreads
+// does the same), which matters more: the bridge's coordinators must not wait on each other.
+func legacyResolveOthers(group string, consumers map[string]zkstate.Consumer, problems []zkstate.Problem,
+	topics []string, own func(id string) bool) (others map[string]map[string]int, skipped []zkstate.Problem) {
+	prefix := zkstate.IDsPath(group) + "/"
+	for _, pr := range problems {
+		if id, ok := strings.CutPrefix(pr.Path, prefix); ok && !strings.Contains(id, "/") && !own(id) {
+			skipped = append(skipped, pr)
+		}
+	}
+	others = make(map[string]map[string]int, len(consumers))
+	for id, c := range consumers {
+		if own(id) {
+			continue
+		}
+		threads, err := zkstate.WildcardThreads(id, c.Registration, topics)
+		if err != nil {
+			skipped = append(skipped, zkstate.Problem{Path: zkstate.IDPath(group, id), Err: err})
+			continue
+		}
+		sub := make(map[string]int, len(threads))
+		for topic, ids := range threads {
+			if len(ids) > 0 {
+				sub[topic] = len(ids)
+			}
+		}
+		others[id] = sub
+	}
+	slices.SortFunc(skipped, func(a, b zkstate.Problem) int { return strings.Compare(a.Path, b.Path) })
+	return others, skipped
+}
+
+// legacyPlanRebalance decides a rebalance of our members of a group (seed 001 "rebalance
+// (group)", steps 1 to 4), counting the others' registrations as every zk member does. It fails
+// only when the assignor does (roundrobin over unequal subscriptions, an unknown strategy),
+// which makes every zk member's rebalance fail too (PA:74-83).
 func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 	// Steps 1 and 2: the group's topics are those its members subscribe to; the new ownership
-	// comes from their partitions and the members' threads through the 0.8.2 assignor.
-	ain, threadOf := legacyAssignInput(in.Members, in.Partitions)
-	next, err := legacy.Assign(in.Strategy, ain)
-	if err != nil {
-		return legacyPlan{}, fmt.Errorf("bridge: legacy group %q: assign (seed step 2): %w", in.Group, err)
+	// comes from their partitions and the threads of every registration through the 0.8.2
+	// assignor. Without a member of ours there is nothing to compute: our owner znodes, if any,
+	// are released whatever the others' registrations say.
+	ain, threadOf := legacyAssignInput(in.Members, in.Others, in.Partitions)
+	group := legacy.Assignment{}
+	if len(in.Members) > 0 {
+		var err error
+		if group, err = legacy.Assign(in.Strategy, ain); err != nil {
+			return legacyPlan{}, fmt.Errorf("bridge: legacy group %q: assign (seed step 2): %w", in.Group, err)
+		}
 	}
+	// Our part: the partitions of our members' threads (PA:102-106 and PA:136-155 keep, for
+	// the consumer computing, only those its own threads got; we are every member of ours).
+	next := make(legacy.Assignment, len(group))
 	p := legacyPlan{
-		Assignment: next,
-		Owner:      make(map[legacy.TopicPartition]string, len(next)),
-		Starts:     make(map[string][]legacy.PartitionOffset, len(in.Members)),
-		Offsets:    make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),
+		Group:   group,
+		Owner:   make(map[legacy.TopicPartition]string, len(group)),
+		Starts:  make(map[string][]legacy.PartitionOffset, len(in.Members)),
+		Offsets: make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),
 	}
-	for tp, th := range next {
-		p.Owner[tp] = threadOf[th]
+	for tp, th := range group {
+		if id, ok := threadOf[th]; ok {
+			next[tp] = th
+			p.Owner[tp] = id
+		}
 	}
+	p.Assignment = next
 
-	// Step 3 compares the new assignment with the owners in ZooKeeper. Owner znodes of other
-	// sessions outside the new assignment (a topic nobody here subscribes to any more, held
-	// by someone else) are none of our business: we cannot delete them, and counting them
-	// would call for a rebalance after every rebalance.
+	// Step 3 compares our part with the owners in ZooKeeper, on our part of the group only:
+	// the partitions assigned to our members and the owner znodes that are ours. Owner znodes
+	// of others outside our part (a zk member's, a topic nobody here subscribes to any more)
+	// are none of our business: we cannot delete them, and counting them would call for a
+	// rebalance after every rebalance; nor is a partition of another member that is not owned
+	// yet (a zk member still rebalancing) a reason to stop ours.
 	current := make(map[legacy.TopicPartition]string, len(in.Owners))
 	for tp, o := range in.Owners {
 		_, assigned := next[tp]
-		if o.Session == in.Session || assigned {
+		if assigned || in.ours(o) {
 			current[tp] = o.Thread
 		}
 	}
-	p.Reason = legacy.RebalanceNeeded(current, next, ain.Partitions)
+	domain := map[string][]int32{}
+	for topic, ids := range ain.Partitions {
+		for _, id := range ids {
+			tp := legacy.TopicPartition{Topic: topic, Partition: id}
+			_, assigned := next[tp]
+			o, owned := in.Owners[tp]
+			if assigned || owned && in.ours(o) {
+				domain[topic] = append(domain[topic], id)
+			}
+		}
+	}
+	p.Reason = legacy.RebalanceNeeded(current, next, domain)
 
 	parts := map[string][]legacy.TopicPartition{}
 	for tp := range next {
@@ -198,7 +336,7 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 		// Even a znode of another session that holds the very thread we would write (a
 		// previous coordinator of this group whose session has not expired yet) is not ours:
 		// it disappears when that session ends, so it must be released and claimed anew.
-		if _, assigned := next[tp]; assigned && o.Session != in.Session {
+		if _, assigned := next[tp]; assigned && !in.ours(o) {
 			p.Foreign = append(p.Foreign, tp)
 		}
 	}
@@ -230,7 +368,9 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 	}
 
 	if len(p.Foreign) == 0 {
-		p.Ops = legacyClaimOps(in, next)
+		p.Ops, _ = legacyClaimOps(&in, next, false)
+	} else if rel, deletes := legacyClaimOps(&in, next, true); deletes > 0 {
+		p.Release = rel
 	}
 	return p, nil
 }
@@ -239,35 +379,41 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 // znodes that are released or change thread, then creates of the new owners. A reassigned
 // partition is deleted and created rather than set, as a 0.8 consumer releases and then claims
 // it: the new znode's ctime and ephemeral owner (our current session) are those of the new
-// ownership.
-func legacyClaimOps(in legacyPlanInput, next legacy.Assignment) []zkstate.Op {
+// ownership. With releaseOnly, it is legacyPlan.Release: the final offsets and the deletes of our
+// owner znodes of partitions that are no longer ours, nothing else. deletes counts the deletes.
+func legacyClaimOps(in *legacyPlanInput, next legacy.Assignment, releaseOnly bool) (ops []zkstate.Op, deletes int) {
 	final := make(map[legacy.TopicPartition]int64, len(in.Final))
 	for tp, off := range in.Final {
 		if old, ok := in.Committed[tp]; !ok || old != off {
 			final[tp] = off
 		}
 	}
-	ops := legacyOffsetOps(in.Group, final, in.OffsetNodes)
+	ops = legacyOffsetOps(in.Group, final, in.OffsetNodes)
 
 	var creates []zkstate.Op
 	for _, tp := range legacySortedTPs(in.Owners) {
 		o := in.Owners[tp]
-		if o.Session != in.Session {
+		if !in.ours(o) {
 			continue // not ours; legacyPlanRebalance reports those in the assignment as Foreign
 		}
-		if th, ok := next[tp]; ok && th == o.Thread {
-			continue // unchanged
+		th, ok := next[tp]
+		if ok && (th == o.Thread || releaseOnly) {
+			continue // unchanged, or still ours (moving between our threads waits for the claim)
 		}
 		ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition), o.Version))
+		deletes++
+	}
+	if releaseOnly {
+		return ops, deletes
 	}
 	for _, tp := range legacySortedTPs(next) {
-		if o, ok := in.Owners[tp]; ok && o.Session == in.Session && o.Thread == next[tp] {
+		if o, ok := in.Owners[tp]; ok && in.ours(o) && o.Thread == next[tp] {
 			continue
 		}
 		creates = append(creates, zkstate.CreateOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition),
 			[]byte(next[tp]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
 	}
-	return append(ops, creates...)
+	return append(ops, creates...), deletes
 }
 
 // legacyOffsetOps writes offsets to /consumers/<g>/offsets/<t>/<p> as decimal text (the 0.8

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
 )
 
 const legacyTestSession int64 = 0x100
@@ -47,9 +48,9 @@ func legacyRunningSpec(sub []legacy.TopicThreads, part ...legacy.TopicPartition)
 	return legacyMemberSpec{Subscription: sub, AutoCommit: true, Reset: legacy.ResetSmallest, Started: true, Running: part}
 }
 
-func legacyOpStrings(p legacyPlan) []string {
-	out := make([]string, len(p.Ops))
-	for i, op := range p.Ops {
+func legacyOpStrings(ops []zkstate.Op) []string {
+	out := make([]string, len(ops))
+	for i, op := range ops {
 		out[i] = op.String()
 	}
 	return out
@@ -72,6 +73,7 @@ func TestLegacyPlanRebalance(t *testing.T) {
 		"b": legacyRunningSpec(legacySub("t"), legacyTP("t", 4)),
 	}
 	five := map[string][]int32{"t": {0, 1, 2, 3, 4}}
+	six := map[string][]int32{"t": {0, 1, 2, 3, 4, 5}}
 
 	cases := []struct {
 		name string
@@ -82,7 +84,9 @@ func TestLegacyPlanRebalance(t *testing.T) {
 		notRunning []string
 		foreign    []legacy.TopicPartition
 		ops        []string
+		release    []string // Release, run before waiting for foreign owners
 		starts     map[string][]legacy.PartitionOffset
+		group      legacy.Assignment // the whole group's assignment, when the case spells it out
 		err        error
 	}{
 		{
@@ -256,6 +260,195 @@ func TestLegacyPlanRebalance(t *testing.T) {
 				}},
 			err: legacy.ErrUnequalSubscriptions,
 		},
+
+		// Federated 0.8: seed step 2 computes the ownership "after reading from ZK the number
+		// of partitions and number of threads for each topic" — the threads of every
+		// registration in /ids, zk members and members of other coordinators alike, counted
+		// exactly as every zk member counts them (ZookeeperConsumerConnector.rebalance,
+		// ZCC:659-660, over the AssignmentContext of PA:42-55, which reads every
+		// registration). Steps 3 and 4 then concern our members' part only.
+		{
+			// Range (PA:112-161) sorts every thread of the topic as strings: the zk member's
+			// b-0 sits between our a-0 and c-0, and takes the middle run. We create only the
+			// owners of our threads.
+			name: "others count in step 2: a zk member's thread between ours takes the middle run",
+			in: legacyPlanInput{Partitions: six,
+				Members: map[string]legacyMemberSpec{
+					"a": {Subscription: legacySub("t"), Reset: legacy.ResetSmallest},
+					"c": {Subscription: legacySub("t"), Reset: legacy.ResetSmallest},
+				},
+				Others: map[string]map[string]int{"b": {"t": 1}}},
+			step: "3.1", needed: true, notRunning: []string{"a", "c"},
+			group: legacy.Assignment{
+				legacyTP("t", 0): "a-0", legacyTP("t", 1): "a-0", legacyTP("t", 2): "b-0",
+				legacyTP("t", 3): "b-0", legacyTP("t", 4): "c-0", legacyTP("t", 5): "c-0",
+			},
+			ops: []string{
+				"create ephemeral /consumers/g/owners/t/0", "create ephemeral /consumers/g/owners/t/1",
+				"create ephemeral /consumers/g/owners/t/4", "create ephemeral /consumers/g/owners/t/5",
+			},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, -2), legacyPO("t", 1, -2)},
+				"c": {legacyPO("t", 4, -2), legacyPO("t", 5, -2)},
+			},
+		},
+		{
+			// A zk member with two threads: 0.8.2 numbers them <consumerId>-0 and -1
+			// (TopicCount.makeConsumerThreadIdsPerTopic, TC:33-37), and "a-0" < "zk-0" <
+			// "zk-1" as strings: 6/3 = 2 each.
+			name: "another member's threads are numbered <consumerId>-<n> as 0.8.2 numbers them",
+			in: legacyPlanInput{Partitions: six,
+				Members: map[string]legacyMemberSpec{"a": {Subscription: legacySub("t"), Reset: legacy.ResetLargest}},
+				Others:  map[string]map[string]int{"zk": {"t": 2}}},
+			step: "3.1", needed: true, notRunning: []string{"a"},
+			group: legacy.Assignment{
+				legacyTP("t", 0): "a-0", legacyTP("t", 1): "a-0", legacyTP("t", 2): "zk-0",
+				legacyTP("t", 3): "zk-0", legacyTP("t", 4): "zk-1", legacyTP("t", 5): "zk-1",
+			},
+			ops:    []string{"create ephemeral /consumers/g/owners/t/0", "create ephemeral /consumers/g/owners/t/1"},
+			starts: map[string][]legacy.PartitionOffset{"a": {legacyPO("t", 0, -1), legacyPO("t", 1, -1)}},
+		},
+		{
+			// Step 3 looks at our part only: the zk member's t-2 is owned by its session, its
+			// t-3 not yet (it is still rebalancing), and its topic u is none of ours. None of it
+			// is a reason to stop our members, nor a partition to wait for.
+			name: "the others' partitions, owned or not yet, are not ours to check, claim or wait for",
+			in: legacyPlanInput{Partitions: six,
+				Members: map[string]legacyMemberSpec{
+					"a": legacyRunningSpec(legacySub("t"), legacyTP("t", 0), legacyTP("t", 1)),
+					"c": legacyRunningSpec(legacySub("t"), legacyTP("t", 4), legacyTP("t", 5)),
+				},
+				Others: map[string]map[string]int{"b": {"t": 1, "u": 1}},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): legacyOurs("a-0"), legacyTP("t", 1): legacyOurs("a-0"),
+					legacyTP("t", 2): {Thread: "b-0", Session: 0x999},
+					legacyTP("t", 4): legacyOurs("c-0"), legacyTP("t", 5): legacyOurs("c-0"),
+					legacyTP("u", 0): {Thread: "b-0", Session: 0x999},
+				}},
+			step: "3.5", needed: false, ops: []string{},
+		},
+		{
+			// A zk member b joined: it releases its own owners before re-reading the group
+			// and claims with NodeExists retry (ZCC:657-684, 769-797). Ours of the partitions
+			// it now gets (t-2 from a, t-3 from c) are deleted in the claim's Multi, which runs
+			// after every StopResponse: b's claim succeeds only once our members stopped.
+			name: "a zk member joined: our owners of its new partitions are deleted after the Stop",
+			in: legacyPlanInput{Partitions: six,
+				Members: map[string]legacyMemberSpec{
+					"a": legacyRunningSpec(legacySub("t"), legacyTP("t", 0), legacyTP("t", 1), legacyTP("t", 2)),
+					"c": legacyRunningSpec(legacySub("t"), legacyTP("t", 3), legacyTP("t", 4), legacyTP("t", 5)),
+				},
+				Others: map[string]map[string]int{"b": {"t": 1}},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): legacyOurs("a-0"), legacyTP("t", 1): legacyOurs("a-0"), legacyTP("t", 2): legacyOurs("a-0"),
+					legacyTP("t", 3): legacyOurs("c-0"), legacyTP("t", 4): legacyOurs("c-0"), legacyTP("t", 5): legacyOurs("c-0"),
+				}},
+			step: "3.4", needed: true, notRunning: []string{"a", "c"},
+			ops: []string{"delete /consumers/g/owners/t/2@0", "delete /consumers/g/owners/t/3@0"},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, -2), legacyPO("t", 1, -2)},
+				"c": {legacyPO("t", 4, -2), legacyPO("t", 5, -2)},
+			},
+		},
+		{
+			// The zk member b left, but its session still holds t-2 and t-3 (its ephemerals go
+			// when the session closes). They are ours now: the claim waits (as 0.8.2's does on
+			// NodeExists, ZCC:782-795), and starts them from the offsets b committed before
+			// releasing (ZCC:715-722 commits while still owning).
+			name: "a zk member left: its partitions are ours once its session lets go, from its commits",
+			in: legacyPlanInput{Partitions: six,
+				Members: map[string]legacyMemberSpec{
+					"a": legacyRunningSpec(legacySub("t"), legacyTP("t", 0), legacyTP("t", 1)),
+					"c": legacyRunningSpec(legacySub("t"), legacyTP("t", 4), legacyTP("t", 5)),
+				},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): legacyOurs("a-0"), legacyTP("t", 1): legacyOurs("a-0"),
+					legacyTP("t", 2): {Thread: "b-0", Session: 0x999}, legacyTP("t", 3): {Thread: "b-0", Session: 0x999},
+					legacyTP("t", 4): legacyOurs("c-0"), legacyTP("t", 5): legacyOurs("c-0"),
+				},
+				Committed:   map[legacy.TopicPartition]int64{legacyTP("t", 2): 200, legacyTP("t", 3): 300},
+				OffsetNodes: map[legacy.TopicPartition]bool{legacyTP("t", 2): true, legacyTP("t", 3): true}},
+			step: "3.4", needed: true, notRunning: []string{"a", "c"},
+			foreign: []legacy.TopicPartition{legacyTP("t", 2), legacyTP("t", 3)}, ops: []string{},
+			starts: map[string][]legacy.PartitionOffset{
+				"a": {legacyPO("t", 0, -2), legacyPO("t", 1, -2), legacyPO("t", 2, 200)},
+				"c": {legacyPO("t", 3, 300), legacyPO("t", 4, -2), legacyPO("t", 5, -2)},
+			},
+		},
+		{
+			// The bridge's Kafka members are registered (and own their partitions) in the
+			// bridge's session, ours: an owner znode holding a registered other's thread is
+			// not ours to delete, whatever its session.
+			name: "an owner in our session holding another registration's thread is not ours",
+			in: legacyPlanInput{Partitions: map[string][]int32{"t": {0, 1}},
+				Members: map[string]legacyMemberSpec{"a": legacyRunningSpec(legacySub("t"), legacyTP("t", 0))},
+				Others:  map[string]map[string]int{"k": {"t": 1}},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): legacyOurs("a-0"), legacyTP("t", 1): legacyOurs("k-0"),
+				}},
+			step: "3.5", needed: false, ops: []string{},
+		},
+		{
+			// ... and one that still holds a partition now ours must be released by its
+			// coordinator first.
+			name: "an owner in our session holding another registration's thread blocks our claim",
+			in: legacyPlanInput{Partitions: map[string][]int32{"t": {0, 1}},
+				Members: map[string]legacyMemberSpec{"a": {Subscription: legacySub("t")}},
+				Others:  map[string]map[string]int{"k": {"t": 1}},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): legacyOurs("k-0"), legacyTP("t", 1): legacyOurs("k-0"),
+				}},
+			step: "3.4", needed: true, notRunning: []string{"a"},
+			foreign: []legacy.TopicPartition{legacyTP("t", 0)}, ops: []string{},
+		},
+		{
+			// A swap: our t-1 now goes to k, k's t-0 to us. We release t-1 (with its final
+			// offset) before waiting for t-0, as a 0.8.2 consumer releases before it claims
+			// (ZCC:657 before 684): k's coordinator may be waiting for t-1 to release t-0.
+			name: "a swap with another coordinator: ours is released before we wait for theirs",
+			in: legacyPlanInput{Partitions: map[string][]int32{"t": {0, 1}},
+				Members: map[string]legacyMemberSpec{"a": {Subscription: legacySub("t"), AutoCommit: true}},
+				Others:  map[string]map[string]int{"k": {"t": 1}},
+				Owners: map[legacy.TopicPartition]legacyOwner{
+					legacyTP("t", 0): {Thread: "k-0", Session: 0x999}, legacyTP("t", 1): {Thread: "a-0", Version: 2, Session: legacyTestSession},
+				},
+				Final: map[legacy.TopicPartition]int64{legacyTP("t", 1): 42}},
+			step: "3.4", needed: true, notRunning: []string{"a"},
+			foreign: []legacy.TopicPartition{legacyTP("t", 0)}, ops: []string{},
+			release: []string{"create /consumers/g/offsets/t/1", "delete /consumers/g/owners/t/1@2"},
+		},
+		{
+			// Roundrobin (PA:57-110) deals every thread of the group, ours and the zk
+			// member's, the partitions of all topics in hash order; the assertions common to
+			// every case check the split.
+			name: "roundrobin deals our threads and the others' alike",
+			in: legacyPlanInput{Strategy: legacy.StrategyRoundRobin,
+				Partitions: map[string][]int32{"t": {0, 1, 2}, "u": {0, 1, 2, 3}},
+				Members:    map[string]legacyMemberSpec{"a": {Subscription: legacySub("t", "u")}},
+				Others:     map[string]map[string]int{"z": {"t": 1, "u": 1}}},
+			step: "3.1", needed: true, notRunning: []string{"a"},
+		},
+		{
+			// PA:74-83: with roundrobin every consumer must subscribe to the same topics with
+			// the same threads; the zk members' rebalances fail on it, and so does ours.
+			name: "roundrobin with another member's unequal subscription fails like the zk members'",
+			in: legacyPlanInput{Strategy: legacy.StrategyRoundRobin, Partitions: map[string][]int32{"t": {0}},
+				Members: map[string]legacyMemberSpec{"a": {Subscription: legacySub("t")}},
+				Others:  map[string]map[string]int{"z": {"t": 1, "u": 1}}},
+			err: legacy.ErrUnequalSubscriptions,
+		},
+		{
+			// No member of ours left: nothing is computed, so the others' registrations (here
+			// unequal under roundrobin) cannot keep us from releasing our owners.
+			name: "no member of ours: our owners are released whatever the others' registrations",
+			in: legacyPlanInput{Strategy: legacy.StrategyRoundRobin, Partitions: map[string][]int32{}, Owners: rangeOwners,
+				Others: map[string]map[string]int{"x": {"t": 1}, "y": {"u": 1}}},
+			step: "3.3", needed: true,
+			ops: []string{
+				"delete /consumers/g/owners/t/0@0", "delete /consumers/g/owners/t/1@0", "delete /consumers/g/owners/t/2@0",
+				"delete /consumers/g/owners/t/3@0", "delete /consumers/g/owners/t/4@0",
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -274,11 +467,29 @@ func TestLegacyPlanRebalance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Whatever the case: the assignment is the 0.8.2 assignor's (seed step 2).
-			ain, _ := legacyAssignInput(in.Members, in.Partitions)
-			want, _ := legacy.Assign(in.Strategy, ain)
-			if !maps.Equal(p.Assignment, want) {
-				t.Errorf("assignment %v, want the assignor's %v", p.Assignment, want)
+			// Whatever the case: the group's assignment is the 0.8.2 assignor's over every
+			// registration, ours and the others' (seed step 2; PA:42-55 builds the
+			// AssignmentContext from all of /ids), and ours is the part of our members'
+			// threads.
+			ain, threadOf := legacyAssignInput(in.Members, in.Others, in.Partitions)
+			want := legacy.Assignment{}
+			if len(in.Members) > 0 {
+				want, _ = legacy.Assign(in.Strategy, ain)
+			}
+			if !maps.Equal(p.Group, want) {
+				t.Errorf("group assignment %v, want the assignor's %v", p.Group, want)
+			}
+			ours := legacy.Assignment{}
+			for tp, th := range want {
+				if _, ok := threadOf[th]; ok {
+					ours[tp] = th
+				}
+			}
+			if !maps.Equal(p.Assignment, ours) {
+				t.Errorf("assignment %v, want our members' part %v", p.Assignment, ours)
+			}
+			if tc.group != nil && !maps.Equal(p.Group, tc.group) {
+				t.Errorf("group assignment %v, want %v", p.Group, tc.group)
 			}
 			if got := p.Reason.Step(); got != tc.step {
 				t.Errorf("reason %q (step %s), want step %s", p.Reason, got, tc.step)
@@ -293,9 +504,12 @@ func TestLegacyPlanRebalance(t *testing.T) {
 				t.Errorf("Foreign %v, want %v", p.Foreign, tc.foreign)
 			}
 			if tc.ops != nil {
-				if got := legacyOpStrings(p); !slices.Equal(got, tc.ops) {
+				if got := legacyOpStrings(p.Ops); !slices.Equal(got, tc.ops) {
 					t.Errorf("ops:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.ops, "\n  "))
 				}
+			}
+			if got := legacyOpStrings(p.Release); !slices.Equal(got, tc.release) {
+				t.Errorf("release ops:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.release, "\n  "))
 			}
 			for id, want := range tc.starts {
 				if got := p.Starts[id]; !slices.Equal(got, want) {
@@ -331,6 +545,52 @@ func legacyMerged(a, b map[legacy.TopicPartition]legacyOwner) map[legacy.TopicPa
 	out := maps.Clone(a)
 	maps.Copy(out, b)
 	return out
+}
+
+// TestLegacyResolveOthers: the other registrations as the plan counts them, read as 0.8.2 reads
+// every registration for the AssignmentContext (PA:51-52 through ZkUtils.getConsumersPerTopic):
+// static subscriptions as registered (TopicCount.constructTopicCount, TC:59-98), wildcard ones
+// resolved against the topics present (WildcardTopicCount.getConsumerThreadIdsPerTopic:
+// white_list keeps the matches, black_list the rest, internal topics excluded), our own members
+// left out. Unreadable registrations are left out and reported (a zk member fails on them).
+func TestLegacyResolveOthers(t *testing.T) {
+	reg := func(pattern string, sub map[string]int) zkstate.Consumer {
+		return zkstate.Consumer{Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: pattern, Subscription: sub}}
+	}
+	consumers := map[string]zkstate.Consumer{
+		"mine":  reg(zkstate.PatternStatic, map[string]int{"t1": 1}),
+		"zk":    reg(zkstate.PatternStatic, map[string]int{"t1": 2, "missing": 1}),
+		"white": reg(zkstate.PatternWhiteList, map[string]int{"t.*": 2}),
+		"black": reg(zkstate.PatternBlackList, map[string]int{"t.*": 1}),
+		"comma": reg(zkstate.PatternWhiteList, map[string]int{" t1, u ": 1}),
+		"bad":   reg(zkstate.PatternWhiteList, map[string]int{"a)|(b": 1}),
+	}
+	problems := []zkstate.Problem{
+		{Path: "/consumers/g/ids/garbage", Err: zkstate.ErrMalformed},
+		{Path: "/consumers/g/ids/mine", Err: zkstate.ErrMalformed}, // ours: not a registration we count
+		{Path: "/consumers/g/offsets/t1/0", Err: zkstate.ErrMalformed},
+	}
+	topics := []string{"__consumer_offsets", "t1", "t2", "u"}
+	others, skipped := legacyResolveOthers("g", consumers, problems, topics, func(id string) bool { return id == "mine" })
+	want := map[string]map[string]int{
+		"zk":    {"t1": 2, "missing": 1}, // static: as registered, present or not
+		"white": {"t1": 2, "t2": 2},
+		"black": {"u": 1},          // __consumer_offsets is internal
+		"comma": {"t1": 1, "u": 1}, // TopicFilter: ',' is '|', spaces dropped
+	}
+	if !maps.EqualFunc(others, want, maps.Equal) {
+		t.Errorf("others = %v, want %v", others, want)
+	}
+	var paths []string
+	for _, pr := range skipped {
+		paths = append(paths, pr.Path)
+		if !errors.Is(pr.Err, zkstate.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", pr.Path, pr.Err)
+		}
+	}
+	if want := []string{"/consumers/g/ids/bad", "/consumers/g/ids/garbage"}; !slices.Equal(paths, want) {
+		t.Errorf("skipped %v, want %v", paths, want)
+	}
 }
 
 // TestLegacyCheckPing: issue 4 item 4 — ping offsets are accepted only for partitions the

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -33,6 +34,8 @@ func demoCommand(e *env) *cli.Command {
 		Flags: append(zkFlags(), outputFlag(),
 			&cli.BoolFlag{Name: "with-kafka",
 				Usage: "also run an in-process stand-in Kafka cluster behind a bridge and show records produced and consumed through it, with the group's offsets in ZooKeeper"},
+			&cli.BoolFlag{Name: "migrate", Value: true,
+				Usage: "with --with-kafka, then migrate group " + demoMigrateGroup + " from a 0.8 and a legacy consumer to a Kafka consumer (legacy → mixed → kafka) and roll it back, printing owners and offsets after each step"},
 		),
 		Action: func(c *cli.Context) error {
 			p, err := newPrinter(c.String("output"))
@@ -107,6 +110,8 @@ func demoWithKafka(ctx context.Context, c *cli.Context, e *env, s *zkstate.Store
 		ZKConnectTimeout: c.Duration("zk-timeout"),
 		KafkaListen:      "127.0.0.1:0",
 		AdminListen:      "127.0.0.1:0",
+		LegacyListen:     "127.0.0.1:0",
+		Group:            demoGroupConfig(),
 		Upstream:         kf.ListenAddrs(),
 		ProxyListen:      "127.0.0.1:0",
 		Logger:           e.log,
@@ -147,7 +152,23 @@ func demoWithKafka(ctx context.Context, c *cli.Context, e *env, s *zkstate.Store
 	if err == nil {
 		err = p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s)))
 	}
+	if err == nil && c.Bool("migrate") {
+		err = demoMigrate(ctx, &demoStory{
+			s: s, zk: c.String("zk"), bridge: b, out: e.stdout, log: e.log, table: table, produce: addr,
+			show: func(snap *zkstate.GroupSnapshot) error {
+				return p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s)))
+			},
+		})
+	}
 	return errors.Join(err, stopBridge())
+}
+
+// demoGroupConfig is Kafka's group defaults with a short initial rebalance delay, so that the
+// demo's groups form in a fraction of a second.
+func demoGroupConfig() group.Config {
+	cfg := group.DefaultConfig()
+	cfg.InitialRebalanceDelay = 200 * time.Millisecond
+	return cfg
 }
 
 // demoProduceConsume produces the demo records through the bridge at addr, consumes them in

@@ -7,6 +7,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -77,31 +78,84 @@ func groupsCommand(e *env) *cli.Command {
 	}
 }
 
-// bridgeSessions returns the ZooKeeper sessions of the running bridges: each holds its
-// registration <root>/bridges/<node-id> as an ephemeral. A failure only loses the kind column's
-// precision, so it is logged, not returned.
-func bridgeSessions(c *cli.Context, s *zkstate.Store) map[int64]bool {
-	root := c.String("root")
-	if root == "" {
-		root = bridge.DefaultRoot
+// storeKinds reads what tells the members' kinds from ZooKeeper (memberKinds).
+type storeKinds struct {
+	c        *cli.Context
+	s        *zkstate.Store
+	root     string
+	sessions map[int64]bool
+}
+
+// bridgeSessions returns what tells a group's members' kinds: the ZooKeeper sessions of the
+// running bridges — each holds its registration <root>/bridges/<node-id> as an ephemeral — read
+// now, and, when a group is described, its hosted-member znodes. A failure to read them only
+// loses the kind column's precision, so it is not returned.
+func bridgeSessions(c *cli.Context, s *zkstate.Store) memberKinds {
+	k := &storeKinds{c: c, s: s, root: c.String("root"), sessions: map[int64]bool{}}
+	if k.root == "" {
+		k.root = bridge.DefaultRoot
 	}
-	dir := path.Join(root, "bridges")
+	dir := path.Join(k.root, "bridges")
 	ids, _, err := s.Children(c.Context, dir)
-	out := map[int64]bool{}
 	if err != nil {
-		return out
+		return k
 	}
 	for _, id := range ids {
 		if ok, st, err := s.Exists(c.Context, path.Join(dir, id)); err == nil && ok && st.EphemeralOwner != 0 {
-			out[st.EphemeralOwner] = true
+			k.sessions[st.EphemeralOwner] = true
 		}
 	}
-	return out
+	return k
+}
+
+func (k *storeKinds) bridge(session int64) bool { return k.sessions[session] }
+
+// hosted reads the group's hosted-member znodes, <root>/groups/<g>/hosted/<consumer-id>
+// (zkstate/hosted.go): which kind of member, hosted by which bridge, stands behind each of the
+// bridges' registrations in /ids.
+func (k *storeKinds) hosted(group string) (map[string]hostedRecord, []zkstate.Problem) {
+	dir := zkstate.HostedPath(k.root, group)
+	out := map[string]hostedRecord{}
+	ids, _, err := k.s.Children(k.c.Context, dir)
+	if err != nil {
+		return out, nil
+	}
+	recs := make([]hostedRecord, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32) // go-zookeeper pipelines the reads on its one connection
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			data, st, err := k.s.Get(k.c.Context, path.Join(dir, id))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			h, err := zkstate.ParseHostedMember(data)
+			recs[i], errs[i] = hostedRecord{HostedMember: h, Session: st.EphemeralOwner}, err
+		}()
+	}
+	wg.Wait()
+	var problems []zkstate.Problem
+	for i, id := range ids {
+		switch {
+		case errs[i] == nil:
+			out[id] = recs[i]
+		case errors.Is(errs[i], zkstate.ErrMalformed):
+			problems = append(problems, zkstate.Problem{Path: path.Join(dir, id), Err: errs[i]})
+		}
+		// Another error (the member left between the two reads): nothing to describe.
+	}
+	return out, problems
 }
 
 func rootFlag() cli.Flag {
 	return &cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
-		Usage: "ZooKeeper path of the bridges' own state (to tell members served by a bridge from 0.8 consumers)"}
+		Usage: "ZooKeeper path of the bridges' own state (to tell each member's kind: kafka and legacy members hosted by a bridge, zk members)"}
 }
 
 func groupArg(c *cli.Context) (string, error) {

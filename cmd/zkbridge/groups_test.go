@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +128,69 @@ func TestIntegration_DescribeReportsMalformedZnodes(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "malformed znode skipped") {
 		t.Errorf("no warning logged for the malformed znodes: %q", r.stderr)
+	}
+}
+
+// `groups describe` tells each member's kind from the hosted-member znodes the bridges write
+// beside their members' registrations (zkstate/hosted.go): kafka and legacy members hosted by a
+// bridge, zk members for registrations without one (issue 5 item 6).
+func TestIntegration_DescribeShowsMemberKinds(t *testing.T) {
+	zkc := loadDemo(t)
+	s := openTestStore(t, zkc)
+	ctx := context.Background()
+	for _, m := range []struct {
+		id     string
+		topic  string
+		hosted zkstate.HostedMember
+	}{
+		{"billing_legacy-1700000001000-0000abcd", "orders", zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: 9000, Member: "billing_legacy-1700000001000-0000abcd"}},
+		{"billing_kgo-1700000002000-1234abcd", "payments", zkstate.HostedMember{Kind: zkstate.KindKafka, Node: 9001, Member: "kgo-3f2a", Instance: "billing-1"}},
+	} {
+		// Persistent, as the demo's registrations are: the hosted znode describes the
+		// registration held by the same session (here none).
+		reg := zkstate.ConsumerRegistration{Version: 1, Pattern: zkstate.PatternStatic, Subscription: map[string]int{m.topic: 1}, TimestampMs: 1700000000000}
+		if err := s.Create(ctx, zkstate.IDPath("billing", m.id), reg.Encode(), zkstate.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, zkstate.HostedMemberPath("/zkbridge", "billing", m.id), m.hosted.Encode(), zkstate.CreateOptions{Parents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Create(ctx, zkstate.HostedMemberPath("/zkbridge", "billing", "billing_broken"), []byte(`{"version":1,"kind":"zk"}`), zkstate.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runCLI(t, "groups", "describe", "billing", "--zk", zkc)
+	if r.code != exitOK {
+		t.Fatalf("describe: exit %d: %s", r.code, r.stderr)
+	}
+	golden(t, "describe_billing_kinds.golden", r.stdout)
+
+	r = runCLI(t, "groups", "describe", "billing", "--zk", zkc, "--output", "json")
+	if r.code != exitOK {
+		t.Fatalf("describe json: exit %d: %s", r.code, r.stderr)
+	}
+	var v groupView
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("describe --output json is not JSON: %v\n%s", err, r.stdout)
+	}
+	kinds := map[string]string{}
+	for _, m := range v.Members {
+		kinds[m.ID] = m.Kind
+		if m.ID == "billing_kgo-1700000002000-1234abcd" && (m.Node == nil || *m.Node != 9001 || m.MemberID != "kgo-3f2a" || m.Instance != "billing-1") {
+			t.Errorf("kafka member in json: %+v", m)
+		}
+	}
+	want := map[string]string{
+		"billing_host1-1700000000000-1a2b3c4d":  "zk",
+		"billing_host2-1700000000500-5e6f7a8b":  "zk",
+		"billing_legacy-1700000001000-0000abcd": "legacy",
+		"billing_kgo-1700000002000-1234abcd":    "kafka",
+	}
+	if !maps.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	if len(v.Problems) != 1 || v.Problems[0].Path != "/zkbridge/groups/billing/hosted/billing_broken" {
+		t.Errorf("problems %v, want the malformed hosted znode", v.Problems)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -21,8 +22,13 @@ type groupView struct {
 }
 
 type memberView struct {
-	ID           string         `json:"id"`
-	Kind         string         `json:"kind"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Node is the node id of the bridge hosting a kafka or legacy member; MemberID is a kafka
+	// member's own member id and Instance its group.instance.id (zkstate.HostedMember).
+	Node         *int32         `json:"node,omitempty"`
+	MemberID     string         `json:"member_id,omitempty"`
+	Instance     string         `json:"instance,omitempty"`
 	Pattern      string         `json:"pattern"`
 	Subscription map[string]int `json:"subscription"`
 	Threads      int            `json:"threads"`
@@ -41,17 +47,55 @@ type problemView struct {
 	Error string `json:"error"`
 }
 
-// Member kinds. A registration in /ids held by a running bridge's ZooKeeper session is a member
-// the bridge serves (a kafka or legacy client: the bridge registers both in the 0.8 format so
-// zk members count them); any other is a 0.8 ZooKeeper consumer.
+// Member kinds (DESIGN §1). A bridge registers the kafka and legacy members it hosts in /ids in
+// the 0.8 format, so that zk members count them, and writes beside each registration a
+// hosted-member znode <root>/groups/<g>/hosted/<consumer-id> saying its kind (zkstate/hosted.go);
+// a registration without one is a zk member, a 0.8 ZooKeeper consumer. kindBridge is what is
+// left of the kind when a running bridge's session holds the registration but no hosted znode
+// describes it (a bridge that does not write them).
 const (
-	kindZK     = "zk"
+	kindZK     = zkstate.KindZK
+	kindKafka  = zkstate.KindKafka
+	kindLegacy = zkstate.KindLegacy
 	kindBridge = "bridge"
 )
 
-// buildGroupView shapes a snapshot for the printers; bridgeSessions are the ZooKeeper sessions
-// of the running bridges (see bridgeSessions).
-func buildGroupView(s *zkstate.GroupSnapshot, bridgeSessions map[int64]bool) groupView {
+// hostedRecord is a hosted-member znode as read: the record, and the session holding it.
+type hostedRecord struct {
+	zkstate.HostedMember
+	Session int64 // the znode's ephemeral owner, 0 for a persistent node
+}
+
+// memberKinds tells what stands behind a group's registrations in /ids (memberKind).
+// bridgeSessions (groups.go) reads it from ZooKeeper; tests give a fixed one.
+type memberKinds interface {
+	// hosted returns the group's hosted-member znodes by consumer id, and those that do not
+	// parse.
+	hosted(group string) (map[string]hostedRecord, []zkstate.Problem)
+	// bridge reports whether a running bridge holds ZooKeeper session id.
+	bridge(session int64) bool
+}
+
+// memberKind says what stands behind registration c: the kind of its hosted-member znode when
+// one describes it — held by the same session as the registration, since a bridge writes both
+// as ephemerals of its session (a mismatch is a leftover of another session, or one of the two
+// is being re-created after an expiry) — else bridge when a running bridge holds the
+// registration, else zk.
+func memberKind(c zkstate.Consumer, h hostedRecord, hosted bool, k memberKinds) string {
+	switch {
+	case hosted && h.Session == c.EphemeralOwner:
+		return h.Kind
+	case c.EphemeralOwner != 0 && k.bridge(c.EphemeralOwner):
+		return kindBridge
+	}
+	return kindZK
+}
+
+// buildGroupView shapes a snapshot for the printers; kinds tells each member's kind (see
+// bridgeSessions). Hosted-member znodes that do not parse are listed with the snapshot's
+// problems.
+func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
+	hosted, hostedProblems := kinds.hosted(s.Group)
 	v := groupView{Group: s.Group, MissingTopics: append([]string{}, s.MissingTopics...)}
 	sort.Strings(v.MissingTopics)
 
@@ -68,9 +112,14 @@ func buildGroupView(s *zkstate.GroupSnapshot, bridgeSessions map[int64]bool) gro
 
 	subscribed := map[string]bool{}
 	for id, c := range s.Consumers {
-		m := memberView{ID: id, Kind: kindZK, Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription}
-		if c.EphemeralOwner != 0 && bridgeSessions[c.EphemeralOwner] {
-			m.Kind = kindBridge
+		h, ok := hosted[id]
+		m := memberView{ID: id, Kind: memberKind(c, h, ok, kinds), Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription}
+		if m.Kind == kindKafka || m.Kind == kindLegacy {
+			node := h.Node
+			m.Node, m.MemberID, m.Instance = &node, h.Member, h.Instance
+			if m.Kind == kindLegacy {
+				m.MemberID = "" // the consumer id itself
+			}
 		}
 		for t, n := range c.Registration.Subscription {
 			m.Threads += n
@@ -105,7 +154,7 @@ func buildGroupView(s *zkstate.GroupSnapshot, bridgeSessions map[int64]bool) gro
 			v.Partitions = append(v.Partitions, pv)
 		}
 	}
-	for _, p := range s.Problems {
+	for _, p := range append(slices.Clip(s.Problems), hostedProblems...) {
 		v.Problems = append(v.Problems, problemView{Path: p.Path, Error: p.Err.Error()})
 	}
 	sort.Slice(v.Problems, func(i, j int) bool { return v.Problems[i].Path < v.Problems[j].Path })

@@ -57,12 +57,12 @@ func TestBuildGroupView(t *testing.T) {
 		MissingTopics: []string{"zz"},
 		Problems:      []zkstate.Problem{{Path: "/consumers/g/offsets/t/9", Err: errors.New("bad")}},
 	}
-	v := buildGroupView(snap, map[int64]bool{77: true}) // session 77 is a running bridge's
+	v := buildGroupView(snap, fixedKinds{sessions: map[int64]bool{77: true}}) // session 77 is a running bridge's
 	if got := v.Members[0].Owned; !reflect.DeepEqual(got, []string{"t/0", "t/2"}) {
 		t.Errorf("owned = %v", got)
 	}
 	if v.Members[0].Kind != kindZK || v.Members[1].Kind != kindBridge {
-		t.Errorf("kinds = %s, %s; want zk, and bridge for the member held by a bridge's session", v.Members[0].Kind, v.Members[1].Kind)
+		t.Errorf("kinds = %s, %s; want zk, and bridge for the member held by a bridge's session without a hosted znode", v.Members[0].Kind, v.Members[1].Kind)
 	}
 	if v.Members[0].Threads != 2 || v.Members[1].Pattern != "white_list" {
 		t.Errorf("members = %+v", v.Members)
@@ -79,6 +79,77 @@ func TestBuildGroupView(t *testing.T) {
 	}
 	if len(v.Problems) != 1 || len(v.MissingTopics) != 1 {
 		t.Errorf("problems %v missing %v", v.Problems, v.MissingTopics)
+	}
+}
+
+// fixedKinds is a memberKinds for tests.
+type fixedKinds struct {
+	records  map[string]hostedRecord
+	problems []zkstate.Problem
+	sessions map[int64]bool
+}
+
+func (k fixedKinds) hosted(string) (map[string]hostedRecord, []zkstate.Problem) {
+	return k.records, k.problems
+}
+func (k fixedKinds) bridge(session int64) bool { return k.sessions[session] }
+
+// A member's kind comes from its hosted-member znode (zkstate/hosted.go) when one held by the
+// registration's own session describes it; a bridge-held registration without one is "bridge",
+// any other a zk member.
+func TestBuildGroupViewKinds(t *testing.T) {
+	reg := func(id string, session int64) zkstate.Consumer {
+		return zkstate.Consumer{ID: id, EphemeralOwner: session,
+			Registration: zkstate.ConsumerRegistration{Version: 1, Pattern: "static", Subscription: map[string]int{"t": 1}}}
+	}
+	snap := &zkstate.GroupSnapshot{
+		Group: "g",
+		Consumers: map[string]zkstate.Consumer{
+			"g_kafka":   reg("g_kafka", 77),
+			"g_legacy":  reg("g_legacy", 77),
+			"g_old":     reg("g_old", 77), // a bridge that writes no hosted znodes
+			"g_stale":   reg("g_stale", 55),
+			"g_zk":      reg("g_zk", 55),
+			"g_fixture": reg("g_fixture", 0), // persistent registration and hosted znode
+		},
+		Partitions: map[string][]int32{"t": {0}},
+	}
+	kinds := fixedKinds{
+		sessions: map[int64]bool{77: true},
+		records: map[string]hostedRecord{
+			"g_kafka":   {HostedMember: zkstate.HostedMember{Kind: zkstate.KindKafka, Node: 9000, Member: "kgo-1", Instance: "i-1"}, Session: 77},
+			"g_legacy":  {HostedMember: zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: 9001, Member: "g_legacy"}, Session: 77},
+			"g_stale":   {HostedMember: zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: 9001}, Session: 77}, // not the registration's session
+			"g_fixture": {HostedMember: zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: 1, Member: "g_fixture"}},
+			"g_gone":    {HostedMember: zkstate.HostedMember{Kind: zkstate.KindKafka, Node: 9000}, Session: 77}, // no registration
+		},
+		problems: []zkstate.Problem{{Path: "/zkbridge/groups/g/hosted/g_bad", Err: zkstate.ErrMalformed}},
+	}
+	v := buildGroupView(snap, kinds)
+	got := map[string]memberView{}
+	for _, m := range v.Members {
+		got[m.ID] = m
+	}
+	if len(got) != 6 {
+		t.Fatalf("members %v, want the 6 registrations (a hosted znode is not a member)", v.Members)
+	}
+	for id, want := range map[string]string{"g_kafka": kindKafka, "g_legacy": kindLegacy, "g_old": kindBridge,
+		"g_stale": kindZK, "g_zk": kindZK, "g_fixture": kindLegacy} {
+		if got[id].Kind != want {
+			t.Errorf("%s: kind %s, want %s", id, got[id].Kind, want)
+		}
+	}
+	if m := got["g_kafka"]; m.Node == nil || *m.Node != 9000 || m.MemberID != "kgo-1" || m.Instance != "i-1" {
+		t.Errorf("kafka member: node %v, member id %q, instance %q", m.Node, m.MemberID, m.Instance)
+	}
+	if m := got["g_legacy"]; m.Node == nil || *m.Node != 9001 || m.MemberID != "" {
+		t.Errorf("legacy member: node %v, member id %q (want none: the consumer id is its name)", m.Node, m.MemberID)
+	}
+	if m := got["g_zk"]; m.Node != nil || m.MemberID != "" {
+		t.Errorf("zk member: node %v, member id %q, want none", m.Node, m.MemberID)
+	}
+	if len(v.Problems) != 1 || v.Problems[0].Path != "/zkbridge/groups/g/hosted/g_bad" {
+		t.Errorf("problems %v, want the malformed hosted znode", v.Problems)
 	}
 }
 
