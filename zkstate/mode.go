@@ -328,6 +328,12 @@ func SetMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	return setMode(ctx, s, root, group, from, to, who, "", expectVersion)
 }
 
+// SetModeReason is SetMode with a reason recorded in the transition (Transition.Reason), e.g.
+// that a rollback was forced past the members that held it back.
+func SetModeReason(ctx context.Context, s *Store, root, group string, from, to Mode, who, why string, expectVersion int32) (int32, error) {
+	return setMode(ctx, s, root, group, from, to, who, why, expectVersion)
+}
+
 // InitMode persists a group's first mode (typically its DefaultMode, with why as the
 // transition's reason) unless the group already has a mode record, and returns the record that
 // holds: ours, or the one someone created first (a create is itself a compare-and-set, so two

@@ -47,6 +47,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	app := newApp(e)
 	if err := app.RunContext(ctx, interspersed(app, args)); err != nil {
 		fmt.Fprintf(stderr, "zkbridge: %v\n", err)
+		var ce interface{ ExitCode() int } // codedError (migrate.go): blocked, refused
+		if errors.As(err, &ce) {
+			return ce.ExitCode()
+		}
 		var ue usageError
 		if errors.As(err, &ue) || isFlagError(err) {
 			return exitUsage
@@ -178,13 +182,22 @@ func newApp(e *env) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(e),
 			groupsCommand(e),
-			offsetsCommand(e),
+			withSubcommands(offsetsCommand(e), offsetsImportCommand(e)),
+			migrateCommand(e),
+			rollbackCommand(e),
+			handoffCommand(e),
 			demoCommand(e),
 			legacyConsumerCommand(e),
 			serveCommand(e),
 		},
 	}
 	return app
+}
+
+// withSubcommands adds subcommands defined in other files to a command.
+func withSubcommands(c *cli.Command, subs ...*cli.Command) *cli.Command {
+	c.Subcommands = append(c.Subcommands, subs...)
+	return c
 }
 
 // newLogger builds the one logger of the process; it is passed down, never global.

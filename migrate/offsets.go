@@ -1,0 +1,380 @@
+package migrate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Where a group's committed offsets live (DESIGN §1, bridge/modes.go): until it is finalized,
+// in the Kafka 0.8 layout, /consumers/<g>/offsets/<t>/<p> (the bridge writes a Kafka member's
+// commit there too, with its own record beside it for what the 0.8 znode cannot hold: leader
+// epoch, metadata); once finalized, in the bridge's own records, <root>/groups/<g>/offsets/<t>/<p>.
+
+// OwnOffset is the JSON of one bridge offset record, as bridge/records.go writes it:
+//
+//	{"version":1,"offset":1200,"leader_epoch":-1,"metadata":"","commit_timestamp":"1700000000000"}
+type OwnOffset struct {
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommittedMs int64
+}
+
+type ownOffsetJSON struct {
+	Version     int    `json:"version"`
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	Metadata    string `json:"metadata"`
+	Committed   string `json:"commit_timestamp"`
+}
+
+// Encode writes the record's JSON.
+func (o OwnOffset) Encode() []byte {
+	b, _ := json.Marshal(ownOffsetJSON{Version: 1, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+		Committed: strconv.FormatInt(o.CommittedMs, 10)})
+	return b
+}
+
+// ParseOwnOffset reads one bridge offset record. Errors wrap zkstate.ErrMalformed.
+func ParseOwnOffset(data []byte) (OwnOffset, error) {
+	var j ownOffsetJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return OwnOffset{}, fmt.Errorf("%w: offset record: %v", zkstate.ErrMalformed, err)
+	}
+	if j.Version < 1 {
+		return OwnOffset{}, fmt.Errorf("%w: offset record version %d", zkstate.ErrMalformed, j.Version)
+	}
+	o := OwnOffset{Offset: j.Offset, LeaderEpoch: j.LeaderEpoch, Metadata: j.Metadata}
+	if j.Committed != "" {
+		ms, err := strconv.ParseInt(j.Committed, 10, 64)
+		if err != nil {
+			return OwnOffset{}, fmt.Errorf("%w: offset record commit_timestamp %q", zkstate.ErrMalformed, j.Committed)
+		}
+		o.CommittedMs = ms
+	}
+	return o, nil
+}
+
+// OffsetState is one partition's offset znodes, 0.8 and the bridge's, as read.
+type OffsetState struct {
+	zkstate.TopicPartition
+	// The 0.8 znode: ZKExists when it is there, HasZK when its data parsed.
+	ZKExists  bool
+	HasZK     bool
+	ZK        int64
+	ZKVersion int32
+	ZKZxid    int64
+	// The bridge's record: OwnExists when it is there, HasOwn when its data parsed.
+	OwnExists  bool
+	HasOwn     bool
+	Own        OwnOffset
+	OwnVersion int32
+	OwnZxid    int64
+}
+
+// Offset is a committed offset as the group's consumers see it.
+type Offset struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Offset      int64  `json:"offset"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	Metadata    string `json:"metadata,omitempty"`
+}
+
+// TP returns the offset's partition.
+func (o Offset) TP() zkstate.TopicPartition {
+	return zkstate.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+}
+
+// readAllOffsets reads every offset znode of the group, 0.8 and the bridge's, sorted by
+// partition: the topic lists, then the partition lists, then every znode, each wave pipelined.
+func readAllOffsets(ctx context.Context, s *zkstate.Store, root, group string) ([]OffsetState, error) {
+	dirs := [2]string{zkstate.OffsetsPath(group), OwnOffsetsPath(root, group)}
+	var topics [2][]string
+	var errs [2]error
+	parallel(ctx, 2, func(i int) { topics[i], _, errs[i] = s.Children(ctx, dirs[i]) })
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			return nil, fmt.Errorf("offsets of group %q: %w", group, err)
+		}
+	}
+	type list struct {
+		dir, topic string
+		parts      []string
+		err        error
+	}
+	var lists []list
+	for i, d := range dirs {
+		for _, t := range topics[i] {
+			lists = append(lists, list{dir: d, topic: t})
+		}
+	}
+	parallel(ctx, len(lists), func(i int) {
+		lists[i].parts, _, lists[i].err = s.Children(ctx, path.Join(lists[i].dir, lists[i].topic))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[zkstate.TopicPartition]bool{}
+	var tps []zkstate.TopicPartition
+	for _, l := range lists {
+		if l.err != nil && !errors.Is(l.err, zkstate.ErrNoNode) {
+			return nil, fmt.Errorf("offsets of group %q: %w", group, l.err)
+		}
+		for _, name := range l.parts {
+			p, err := strconv.ParseInt(name, 10, 32)
+			if err != nil || p < 0 || strconv.FormatInt(p, 10) != name {
+				continue // not a partition (0.8 tools never write one; a hand edit might)
+			}
+			tp := zkstate.TopicPartition{Topic: l.topic, Partition: int32(p)}
+			if !seen[tp] {
+				seen[tp] = true
+				tps = append(tps, tp)
+			}
+		}
+	}
+	return readOffsetStates(ctx, s, root, group, tps)
+}
+
+// readOffsetStates reads both znodes of each partition, sorted by partition.
+func readOffsetStates(ctx context.Context, s *zkstate.Store, root, group string, tps []zkstate.TopicPartition) ([]OffsetState, error) {
+	tps = slices.Clone(tps)
+	slices.SortFunc(tps, cmpTP)
+	tps = slices.Compact(tps)
+	type read struct {
+		data []byte
+		st   zkstate.Stat
+		err  error
+	}
+	reads := make([]read, 2*len(tps))
+	parallel(ctx, len(reads), func(i int) {
+		tp := tps[i/2]
+		p := zkstate.OffsetPath(group, tp.Topic, tp.Partition)
+		if i%2 == 1 {
+			p = OwnOffsetPath(root, group, tp.Topic, tp.Partition)
+		}
+		reads[i].data, reads[i].st, reads[i].err = s.Get(ctx, p)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]OffsetState, 0, len(tps))
+	for i, tp := range tps {
+		st := OffsetState{TopicPartition: tp}
+		zr, or := reads[2*i], reads[2*i+1]
+		for _, r := range []read{zr, or} {
+			if r.err != nil && !errors.Is(r.err, zkstate.ErrNoNode) {
+				return nil, fmt.Errorf("offsets of group %q: %w", group, r.err)
+			}
+		}
+		if zr.err == nil {
+			st.ZKExists, st.ZKVersion, st.ZKZxid = true, zr.st.Version, zr.st.Mzxid
+			if off, err := zkstate.ParseOffset(zr.data); err == nil {
+				st.HasZK, st.ZK = true, off
+			}
+		}
+		if or.err == nil {
+			st.OwnExists, st.OwnVersion, st.OwnZxid = true, or.st.Version, or.st.Mzxid
+			if own, err := ParseOwnOffset(or.data); err == nil {
+				st.HasOwn, st.Own = true, own
+			}
+		}
+		if st.ZKExists || st.OwnExists {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func cmpTP(a, b zkstate.TopicPartition) int {
+	if a.Topic != b.Topic {
+		return cmpString(a.Topic, b.Topic)
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+// Committed computes the offsets a group's consumers see from its offset znodes (pure). It
+// restates the bridge's rules (bridge.Bridge.FetchOffsets), which migrate cannot import:
+//
+//   - Not finalized: the 0.8 znode is the truth (0.8 consumers write it alone); the bridge's
+//     record adds leader epoch and metadata when it holds the same offset.
+//   - Finalized (finalZxid: when the mode record was last written, i.e. finalized): per
+//     partition the later write of the two wins in ZooKeeper's order (Mzxid), except that a 0.8
+//     write after finalization never overrides a bridge record; where only the 0.8 znode exists
+//     it is the offset, whenever it was written.
+func Committed(states []OffsetState, finalized bool, finalZxid int64) []Offset {
+	var out []Offset
+	for _, st := range states {
+		o := Offset{Topic: st.Topic, Partition: st.Partition, LeaderEpoch: -1}
+		switch {
+		case !finalized:
+			if !st.HasZK {
+				continue
+			}
+			o.Offset = st.ZK
+			if st.HasOwn && st.Own.Offset == st.ZK {
+				o.LeaderEpoch, o.Metadata = st.Own.LeaderEpoch, st.Own.Metadata
+			}
+		default:
+			zkWins := st.HasZK && (!st.HasOwn ||
+				(st.ZKZxid > st.OwnZxid && (finalZxid == 0 || st.ZKZxid < finalZxid)))
+			switch {
+			case zkWins:
+				o.Offset = st.ZK
+			case st.HasOwn:
+				o.Offset, o.LeaderEpoch, o.Metadata = st.Own.Offset, st.Own.LeaderEpoch, st.Own.Metadata
+			default:
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// GroupOffsets is a group's committed offsets with what a write of them needs.
+type GroupOffsets struct {
+	Census  Census
+	States  []OffsetState
+	Offsets []Offset // Committed(States, ...)
+}
+
+// ReadOffsets reads the group's census and committed offsets, from where its mode keeps them.
+func ReadOffsets(ctx context.Context, s *zkstate.Store, root, group string) (GroupOffsets, error) {
+	c, err := ReadCensus(ctx, s, root, group, CensusOptions{})
+	if err != nil {
+		return GroupOffsets{}, err
+	}
+	states, err := readAllOffsets(ctx, s, root, group)
+	if err != nil {
+		return GroupOffsets{}, fmt.Errorf("migrate: %w", err)
+	}
+	fin := c.Mode == zkstate.ModeFinalized
+	return GroupOffsets{Census: c, States: states, Offsets: Committed(states, fin, c.ModeZxid)}, nil
+}
+
+// Change kinds of an offset diff.
+const (
+	ChangeNew       = "new"       // no committed offset yet
+	ChangeForward   = "forward"   // moves ahead
+	ChangeBackward  = "backward"  // moves back: messages are consumed again
+	ChangeUnchanged = "unchanged" // the same offset
+)
+
+// OffsetChange is one line of an import's diff.
+type OffsetChange struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Current   *int64 `json:"current"` // nil: no committed offset
+	New       int64  `json:"new"`
+	Change    string `json:"change"`
+}
+
+// Diff compares the offsets to import with the committed ones (pure), sorted by partition. Every
+// incoming partition gets a line; committed partitions the import does not name are left alone.
+func Diff(committed, incoming []Offset) []OffsetChange {
+	cur := map[zkstate.TopicPartition]int64{}
+	for _, o := range committed {
+		cur[o.TP()] = o.Offset
+	}
+	out := make([]OffsetChange, 0, len(incoming))
+	for _, o := range incoming {
+		ch := OffsetChange{Topic: o.Topic, Partition: o.Partition, New: o.Offset}
+		if c, ok := cur[o.TP()]; ok {
+			ch.Current = &c
+			switch {
+			case o.Offset > c:
+				ch.Change = ChangeForward
+			case o.Offset < c:
+				ch.Change = ChangeBackward
+			default:
+				ch.Change = ChangeUnchanged
+			}
+		} else {
+			ch.Change = ChangeNew
+		}
+		out = append(out, ch)
+	}
+	slices.SortFunc(out, func(a, b OffsetChange) int {
+		return cmpTP(zkstate.TopicPartition{Topic: a.Topic, Partition: a.Partition}, zkstate.TopicPartition{Topic: b.Topic, Partition: b.Partition})
+	})
+	return out
+}
+
+// ErrOffsetsChanged: a committed offset, or the group's mode, changed between the read and the
+// compare-and-set write of an import; nothing was written (except by the earlier requests of an
+// import too large for one multi, which the wrapped *zkstate.MultiError counts). Read the diff
+// again.
+var ErrOffsetsChanged = errors.New("offsets changed while importing")
+
+// WriteOffsets writes the changes (all but the unchanged ones) where the group's mode keeps its
+// offsets: the 0.8 znodes, or the bridge's own records for a finalized group. Every write is
+// version-checked against go (what ReadOffsets read), and so is the group's mode record when it
+// has one, in one atomic multi: a consumer that commits in between, or a mode change, fails the
+// whole write with ErrOffsetsChanged. (A group with more offsets than one request holds, about
+// 8,000, is written in several, each checked the same way.)
+func WriteOffsets(ctx context.Context, s *zkstate.Store, root string, g GroupOffsets, changes []OffsetChange) (int, error) {
+	group := g.Census.Group
+	fin := g.Census.Mode == zkstate.ModeFinalized
+	states := map[zkstate.TopicPartition]OffsetState{}
+	for _, st := range g.States {
+		states[st.TopicPartition] = st
+	}
+	var ops []zkstate.Op
+	if g.Census.Recorded {
+		ops = append(ops, zkstate.CheckOp(zkstate.ModePath(root, group), g.Census.ModeVersion))
+	}
+	n := 0
+	nowMs := time.Now().UnixMilli()
+	for _, ch := range changes {
+		if ch.Change == ChangeUnchanged {
+			continue
+		}
+		n++
+		st := states[zkstate.TopicPartition{Topic: ch.Topic, Partition: ch.Partition}]
+		if fin {
+			p := OwnOffsetPath(root, group, ch.Topic, ch.Partition)
+			data := OwnOffset{Offset: ch.New, LeaderEpoch: -1, CommittedMs: nowMs}.Encode()
+			if st.OwnExists {
+				ops = append(ops, zkstate.SetOp(p, data, st.OwnVersion))
+			} else {
+				ops = append(ops, zkstate.CreateOp(p, data, zkstate.CreateOptions{Parents: true}))
+			}
+			continue
+		}
+		p := zkstate.OffsetPath(group, ch.Topic, ch.Partition)
+		if st.ZKExists {
+			ops = append(ops, zkstate.SetOp(p, zkstate.FormatOffset(ch.New), st.ZKVersion))
+		} else {
+			ops = append(ops, zkstate.CreateOp(p, zkstate.FormatOffset(ch.New), zkstate.CreateOptions{Parents: true}))
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	// One request, all or nothing, whatever the number of ops; only a group whose offsets do
+	// not fit one request (about 8,000 partitions under the 1 MB limit) is written in several,
+	// each guarded by the mode check.
+	err := s.MultiAtomic(ctx, ops...)
+	if errors.Is(err, zkstate.ErrMultiTooLarge) {
+		err = s.Multi(ctx, ops...)
+	}
+	if err != nil {
+		if errors.Is(err, zkstate.ErrBadVersion) || errors.Is(err, zkstate.ErrNodeExists) || errors.Is(err, zkstate.ErrNoNode) {
+			return 0, fmt.Errorf("migrate: import offsets of group %q: %w: %w", group, ErrOffsetsChanged, err)
+		}
+		return 0, fmt.Errorf("migrate: import offsets of group %q: %w", group, err)
+	}
+	return n, nil
+}
