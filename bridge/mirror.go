@@ -368,7 +368,7 @@ func (mi *mirrorer) reconcile(ctx context.Context, held *mirrorState, want mirro
 		}
 	}
 	add := func(have, wanted map[string][]byte) {
-		for _, p := range sortedPaths(wanted) {
+		for _, p := range hostedFirst(sortedPaths(wanted)) {
 			if _, there := have[p]; there {
 				continue
 			}
@@ -421,6 +421,24 @@ func (mi *mirrorer) failed(err error, p, doing string) {
 		e = mi.log.Debug() // held by a session that is going away, or we are: retried
 	}
 	e.Err(err).Str("path", p).Msgf("0.8 mirror: %s znode failed", doing)
+}
+
+// hostedFirst orders paths to create: hosted-member znodes before the registrations they
+// describe, so that a registration of a bridge's member is never seen without its kind (it
+// would count as a zk member meanwhile). Deletions go in sorted order, registrations
+// (/consumers/...) before their hosted znodes (<root>/...), which keeps the same rule.
+func hostedFirst(paths []string) []string {
+	slices.SortStableFunc(paths, func(a, b string) int {
+		ca, cb := strings.HasPrefix(a, zkstate.ConsumersPath+"/"), strings.HasPrefix(b, zkstate.ConsumersPath+"/")
+		switch {
+		case ca == cb:
+			return 0
+		case cb:
+			return -1
+		}
+		return 1
+	})
+	return paths
 }
 
 func sortedPaths(m map[string][]byte) []string {

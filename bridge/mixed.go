@@ -92,6 +92,9 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		if cctx.Err() != nil {
 			return
 		}
+		// Members that left give up their partitions before their registrations go: an owner
+		// znode whose consumer is not registered would look like nobody's.
+		mi.releaseDeparted(cctx, held, c.ids)
 		if !mi.claimRegistrations(cctx, held, c.ids) {
 			if !wait() {
 				return
@@ -173,6 +176,21 @@ func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threa
 	}
 }
 
+// releaseDeparted deletes the held owner znodes of threads whose consumer is not registered in
+// want.
+func (mi *mirrorer) releaseDeparted(ctx context.Context, held *mirrorState, want map[string][]byte) {
+	var gone []string
+	for _, d := range held.owners {
+		cid, _, err := zkstate.ParseThreadID(string(d))
+		if err != nil || want[zkstate.IDPath(mi.group, cid)] == nil {
+			gone = append(gone, string(d))
+		}
+	}
+	if len(gone) > 0 {
+		mi.releaseThreads(ctx, held, gone)
+	}
+}
+
 // claimRegistrations makes the held registrations (and hosted znodes) exactly want. Owner
 // znodes are left alone: those of departed members are released by the plan.
 func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
@@ -189,7 +207,7 @@ func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, w
 		delete(held.ids, p)
 	}
 	mi.publishOurs(held.ids, want)
-	for _, p := range sortedPaths(want) {
+	for _, p := range hostedFirst(sortedPaths(want)) {
 		if _, there := held.ids[p]; there {
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/migrate"
 	"github.com/zkbridge/zkbridge/zkconsumer"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -171,6 +172,12 @@ type mixedCluster struct {
 
 func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluster {
 	t.Helper()
+	return newMixedClusterMode(t, g, topics, zkstate.ModeMixed)
+}
+
+// newMixedClusterMode is newMixedCluster with the group's first mode.
+func newMixedClusterMode(t *testing.T, g string, topics map[string]int, mode zkstate.Mode) *mixedCluster {
+	t.Helper()
 	connect := zktest.Connect(t)
 	zk := openStore(t, connect)
 	l := zkstate.Layout{
@@ -192,10 +199,10 @@ func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluste
 	if err := zkstate.LoadLayout(ctx, zk, l); err != nil {
 		t.Fatalf("LoadLayout: %v", err)
 	}
-	if _, _, err := zkstate.InitMode(ctx, zk, bridge.DefaultRoot, g, zkstate.ModeMixed, "test", "mixed group test"); err != nil {
+	if _, _, err := zkstate.InitMode(ctx, zk, bridge.DefaultRoot, g, mode, "test", "mixed group test"); err != nil {
 		t.Fatalf("InitMode: %v", err)
 	}
-	mc.b = startBridge(t, connect, 1, nil)
+	mc.b = startBridge(t, connect, 1, func(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" })
 	return mc
 }
 
@@ -268,6 +275,84 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 	return stop
 }
 
+// legacyMember starts a legacy (seed 001) consumer named name, with one thread per topic,
+// reporting its offsets in its pings. stop first stops consuming and lets a few pings report the
+// last offsets (the protocol has no leave: offsets since the last ping would be lost), then
+// disconnects.
+func (mc *mixedCluster) legacyMember(name string) (stop func()) {
+	t := mc.t
+	t.Helper()
+	sub := map[string]int{}
+	for _, tp := range mc.topics {
+		sub[tp] = 1
+	}
+	const ping = 100 * time.Millisecond
+	var mu sync.Mutex
+	owned := map[mtp]int64{}
+	paused := false
+	cl, err := legacy.NewClient(legacy.ClientConfig{
+		Brokers: []string{mc.b.LegacyAddr().String()}, GroupID: mc.group, ConsumerID: name, Subscription: sub,
+		AutoCommit: true, PingInterval: ping, MaxPingRetries: 5,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		Logger: newLogger(t).With().Str("legacy_member", name).Logger(),
+		Handler: legacy.HandlerFuncs{
+			Start: func(parts []legacy.PartitionOffset) error {
+				mu.Lock()
+				defer mu.Unlock()
+				var tps []mtp
+				for _, p := range parts {
+					tp, off := mtp{Topic: p.Topic, Partition: p.Partition}, p.Offset
+					if off < 0 {
+						off = 0 // OffsetSmallest / OffsetLargest: nothing committed
+					}
+					mc.ledger.start(name, false, tp, off)
+					owned[tp] = off
+					tps = append(tps, tp)
+				}
+				mc.views.assign(name, tps)
+				return nil
+			},
+			Stop: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				for p, off := range owned {
+					mc.ledger.stop(p, off)
+				}
+				clear(owned)
+				mc.views.revoke(name, nil)
+			},
+		},
+	})
+	if err != nil {
+		t.Fatalf("legacy.NewClient(%s): %v", name, err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cl.Run(runCtx) }()
+	go mc.consume(runCtx, &mu, owned, func(p mtp, next int64) bool {
+		if paused {
+			return false
+		}
+		cl.Commit(legacy.TopicPartition{Topic: p.Topic, Partition: p.Partition}, next)
+		return true
+	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			mu.Lock()
+			paused = true
+			mu.Unlock()
+			time.Sleep(3 * ping)
+			stopRun()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("legacy Run(%s) = %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
 // kafkaMember starts a kgo group member named name (its views name) with an eager balancer.
 func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Client, stop func()) {
 	t := mc.t
@@ -333,7 +418,9 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			mu.Lock()
 			defer mu.Unlock()
-			t.Errorf("%s lost partitions %v (session or generation lost)", name, m)
+			if len(kgoParts(m)) > 0 {
+				t.Errorf("%s lost partitions %v (session or generation lost)", name, m)
+			}
 			for _, p := range kgoParts(m) {
 				delete(owned, p)
 			}
@@ -494,7 +581,7 @@ func (mc *mixedCluster) converged(ctx context.Context, registrations int, kafka 
 	}
 	for cid := range snap.Consumers {
 		name := cid
-		if h, ok := hosted[cid]; ok {
+		if h, ok := hosted[cid]; ok && h.Kind == zkstate.KindKafka {
 			name = ""
 			for n, cl := range kafka {
 				if id, _ := cl.GroupMetadata(); id == h.Member {
@@ -619,7 +706,7 @@ func TestIntegration_MixedReplaceZKMembersByKafkaMembers(t *testing.T) {
 }
 
 // The randomized mixed group: each seed plays a sequence of joins, clean leaves and crashes of
-// zk and Kafka members (a crashed static Kafka member sends no LeaveGroup and is dropped after
+// zk, legacy and Kafka members (a crashed static Kafka member sends no LeaveGroup and is dropped after
 // its session timeout), with every member consuming and committing all along, and checks at
 // every stable point that the group converged to the 0.8.2 assignment, that no partition was
 // ever consumed by two members at once, and that every hand-over resumed at the last commit.
@@ -651,7 +738,7 @@ func TestIntegration_MixedRandomized(t *testing.T) {
 
 type liveMember struct {
 	name   string
-	kind   string // zk, kafka
+	kind   string // zk, legacy, kafka
 	static bool
 	cl     *kgo.Client
 	stop   func()
@@ -668,6 +755,8 @@ func playMixed(t *testing.T, seed int64, steps int) {
 		switch kind {
 		case "zk":
 			m.stop = mc.zkMember(m.name)
+		case "legacy":
+			m.stop = mc.legacyMember(m.name)
 		case "kafka":
 			var opts []kgo.Opt
 			if rng.IntN(2) == 0 {
@@ -696,17 +785,15 @@ func playMixed(t *testing.T, seed int64, steps int) {
 		mc.waitConverged(45*time.Second, len(live), kafka)
 		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // consume and commit a while
 	}
+	kinds := []string{"zk", "legacy", "kafka"}
 	add("zk")
+	add("legacy")
 	add("kafka")
 	settle()
 	for range steps {
 		switch {
 		case len(live) <= 1 || (len(live) < 5 && rng.IntN(3) > 0):
-			if rng.IntN(2) == 0 {
-				add("zk")
-			} else {
-				add("kafka")
-			}
+			add(kinds[rng.IntN(len(kinds))])
 		default:
 			remove()
 		}
@@ -718,5 +805,106 @@ func playMixed(t *testing.T, seed int64, steps int) {
 	mc.ledger.check(t)
 	if t.Failed() {
 		t.Logf("reproduce with ZKBRIDGE_MIXED_SEED=%d go test -run TestIntegration_MixedRandomized ./bridge/", seed)
+	}
+}
+
+// Issue 5's group: 2 kafka, 2 legacy and 2 zk members over 3 topics and 24 partitions. The
+// assignment is complete, disjoint and the 0.8.2 range result over all six; then each kind in
+// turn stops, and comes back.
+func TestIntegration_MixedThreeKinds(t *testing.T) {
+	mc := newMixedCluster(t, "three", map[string]int{"ta": 8, "tb": 8, "tc": 8})
+	stopZ := []func(){mc.zkMember("z1"), mc.zkMember("z2")}
+	stopL := []func(){mc.legacyMember("l1"), mc.legacyMember("l2")}
+	k1, stopK1 := mc.kafkaMember("k1")
+	k2, stopK2 := mc.kafkaMember("k2")
+	kafka := map[string]*kgo.Client{"k1": k1, "k2": k2}
+	mc.waitConverged(45*time.Second, 6, kafka)
+
+	for _, stop := range stopZ {
+		stop()
+	}
+	mc.waitConverged(45*time.Second, 4, kafka)
+	mc.zkMember("z3")
+	mc.waitConverged(45*time.Second, 5, kafka)
+
+	for _, stop := range stopL {
+		stop()
+	}
+	mc.waitConverged(45*time.Second, 3, kafka)
+	mc.legacyMember("l3")
+	mc.waitConverged(45*time.Second, 4, kafka)
+
+	stopK1()
+	stopK2()
+	mc.waitConverged(45*time.Second, 2, nil)
+	k3, _ := mc.kafkaMember("k3")
+	mc.waitConverged(45*time.Second, 3, map[string]*kgo.Client{"k3": k3})
+	mc.views.check(t)
+	mc.ledger.check(t)
+}
+
+// Issue 6: one group with committed offsets goes legacy → mixed → kafka → mixed → legacy again
+// and again (migrate.Apply, one compare-and-set per step, preconditions checked), with members
+// of the kinds each mode admits consuming and committing all along: at every stable point the
+// 0.8.2 assignment, never a partition consumed twice, every hand-over at the last commit.
+// ZKBRIDGE_MIGRATE_CYCLES sets the number of cycles (default 20).
+func TestIntegration_MigrateCyclesKeepOffsets(t *testing.T) {
+	cycles := 20
+	if v := os.Getenv("ZKBRIDGE_MIGRATE_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("ZKBRIDGE_MIGRATE_CYCLES=%q: want a positive count", v)
+		}
+		cycles = n
+	}
+	mc := newMixedClusterMode(t, "cyc", map[string]int{"ta": 4, "tb": 4}, zkstate.ModeLegacy)
+	apply := func(to zkstate.Mode, rollback bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		res, err := migrate.Apply(ctx, mc.zk, bridge.DefaultRoot, []string{mc.group}, migrate.ApplyOptions{
+			Request: migrate.Request{Target: to, Rollback: rollback}, Who: "cycle test", Wait: 10 * time.Second, Poll: 50 * time.Millisecond,
+		})
+		if err != nil || len(res) != 1 || res[0].Mode != to {
+			t.Fatalf("apply → %s: %+v, %v", to, res, err)
+		}
+	}
+	stopZ, stopL := mc.zkMember("z"), mc.legacyMember("l")
+	mc.waitConverged(30*time.Second, 2, nil)
+	start := time.Now()
+	for i := range cycles {
+		apply(zkstate.ModeMixed, false)
+		kname := fmt.Sprintf("k%d", i)
+		k, stopK := mc.kafkaMember(kname)
+		kafka := map[string]*kgo.Client{kname: k}
+		mc.waitConverged(30*time.Second, 3, kafka)
+
+		stopZ()
+		stopL()
+		mc.waitConverged(30*time.Second, 1, kafka)
+		apply(zkstate.ModeKafka, false) // waits for the registrations of the old kinds to go
+		mc.waitConverged(30*time.Second, 1, kafka)
+
+		apply(zkstate.ModeMixed, true)
+		stopZ, stopL = mc.zkMember(fmt.Sprintf("z%d", i)), mc.legacyMember(fmt.Sprintf("l%d", i))
+		mc.waitConverged(30*time.Second, 3, kafka)
+
+		stopK()
+		mc.waitConverged(30*time.Second, 2, nil)
+		apply(zkstate.ModeLegacy, true)
+		mc.waitConverged(30*time.Second, 2, nil)
+		if t.Failed() {
+			t.Fatalf("cycle %d failed", i)
+		}
+	}
+	t.Logf("%d cycles legacy → mixed → kafka → mixed → legacy in %v", cycles, time.Since(start).Round(time.Millisecond))
+	mc.views.check(t)
+	mc.ledger.check(t)
+	trs, err := zkstate.ReadTransitions(t.Context(), mc.zk, bridge.DefaultRoot, mc.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + 4*cycles; len(trs) != want {
+		t.Errorf("%d transitions recorded, want %d (the first mode and 4 per cycle)", len(trs), want)
 	}
 }
