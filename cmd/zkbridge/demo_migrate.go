@@ -36,6 +36,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/migrate"
 	"github.com/zkbridge/zkbridge/zkconsumer"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -119,7 +120,7 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 	}
 
 	// Step 2: mixed, and a Kafka consumer joins.
-	if err := d.transition(ctx, zkstate.ModeLegacy, zkstate.ModeMixed, ""); err != nil {
+	if err := d.transition(ctx, zkstate.ModeLegacy, zkstate.ModeMixed, false, ""); err != nil {
 		return err
 	}
 	d.say("== 2. migrated to mixed: a Kafka consumer joins through the bridge; one 0.8.2 assignment over all three")
@@ -143,7 +144,7 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 	if err := d.settle(ctx, 1); err != nil {
 		return err
 	}
-	if err := d.transition(ctx, zkstate.ModeMixed, zkstate.ModeKafka, ""); err != nil {
+	if err := d.transition(ctx, zkstate.ModeMixed, zkstate.ModeKafka, false, ""); err != nil {
 		return err
 	}
 	d.say("== 3. the old consumers stopped; migrated to kafka: the Kafka consumer owns every partition")
@@ -154,10 +155,10 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 	}
 
 	// Step 4: roll back.
-	if err := d.transition(ctx, zkstate.ModeKafka, zkstate.ModeMixed, ""); err != nil {
+	if err := d.transition(ctx, zkstate.ModeKafka, zkstate.ModeMixed, false, ""); err != nil {
 		return err
 	}
-	if err := d.transition(ctx, zkstate.ModeMixed, zkstate.ModeLegacy, "forced by the demo: the Kafka consumer is rebalanced out and refused"); err != nil {
+	if err := d.transition(ctx, zkstate.ModeMixed, zkstate.ModeLegacy, true, "forced by the demo: the Kafka consumer is rebalanced out and refused"); err != nil {
 		return err
 	}
 	k1.close()
@@ -178,25 +179,26 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 	return nil
 }
 
-// transition moves the group's mode with one compare-and-set, as `zkbridge migrate apply` and
-// `zkbridge rollback` do.
-func (d *demoStory) transition(ctx context.Context, from, to zkstate.Mode, why string) error {
-	if why == "" {
-		why = "step " + string(from) + " → " + string(to)
-	}
-	_, v, ok, err := zkstate.ReadMode(ctx, d.s, bridge.DefaultRoot, demoMigrateGroup)
-	if err == nil && !ok {
-		err = zkstate.ErrNoNode
-	}
-	if err == nil {
-		_, err = zkstate.SetMode(ctx, d.s, bridge.DefaultRoot, demoMigrateGroup, from, to, "zkbridge demo ("+why+")", v)
-	}
-	if err != nil {
+// transition takes the group from one mode to the next with migrate.Apply, as `zkbridge migrate
+// apply` and `zkbridge rollback` do: the step's preconditions are checked against the group's
+// members, and the step is one compare-and-set. force is a forced rollback to legacy past Kafka
+// members (why says so in the recorded transition).
+func (d *demoStory) transition(ctx context.Context, from, to zkstate.Mode, force bool, why string) error {
+	res, err := migrate.Apply(ctx, d.s, bridge.DefaultRoot, []string{demoMigrateGroup}, migrate.ApplyOptions{
+		Request: migrate.Request{Target: to, Rollback: modeIndex(to) < modeIndex(from), Force: force},
+		Who:     "zkbridge demo", Reason: why, Wait: 10 * time.Second, Poll: 100 * time.Millisecond,
+	})
+	switch {
+	case err != nil:
 		return fmt.Errorf("demo: %s → %s: %w", from, to, err)
+	case len(res) != 1 || res[0].Mode != to:
+		return fmt.Errorf("demo: %s → %s: %s %s", from, to, res[0].Status, res[0].Reason)
 	}
 	time.Sleep(300 * time.Millisecond) // every bridge follows within a watch round trip
 	return nil
 }
+
+func modeIndex(m zkstate.Mode) int { return slices.Index(zkstate.Modes, m) }
 
 // settle waits until the group has n registrations and every partition of the topic is owned,
 // and stays so for a moment.
