@@ -78,6 +78,9 @@ const (
 	DefaultGroupIdleTimeout = 10 * time.Minute
 	// DefaultDrainTimeout is how long shutdown lets Kafka connections finish their requests.
 	DefaultDrainTimeout = newproto.DefaultDrainTimeout
+	// DefaultHandoffTimeout bounds how long shutdown waits for the Kafka members of mixed groups
+	// to give their partitions back (mixed.go: handOff).
+	DefaultHandoffTimeout = 10 * time.Second
 )
 
 // Config configures a Bridge. Only ZKConnect is required; zero values mean the defaults above.
@@ -154,6 +157,7 @@ type Config struct {
 	MetadataMaxAge   time.Duration // DefaultMetadataMaxAge
 	GroupIdleTimeout time.Duration // DefaultGroupIdleTimeout
 	DrainTimeout     time.Duration // DefaultDrainTimeout; negative: cancel in-flight requests at once
+	HandoffTimeout   time.Duration // DefaultHandoffTimeout; negative: no hand-off at shutdown
 
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
@@ -196,6 +200,7 @@ func (c Config) withDefaults() Config {
 		{&c.MetadataMaxAge, DefaultMetadataMaxAge},
 		{&c.GroupIdleTimeout, DefaultGroupIdleTimeout},
 		{&c.DrainTimeout, DefaultDrainTimeout},
+		{&c.HandoffTimeout, DefaultHandoffTimeout},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def
@@ -521,8 +526,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Shutdown, in the order that answers every client: groups first (parked JoinGroups and
 	// SyncGroups get NOT_COORDINATOR and go look for the coordinator again), then the Kafka
 	// connections drain those answers, then the rest.
-	b.stopping.Store(true)
 	b.log.Info().Msg("bridge shutting down")
+	if cfg.HandoffTimeout > 0 {
+		b.coord.handOff(cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first
+	}
+	b.stopping.Store(true)
 	b.coord.close()
 	stopLegacy()
 	legacyWG.Wait()

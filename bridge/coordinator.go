@@ -329,7 +329,7 @@ func newActor(c *coordinator, name string) *actor {
 		writes:  make(chan writeResult, 1),
 		seen:    map[group.MemberID]int64{},
 		lastGen: -1,
-		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1)},
+		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1)},
 	}
 }
 
@@ -437,6 +437,8 @@ func (a *actor) loop(ctx context.Context) {
 			a.claimed(res) // mixed.go
 		case fp := <-a.mx.others:
 			a.mx.othersFP = fp // mixed.go: checked at the top of the loop
+		case done := <-a.mx.handoff:
+			a.startHandoff(done) // mixed.go
 		case <-a.timer.C:
 			a.step(group.Tick{})
 		case res := <-a.writes:
@@ -465,7 +467,7 @@ func (a *actor) handle(req *request) {
 	// Group modes (modes.go): the group's mode is known (its default persisted on first
 	// service) before anything is written under /consumers/<g>; requests the mode refuses are
 	// answered here.
-	if a.modeGate(req) {
+	if a.modeGate(req) || a.handingOff(req) { // modes.go, mixed.go
 		return
 	}
 	a.syncAssignMode() // mixed.go

@@ -908,3 +908,26 @@ func TestIntegration_MigrateCyclesKeepOffsets(t *testing.T) {
 		t.Errorf("%d transitions recorded, want %d (the first mode and 4 per cycle)", len(trs), want)
 	}
 }
+
+// A bridge of a mixed group restarts (same addresses, a new ZooKeeper session): its Kafka
+// members' registrations and owners go with the old session, the zk member takes over their
+// partitions, and once the Kafka member has found the new bridge the group converges again, with
+// no partition consumed twice and no offset lost.
+func TestIntegration_MixedBridgeRestart(t *testing.T) {
+	mc := newMixedCluster(t, "rs", map[string]int{"ta": 4, "tb": 4})
+	mc.zkMember("z1")
+	k1, _ := mc.kafkaMember("k1")
+	kafka := map[string]*kgo.Client{"k1": k1}
+	mc.waitConverged(30*time.Second, 2, kafka)
+
+	kafkaAddr, legacyAddr := mc.b.Addr().String(), mc.b.LegacyAddr().String()
+	if err := mc.b.stop(); err != nil {
+		t.Fatalf("stopping the bridge: %v", err)
+	}
+	mc.b = startBridge(t, mc.connect, 1, func(c *bridge.Config) {
+		c.KafkaListen, c.LegacyListen = kafkaAddr, legacyAddr
+	})
+	mc.waitConverged(45*time.Second, 2, kafka)
+	mc.views.check(t)
+	mc.ledger.check(t)
+}
