@@ -6,7 +6,7 @@ package bridge_test
 //	go test -run '^$' -bench 'JoinToStable/members=(10|100)$' -benchtime 5x -v -timeout 30m ./bridge/
 //	go test -run '^$' -bench 'JoinToStable/members=1000$' -benchtime 3x -v -timeout 30m ./bridge/
 //	go test -run '^$' -bench 'Heartbeat' -benchtime 3s -count 3 -v ./bridge/
-//	ZKBRIDGE_TEST_ZK=127.0.0.1:22181 go test -run '^$' -bench 'OffsetCommit' -benchtime 3s ./bridge/
+//	go test -run '^$' -bench 'OffsetCommit' -benchtime 3s -v ./bridge/
 //
 // (a) BenchmarkJoinToStable: N kgo consumer-group clients, each its own kgo.Client, in process;
 // from creating the first client until every member has its partition (OnPartitionsAssigned)
@@ -15,11 +15,12 @@ package bridge_test
 // second. Both run the same clients against franz-go's in-process kfake cluster in the same
 // run and log (-v) zkbridge/kfake. (c) BenchmarkOffsetCommit: OffsetCommit requests of P
 // partitions each, each acknowledged only once persisted to ZooKeeper (the 0.8 offset znodes
-// and the bridge's own offset records, in one fenced Multi per group write; commits that queue
-// behind a write are folded into the next one).
+// and the bridge's own offset records, in one fenced write per group, sent as multis of at most
+// a few hundred ops; commits that queue behind a write are folded into the next one).
 //
 // None of this runs in a normal `go test` (Benchmark* only). ZKBRIDGE_BENCH_LOG=debug logs every
-// line of the bridge, ZKBRIDGE_BENCH_KGO_LOG=1 the group lifecycle of two kgo members.
+// line of the bridge, ZKBRIDGE_BENCH_KGO_LOG=1 the group lifecycle of two kgo members,
+// ZKBRIDGE_BENCH_KEYS=1 the requests (a) sent, by api key.
 
 import (
 	"bufio"
@@ -269,6 +270,18 @@ type benchGroup struct {
 
 	mu    sync.Mutex
 	owned []map[int32]bool
+
+	sent requestCounts // requests the clients wrote, by key
+}
+
+// requestCounts counts the requests a group's clients write, by api key (a kgo hook, the same
+// for both coordinators): how much protocol work a join took.
+type requestCounts [int(kmsg.MaxKey) + 1]atomic.Int64
+
+func (r *requestCounts) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil && key >= 0 && int(key) < len(r) {
+		r[key].Add(1)
+	}
 }
 
 // benchClientOpts are the kgo options of every measured client, the same for both
@@ -313,6 +326,7 @@ func startGroup(b *testing.B, addr, name, topic string, n int, extra ...kgo.Opt)
 			kgo.OnPartitionsAssigned(update(true)),
 			kgo.OnPartitionsRevoked(update(false)),
 			kgo.OnPartitionsLost(update(false)),
+			kgo.WithHooks(&g.sent),
 		)
 		if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" && i < 2 {
 			// Diagnosis: the group lifecycle of the first two members, on stderr.
@@ -455,7 +469,7 @@ func BenchmarkJoinToStable(b *testing.B) {
 					}
 					defer adm.Close()
 					var total, cpu time.Duration
-					var gens int64
+					var gens, metadata, joins int64
 					b.ResetTimer()
 					for i := range b.N {
 						name := fmt.Sprintf("join-%d-%d", n, i)
@@ -467,6 +481,17 @@ func BenchmarkJoinToStable(b *testing.B) {
 						b.StopTimer()
 						_, gen := g.clients[0].GroupMetadata()
 						gens += int64(gen)
+						if os.Getenv("ZKBRIDGE_BENCH_KEYS") != "" {
+							var keys []string
+							for k := range g.sent {
+								if n := g.sent[k].Load(); n > 0 {
+									keys = append(keys, fmt.Sprintf("%s=%d", kmsg.NameForKey(int16(k)), n))
+								}
+							}
+							b.Logf("%s: requests by key: %v", v.name, keys)
+						}
+						metadata += g.sent[kmsg.Metadata].Load()
+						joins += g.sent[kmsg.JoinGroup].Load()
 						g.close()
 						b.StartTimer()
 					}
@@ -476,6 +501,10 @@ func BenchmarkJoinToStable(b *testing.B) {
 					b.ReportMetric(float64(gens)/float64(b.N), "generations")
 					// CPU of the whole process (clients and coordinator) meanwhile.
 					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/stable")
+					// The protocol work it took: Metadata requests (each a topic of N
+					// partitions, which the clients decode and index) and JoinGroups.
+					b.ReportMetric(float64(metadata)/float64(b.N), "metadata-reqs")
+					b.ReportMetric(float64(joins)/float64(b.N), "join-reqs")
 					r.set(v.name, ms)
 				})
 			}
@@ -580,9 +609,10 @@ func BenchmarkHeartbeat(b *testing.B) {
 
 // BenchmarkOffsetCommit is (c): OffsetCommit requests (v8, kgo's version) of P partitions each
 // to one group (generation -1, no member: commits to an Empty group are accepted, rule 4), from
-// 4 connections with 4 requests in flight each, with increasing offsets. Each request is one
-// fenced Multi to ZooKeeper (the /consumers/<g>/offsets/<t>/<p> znodes and the bridge's own
-// offset records) before its reply. One op is one request; partitions/s is what persists.
+// 4 connections with 4 requests in flight each, with increasing offsets. Each request is
+// answered once a fenced group write to ZooKeeper holds it (the /consumers/<g>/offsets/<t>/<p>
+// znodes and the bridge's own offset records). One op is one request; partitions/s is what
+// clients were told is persisted, writes/s × partitions/write what ZooKeeper received.
 // groups=8 spreads the same load over 8 groups (8 actors writing at once). kfake (in memory,
 // nothing persisted) is the reference of what the wire and the clients cost.
 func BenchmarkOffsetCommit(b *testing.B) {
@@ -599,14 +629,10 @@ func BenchmarkOffsetCommit(b *testing.B) {
 					continue
 				}
 				b.Run(fmt.Sprintf("%s/groups=%d/partitions=%d", name, groups, per), func(b *testing.B) {
-					if name == "zkbridge" && per >= 1000 && os.Getenv("ZKBRIDGE_TEST_ZK") == "" {
-						// A 1,000-partition commit is a Multi of ~2,000 ops (~300 KB); ZooKeeper
-						// keeps its last 500 transactions in memory (zookeeper.commitLogCount),
-						// which the 256 MB heap of scripts/zookeeper.sh cannot hold: it thrashes
-						// in full GCs, the write times out and the group is fenced. See
-						// docs/benchmarks.md.
-						b.Skip("needs a ZooKeeper with a larger heap: set ZKBRIDGE_TEST_ZK (see docs/benchmarks.md)")
-					}
+					// A 1,000-partition commit is ~2,000 ops: zkstate sends it as multis of at
+					// most a few hundred, because ZooKeeper keeps its last 500 transactions in
+					// memory and 500 transactions of ~300 KB each drove the test server into
+					// full GCs (docs/benchmarks.md).
 					var t coordinatorTarget
 					if name == "kfake" {
 						t = kfakeTarget(b, topic, partitions)
@@ -678,15 +704,16 @@ func BenchmarkOffsetCommit(b *testing.B) {
 					b.ReportMetric(float64(b.N*per)/wall.Seconds(), "partitions/s")
 					b.ReportMetric(float64(b.N)/wall.Seconds(), "commits/s")
 					if t.bridge != nil {
-						// The group actor writes one Multi at a time and folds the commits that
+						// The group actor runs one write at a time and folds the commits that
 						// queued meanwhile into the next one (a later offset of a partition
-						// replacing an earlier one): how many Multis it took, and how many
-						// partitions each wrote.
+						// replacing an earlier one): how many writes it took, and how many
+						// partitions each wrote. A write is one ZooKeeper multi of up to ~250
+						// ops (zkstate splits larger ones: 9 multis for 1,000 partitions).
 						writes := t.counterSum(b, "zkbridge_groups_writes_total") - writes0
 						offsets := t.counterSum(b, "zkbridge_groups_offsets_committed_total") - offsets0
-						b.ReportMetric(writes/wall.Seconds(), "multis/s")
+						b.ReportMetric(writes/wall.Seconds(), "writes/s")
 						if writes > 0 {
-							b.ReportMetric(offsets/writes, "partitions/multi")
+							b.ReportMetric(offsets/writes, "partitions/write")
 						}
 					}
 				})

@@ -221,7 +221,13 @@ func (g *groupStore) hasOffsets(ctx context.Context) (bool, error) {
 // write makes one engine write durable: the record (or its deletion) and the accepted offsets
 // in one multi guarded by the epoch, retried on connection loss and on conflicts that reading
 // back explains, until ctx ends. It returns the record's version after the write. An error
-// wrapping ErrFenced or an *OwnedError means another bridge holds the group.
+// wrapping ErrFenced or an *OwnedError (writeFenced) means another bridge holds the group; any
+// other error (a timeout wraps ctx's error) leaves the group ours.
+//
+// A large write (a commit of a thousand partitions is two thousand ops) goes to ZooKeeper as
+// several multis of a few hundred ops (zkstate's Multi), each guarded by the epoch: a write
+// that fails part way has committed some partitions' offsets and not others, which a retry of
+// the same commit completes.
 func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.OffsetCommitPartition, now time.Time) (int64, error) {
 	if g.epoch < 0 {
 		if err := g.acquire(ctx); err != nil {
@@ -281,7 +287,20 @@ func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.
 	}
 }
 
-// isFenced reports a multi that failed on its first op, the epoch check.
+// writeFenced reports whether a failed write (of write) means another bridge holds the group:
+// its epoch moved (ErrFenced) or a live bridge owns it (*OwnedError). Only then must the engine
+// fence itself. Every other failure, a write that outlived its context above all, says nothing
+// about ownership: ZooKeeper was slow or away, the epoch is still ours, and the group can be
+// written again once ZooKeeper answers (the write may even have been applied: a multi that
+// timed out on our side can still commit; the session's requests are applied in order, so it
+// commits before anything written after it, and no offset moves backwards).
+func writeFenced(err error) bool {
+	var owned *OwnedError
+	return errors.Is(err, ErrFenced) || errors.As(err, &owned)
+}
+
+// isFenced reports a multi that failed on its first op, the epoch check (repeated at the start
+// of every request when zkstate splits the multi).
 func isFenced(err error) bool {
 	var me *zkstate.MultiError
 	return errors.As(err, &me) && me.Index == 0 &&

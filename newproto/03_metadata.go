@@ -37,12 +37,20 @@ package newproto
 //
 // A partition whose leader is not a listed broker gets leader -1 and
 // LEADER_NOT_AVAILABLE, as Kafka's metadata cache reports it.
+//
+// Every client asks for Metadata when it starts and again and again while
+// a group forms, and a topic may have thousands of partitions: the
+// per-topic part of the answer is built once per cluster view (topicCache)
+// and shared, read-only, by every response until the topic's partitions or
+// the live brokers change.
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -91,24 +99,30 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		resp.ClusterID = kmsg.StringPtr(r.clusterID)
 	}
 
-	live := make(map[int32]bool, len(brokers)+1)
 	resp.ControllerID = -1
+	resp.Brokers = make([]kmsg.MetadataResponseBroker, 0, len(brokers)+1)
 	for _, b := range brokers {
 		if b.NodeID == self.NodeID {
 			continue // our node stands for it
 		}
-		live[b.NodeID] = true
 		if resp.ControllerID < 0 || b.NodeID < resp.ControllerID {
 			resp.ControllerID = b.NodeID
 		}
 		resp.Brokers = append(resp.Brokers, metadataBroker(b))
 	}
-	live[self.NodeID] = true
 	if resp.ControllerID < 0 {
 		resp.ControllerID = self.NodeID
 	}
 	resp.Brokers = append(resp.Brokers, metadataBroker(self))
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
+	// The live broker ids, sorted (resp.Brokers is).
+	live := make([]int32, 0, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		if n := len(live); n == 0 || live[n-1] != b.NodeID {
+			live = append(live, b.NodeID)
+		}
+	}
+	r.topics.prune(len(topics))
 
 	allTopics := m.Topics == nil || (m.Version == 0 && len(m.Topics) == 0)
 	if allTopics {
@@ -117,8 +131,9 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 			names = append(names, name)
 		}
 		sort.Strings(names)
+		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(names))
 		for _, name := range names {
-			resp.Topics = append(resp.Topics, metadataTopic(name, topics[name], live))
+			resp.Topics = append(resp.Topics, r.topics.get(name, topics[name], live))
 		}
 		return resp, nil
 	}
@@ -145,7 +160,7 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(name, parts, live))
+		resp.Topics = append(resp.Topics, r.topics.get(name, parts, live))
 	}
 	return resp, nil
 }
@@ -173,28 +188,103 @@ func metadataBroker(b Broker) kmsg.MetadataResponseBroker {
 	return mb
 }
 
-func metadataTopic(name string, parts []Partition, live map[int32]bool) kmsg.MetadataResponseTopic {
+// metadataTopic builds a topic's answer from the Cluster's partitions;
+// live is the sorted ids of the listed brokers.
+func metadataTopic(name string, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = kmsg.StringPtr(name)
 	// Kafka's internal topics start with "__" (offsets, transactions);
 	// a 0.8 cluster may hold __consumer_offsets already.
 	t.IsInternal = strings.HasPrefix(name, "__consumer_offsets") || strings.HasPrefix(name, "__transaction_state")
-	sorted := append([]Partition(nil), parts...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
-	for _, p := range sorted {
+	t.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, len(parts))
+	isLive := func(id int32) bool { _, ok := slices.BinarySearch(live, id); return ok }
+	for _, p := range parts {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition, mp.Leader = p.ID, p.Leader
 		mp.Replicas, mp.ISR = p.Replicas, p.ISR
 		for _, id := range p.Replicas {
-			if !live[id] {
+			if !isLive(id) {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
 			}
 		}
-		if !live[p.Leader] {
+		if !isLive(p.Leader) {
 			mp.Leader = -1
 			mp.ErrorCode = int16(ErrLeaderNotAvailable)
 		}
 		t.Partitions = append(t.Partitions, mp)
 	}
+	slices.SortFunc(t.Partitions, func(a, b kmsg.MetadataResponseTopicPartition) int { return int(a.Partition) - int(b.Partition) })
 	return t
+}
+
+// topicCache keeps each topic's Metadata answer with what it was built
+// from: a copy of the Cluster's partitions and the live broker ids. An
+// answer is used again while both are equal, which costs a comparison per
+// partition instead of building (allocating, sorting) the answer for every
+// request. The answer's partition list (and the Replicas and ISR slices in
+// it) is shared by every response that uses it and never modified. The
+// zero value is ready to use; it is safe for concurrent use.
+type topicCache struct {
+	mu     sync.Mutex
+	topics map[string]*cachedTopic
+}
+
+type cachedTopic struct {
+	parts []Partition // deep copy of what the answer was built from
+	live  []int32
+	topic kmsg.MetadataResponseTopic
+}
+
+// get returns the answer for topic name with partitions parts, live being
+// the sorted ids of the listed brokers.
+func (c *topicCache) get(name string, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
+	c.mu.Lock()
+	e := c.topics[name]
+	c.mu.Unlock()
+	if e != nil && slices.Equal(e.live, live) && samePartitions(e.parts, parts) {
+		return e.topic
+	}
+	e = &cachedTopic{parts: clonePartitions(parts), live: slices.Clone(live)}
+	// Built from our copy, so that a Cluster that reuses its slices cannot
+	// change an answer after the fact.
+	e.topic = metadataTopic(name, e.parts, e.live)
+	c.mu.Lock()
+	if c.topics == nil {
+		c.topics = map[string]*cachedTopic{}
+	}
+	c.topics[name] = e
+	c.mu.Unlock()
+	return e.topic
+}
+
+// prune empties the cache when it holds far more topics than the cluster
+// has (topics deleted since), so that it stays bounded by the cluster's
+// size; the next requests fill it again.
+func (c *topicCache) prune(clusterTopics int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.topics) > 2*clusterTopics+64 {
+		clear(c.topics)
+	}
+}
+
+func samePartitions(a, b []Partition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.ID != y.ID || x.Leader != y.Leader || !slices.Equal(x.Replicas, y.Replicas) || !slices.Equal(x.ISR, y.ISR) {
+			return false
+		}
+	}
+	return true
+}
+
+func clonePartitions(parts []Partition) []Partition {
+	out := make([]Partition, len(parts))
+	for i, p := range parts {
+		out[i] = Partition{ID: p.ID, Leader: p.Leader, Replicas: slices.Clone(p.Replicas), ISR: slices.Clone(p.ISR)}
+	}
+	return out
 }

@@ -196,6 +196,11 @@ func (c *conn) read() readEnd {
 		if err == nil && req == nil {
 			req, err = parseRequest(frame)
 		}
+		if err == nil {
+			// A request the bridge answers itself (relayed ones went
+			// on above, undecoded): one frame, one request.
+			err = checkWhole(frame, req)
+		}
 		if err != nil {
 			if c.draining() {
 				return readEnd{accepted: seq, drain: true}

@@ -373,3 +373,101 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A frame is exactly one request (the Kafka framing: the size covers one
+// request's header and body). A frame whose size also covers more bytes
+// after the body (a second request concatenated into it, with or without
+// its own size, or garbage) is malformed: the connection is closed without
+// handling any of it, and counted as a rejected frame; other connections
+// carry on.
+func TestFrameWithTrailingBytesClosesConnection(t *testing.T) {
+	fmtr := kmsg.NewRequestFormatter()
+	request := func(r kmsg.Request, corr int32) []byte { return fmtr.AppendRequest(nil, r, corr) }
+	framed := func(parts ...[]byte) []byte {
+		var body []byte
+		for _, p := range parts {
+			body = append(body, p...)
+		}
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	unframed := func(frame []byte) []byte { return frame[4:] }
+	hb0 := heartbeat()
+	hb0.SetVersion(0) // not flexible: no tag section at the end
+	hb1, hb2 := request(heartbeat(), 1), request(heartbeat(), 2)
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"two requests in one frame", framed(unframed(hb1), unframed(hb2))},
+		{"a second framed request inside the frame", framed(unframed(hb1), hb2)},
+		{"trailing zero bytes", framed(unframed(hb1), []byte{0, 0, 0})},
+		{"one trailing byte", framed(unframed(hb1), []byte{0})},
+		{"trailing byte after a non-flexible request", framed(unframed(request(hb0, 1)), []byte{7})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var handled atomic.Int32
+			ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+				handled.Add(1)
+				return heartbeatOK(ctx, req)
+			})})
+			other := dial(t, ts.addr)
+			c := dial(t, ts.addr)
+			c.write(tc.frame)
+			c.expectClosed()
+			if n := handled.Load(); n != 0 {
+				t.Errorf("%d requests of the malformed frame handled, want none", n)
+			}
+			other.roundTrip(heartbeat())
+			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
+				t.Errorf("frames_rejected_total{reason=trailing_bytes} = %v, want 1", got)
+			}
+		})
+	}
+	// The same frames, one request each, are answered.
+	t.Run("exact frames", func(t *testing.T) {
+		ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
+		c := dial(t, ts.addr)
+		c.roundTrip(heartbeat())
+		c.roundTrip(hb0)
+	})
+}
+
+// Relayed requests are the upstream broker's to judge (the relay reads
+// their header only and forwards the frame byte for byte): a relayed frame
+// with trailing bytes is forwarded and answered, while a request the bridge
+// decodes itself, on the same listener, closes its connection.
+func TestRelayedFrameWithTrailingBytesIsForwarded(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(4)
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = 0, -1, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	withTrailing := func(r kmsg.Request, corr int32) []byte {
+		f := kmsg.NewRequestFormatter().AppendRequest(nil, r, corr)
+		f = append(f, 0, 0, 0)
+		binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+		return f
+	}
+
+	c := dial(t, e.addr)
+	c.write(withTrailing(lo, 1))
+	corr, resp := c.recv(int16(kmsg.ListOffsets), 4)
+	if corr != 1 || len(resp.(*kmsg.ListOffsetsResponse).Topics) != 1 {
+		t.Fatalf("relayed ListOffsets: correlation id %d, %+v", corr, resp)
+	}
+	c.corr = 1
+	checkAlive(t, c) // still open
+
+	local := dial(t, e.addr)
+	local.write(withTrailing(heartbeat(), 1))
+	local.expectClosed()
+	ts := &testServer{reg: e.reg}
+	if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
+		t.Errorf("frames_rejected_total{reason=trailing_bytes} = %v, want 1", got)
+	}
+}

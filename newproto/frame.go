@@ -43,6 +43,11 @@ type Request struct {
 	ClientID string
 	// Conn identifies the connection the request came on.
 	Conn ConnInfo
+
+	// bodyAt is where the body starts in the frame parseRequest decoded;
+	// 0 when the body was not decoded (an ApiVersions of a version above
+	// ours).
+	bodyAt int
 }
 
 // ConnInfo identifies a client connection.
@@ -76,6 +81,8 @@ const (
 	rejectAPIKey  = "api_key"     // key unknown to kmsg
 	rejectVersion = "api_version" // version kmsg cannot decode
 	rejectBody    = "body"        // body does not decode at its version
+	// bytes after the body: more than one request in the frame
+	rejectTrailing = "trailing_bytes"
 )
 
 // errNoFrame is a read deadline that passed before a frame began.
@@ -161,7 +168,43 @@ func parseRequest(frame []byte) (*Request, error) {
 	if err := msg.ReadFrom(b.src); err != nil {
 		return nil, &frameError{reason: rejectBody, err: fmt.Errorf("decoding %s v%d body: %w", kmsg.NameForKey(key), version, err)}
 	}
+	req.bodyAt = len(frame) - len(b.src)
 	return req, nil
+}
+
+// checkWhole rejects a frame that holds more than the request parseRequest
+// decoded from it: a frame is exactly one request, and bytes after its body
+// (a second request concatenated into the frame, or garbage) make it
+// malformed. Only requests the bridge answers itself are checked; a relayed
+// frame is the upstream broker's to judge.
+//
+// kmsg's decoders do not report how much they read, but they read a frame
+// front to back, each read depending only on what came before it: a body
+// whose decoding does not need its last byte decodes from all but that
+// byte too. So the body is decoded once more without its last byte (with
+// UnsafeReadFrom, which copies no strings): success means trailing bytes.
+func checkWhole(frame []byte, req *Request) error {
+	if req.bodyAt == 0 || req.bodyAt >= len(frame) {
+		return nil // not decoded, or an empty body: nothing can trail it
+	}
+	key, version := req.Msg.Key(), req.Msg.GetVersion()
+	probe := kmsg.RequestForKey(key)
+	probe.SetVersion(version)
+	body := frame[req.bodyAt:]
+	if decodeProbe(probe, body[:len(body)-1]) != nil {
+		return nil // the body needs every byte of the frame
+	}
+	return badFrame(rejectTrailing, "%s v%d: bytes after the request body in its %d-byte frame (a frame must hold exactly one request)",
+		kmsg.NameForKey(key), version, len(frame))
+}
+
+// decodeProbe decodes src into probe, without copying strings when the
+// type can (every kmsg request can; the result is thrown away).
+func decodeProbe(probe kmsg.Request, src []byte) error {
+	if u, ok := probe.(interface{ UnsafeReadFrom([]byte) error }); ok {
+		return u.UnsafeReadFrom(src)
+	}
+	return probe.ReadFrom(src)
 }
 
 // appendResponse appends the size, the response header and the body.

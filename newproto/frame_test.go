@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +274,80 @@ func FuzzHandleFrame(f *testing.F) {
 			t.Fatalf("%s v%d response does not decode: %v", kmsg.NameForKey(resp.Key()), resp.GetVersion(), err)
 		}
 	})
+}
+
+// checkWhole's premise holds for every request we decode: a body decodes
+// from all its bytes and not from one byte less, so an exact frame passes
+// and the same frame with any bytes after the body is rejected.
+func TestCheckWholeEveryKey(t *testing.T) {
+	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("whole"))
+	for key, vr := range supported {
+		for v := vr.min; v <= vr.max; v++ {
+			msg := kmsg.RequestForKey(key)
+			msg.SetVersion(v)
+			// Something in every array, so that bodies are not all defaults.
+			fillErrorCodes(reflect.ValueOf(msg), new(int16))
+			exact := fmtr.AppendRequest(nil, msg, 1)[4:]
+			req, err := parseRequest(exact)
+			if err != nil {
+				t.Fatalf("%s v%d: %v", kmsg.NameForKey(key), v, err)
+			}
+			if err := checkWhole(exact, req); err != nil {
+				t.Errorf("%s v%d: exact frame rejected: %v", kmsg.NameForKey(key), v, err)
+			}
+			for _, extra := range [][]byte{{0}, {1, 2, 3}, exact[req.bodyAt:]} {
+				if len(extra) == 0 {
+					continue // an empty body: no second copy to append
+				}
+				frame := append(slices.Clone(exact), extra...)
+				req, err := parseRequest(frame)
+				if err != nil {
+					t.Fatalf("%s v%d with %d bytes more: parse: %v", kmsg.NameForKey(key), v, len(extra), err)
+				}
+				var fe *frameError
+				if err := checkWhole(frame, req); !errors.As(err, &fe) || fe.reason != rejectTrailing {
+					t.Errorf("%s v%d with %d bytes more: checkWhole = %v, want a trailing_bytes rejection", kmsg.NameForKey(key), v, len(extra), err)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkCheckWhole(b *testing.B) {
+	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.SetVersion(8)
+	commit.Group, commit.Generation, commit.MemberID = "g", 1, "m"
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "t"
+	for p := range int32(1000) {
+		cp := kmsg.NewOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset = p, 1000
+		ct.Partitions = append(ct.Partitions, cp)
+	}
+	commit.Topics = append(commit.Topics, ct)
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.SetVersion(4)
+	hb.Group, hb.MemberID, hb.Generation = "g", "m", 1
+	for _, tc := range []struct {
+		name string
+		req  kmsg.Request
+	}{{"heartbeat", hb}, {"commit-1000", commit}} {
+		frame := fmtr.AppendRequest(nil, tc.req, 1)[4:]
+		b.Run(tc.name+"/parse", func(b *testing.B) {
+			for range b.N {
+				if _, err := parseRequest(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/check", func(b *testing.B) {
+			req, _ := parseRequest(frame)
+			for range b.N {
+				if err := checkWhole(frame, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -1,9 +1,13 @@
 package newproto_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -220,4 +224,95 @@ func TestMetadataClusterError(t *testing.T) {
 	c.send(req)
 	c.expectClosed()
 	checkAlive(t, dial(t, ts.addr))
+}
+
+// lockedCluster is a Cluster a test changes between requests.
+type lockedCluster struct {
+	mu      sync.Mutex
+	brokers []newproto.Broker
+	topics  map[string][]newproto.Partition
+}
+
+func (c *lockedCluster) Brokers(context.Context) ([]newproto.Broker, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.brokers), nil
+}
+
+func (c *lockedCluster) Topics(context.Context) (map[string][]newproto.Partition, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.topics), nil
+}
+
+func (c *lockedCluster) change(f func(c *lockedCluster)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(c)
+}
+
+// Metadata's per-topic answers are built once and reused (03_metadata.go),
+// so every change of the cluster view must show in the next answer: a
+// broker coming back, a leader moving, even within a partition list the
+// Cluster changed in place, and partitions added.
+func TestMetadataFollowsClusterChanges(t *testing.T) {
+	base := testCluster()
+	cl := &lockedCluster{brokers: base.brokers, topics: base.topics}
+	cfg := metadataConfig()
+	cfg.Cluster = cl
+	ts := startServer(t, cfg)
+	c := dial(t, ts.addr)
+	orders := func() []partView {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(9)
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("orders")
+		req.Topics = append(req.Topics, rt)
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		var parts []partView
+		for _, p := range resp.Topics[0].Partitions {
+			parts = append(parts, partView{p.ErrorCode, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas})
+		}
+		return parts
+	}
+	check := func(step string, want []partView) {
+		t.Helper()
+		for range 2 { // built, then reused
+			if got := orders(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: orders partitions\n got %+v\nwant %+v", step, got, want)
+			}
+		}
+	}
+	check("broker 3 down", []partView{
+		{0, 0, 1, -1, []int32{1, 2}, []int32{1, 2}, nil},
+		{int16(newproto.ErrLeaderNotAvailable), 1, -1, -1, []int32{3, 2}, []int32{2}, []int32{3}},
+	})
+	cl.change(func(c *lockedCluster) {
+		c.brokers = append(c.brokers, newproto.Broker{NodeID: 3, Host: "10.0.0.3", Port: 9092})
+	})
+	check("broker 3 back", []partView{
+		{0, 0, 1, -1, []int32{1, 2}, []int32{1, 2}, nil},
+		{0, 1, 3, -1, []int32{3, 2}, []int32{2}, nil},
+	})
+	cl.change(func(c *lockedCluster) {
+		// In place, in the slice the Cluster returned before: partition 1
+		// (element 0) gets leader 2, partition 0 (element 1) ISR [1].
+		p := c.topics["orders"]
+		p[0].Leader = 2
+		p[1].ISR[1] = 1
+		p[1].ISR = p[1].ISR[:1]
+	})
+	check("leader moved in place", []partView{
+		{0, 0, 1, -1, []int32{1, 2}, []int32{1}, nil},
+		{0, 1, 2, -1, []int32{3, 2}, []int32{2}, nil},
+	})
+	cl.change(func(c *lockedCluster) {
+		c.topics["orders"] = append(slices.Clone(c.topics["orders"]), newproto.Partition{ID: 2, Leader: 3, Replicas: []int32{3}, ISR: []int32{3}})
+	})
+	check("partition added", []partView{
+		{0, 0, 1, -1, []int32{1, 2}, []int32{1}, nil},
+		{0, 1, 2, -1, []int32{3, 2}, []int32{2}, nil},
+		{0, 2, 3, -1, []int32{3}, []int32{3}, nil},
+	})
 }

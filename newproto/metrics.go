@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Kafka frames that closed their connection, by reason.",
 		}, []string{"reason"}),
 	}
-	for _, reason := range []string{rejectSize, rejectHeader, rejectAPIKey, rejectVersion, rejectBody} {
+	for _, reason := range []string{rejectSize, rejectHeader, rejectAPIKey, rejectVersion, rejectBody, rejectTrailing} {
 		m.framesRejected.WithLabelValues(reason) // export zeros
 	}
 	if reg == nil {
@@ -67,42 +67,147 @@ func (m *metrics) request(key, version int16) {
 
 // answered counts the errors of one handled request.
 func (m *metrics) answered(key int16, resp kmsg.Response, err error) {
-	k, name := strconv.Itoa(int(key)), kmsg.NameForKey(key)
 	if err != nil {
-		m.errors.WithLabelValues(k, name, errClosed).Inc()
+		m.errors.WithLabelValues(strconv.Itoa(int(key)), kmsg.NameForKey(key), errClosed).Inc()
 		return
 	}
 	if resp == nil {
 		return
 	}
-	seen := map[int16]bool{}
-	collectErrorCodes(reflect.ValueOf(resp), seen)
-	for code := range seen {
+	var buf [8]int16
+	codes := codeSet{codes: buf[:0]}
+	errorCodes(resp, &codes)
+	if len(codes.codes) == 0 {
+		return
+	}
+	k, name := strconv.Itoa(int(key)), kmsg.NameForKey(key)
+	for _, code := range codes.codes {
 		m.errors.WithLabelValues(k, name, ErrorCode(code).Name()).Inc()
 	}
 }
 
+// codeSet is the distinct non-zero error codes of one response, in the
+// order found; a response rarely has more than one or two.
+type codeSet struct{ codes []int16 }
+
+func (s *codeSet) add(c int16) {
+	if c == 0 {
+		return
+	}
+	for _, x := range s.codes {
+		if x == c {
+			return
+		}
+	}
+	s.codes = append(s.codes, c)
+}
+
+// errorCodes adds every error code of resp to s: every field named
+// ErrorCode, at any depth (top-level, per group, topic, partition or
+// member). The responses the router builds are walked field by field, in
+// the order of their kmsg structs; anything else (the error-shaped answers
+// of unsupported.go, a custom Handler's) through reflection. Metadata and
+// OffsetCommit responses carry a thousand partitions in a large group, and
+// a reflective walk over them was a tenth of the bridge's CPU in a join
+// storm. TestErrorCodesMatchReflection checks each case against the
+// reflective walk.
+func errorCodes(resp kmsg.Response, s *codeSet) {
+	if !typedErrorCodes(resp, s) {
+		collectErrorCodes(reflect.ValueOf(resp), s)
+	}
+}
+
+// typedErrorCodes is errorCodes for the response types of the keys in the
+// ApiVersions table; it reports false, having added nothing, for others.
+func typedErrorCodes(resp kmsg.Response, s *codeSet) bool {
+	switch r := resp.(type) {
+	case *kmsg.ApiVersionsResponse:
+		s.add(r.ErrorCode)
+	case *kmsg.MetadataResponse:
+		s.add(r.ErrorCode)
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			s.add(t.ErrorCode)
+			for j := range t.Partitions {
+				s.add(t.Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.FindCoordinatorResponse:
+		s.add(r.ErrorCode)
+		for i := range r.Coordinators {
+			s.add(r.Coordinators[i].ErrorCode)
+		}
+	case *kmsg.JoinGroupResponse:
+		s.add(r.ErrorCode)
+	case *kmsg.HeartbeatResponse:
+		s.add(r.ErrorCode)
+	case *kmsg.LeaveGroupResponse:
+		s.add(r.ErrorCode)
+		for i := range r.Members {
+			s.add(r.Members[i].ErrorCode)
+		}
+	case *kmsg.SyncGroupResponse:
+		s.add(r.ErrorCode)
+	case *kmsg.OffsetCommitResponse:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for j := range t.Partitions {
+				s.add(t.Partitions[j].ErrorCode)
+			}
+		}
+	case *kmsg.OffsetFetchResponse:
+		for i := range r.Topics {
+			t := &r.Topics[i]
+			for j := range t.Partitions {
+				s.add(t.Partitions[j].ErrorCode)
+			}
+		}
+		s.add(r.ErrorCode)
+		for i := range r.Groups {
+			g := &r.Groups[i]
+			for j := range g.Topics {
+				t := &g.Topics[j]
+				for k := range t.Partitions {
+					s.add(t.Partitions[k].ErrorCode)
+				}
+			}
+			s.add(g.ErrorCode)
+		}
+	case *kmsg.DescribeGroupsResponse:
+		for i := range r.Groups {
+			s.add(r.Groups[i].ErrorCode)
+		}
+	case *kmsg.ListGroupsResponse:
+		s.add(r.ErrorCode)
+	case *kmsg.DeleteGroupsResponse:
+		for i := range r.Groups {
+			s.add(r.Groups[i].ErrorCode)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
 // collectErrorCodes adds every non-zero int16 field named ErrorCode in v,
-// at any depth, to seen. kmsg responses name their error fields ErrorCode
+// at any depth, to s. kmsg responses name their error fields ErrorCode
 // at every level, so this counts top-level and per-item errors alike.
-func collectErrorCodes(v reflect.Value, seen map[int16]bool) {
+func collectErrorCodes(v reflect.Value, s *codeSet) {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
-			collectErrorCodes(v.Elem(), seen)
+			collectErrorCodes(v.Elem(), s)
 		}
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
 			f := v.Field(i)
 			if t.Field(i).Name == "ErrorCode" && f.Kind() == reflect.Int16 {
-				if c := f.Int(); c != 0 {
-					seen[int16(c)] = true
-				}
+				s.add(int16(f.Int()))
 				continue
 			}
 			if t.Field(i).IsExported() {
-				collectErrorCodes(f, seen)
+				collectErrorCodes(f, s)
 			}
 		}
 	case reflect.Slice:
@@ -110,7 +215,7 @@ func collectErrorCodes(v reflect.Value, seen map[int16]bool) {
 			return // bytes: records, metadata
 		}
 		for i := range v.Len() {
-			collectErrorCodes(v.Index(i), seen)
+			collectErrorCodes(v.Index(i), s)
 		}
 	}
 }

@@ -23,6 +23,8 @@ type router struct {
 	coord     Coordinator // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
 	log       zerolog.Logger
 	srv       *Server // nil in unit tests; gives the bootstrap port to proxy listeners' clients
+
+	topics topicCache // Metadata's per-topic answers (03_metadata.go)
 }
 
 // Handle implements Handler.

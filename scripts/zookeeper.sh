@@ -14,6 +14,11 @@
 #
 # `start` and `ensemble` return once every server answers `ruok` with `imok` (or fail after
 # ZK_START_TIMEOUT seconds, default 60) and print the connect string on stdout.
+#
+# Each server's JVM gets ZK_HEAP of heap (default 512m), then SERVER_JVMFLAGS and JVMFLAGS as
+# ZooKeeper's own zkServer.sh passes them (word-split; a later -Xmx wins). ZooKeeper keeps its
+# last 500 transactions in memory (zookeeper.commitLogCount): 256m was too small once a test
+# committed offsets of 1,000 partitions at a time (docs/benchmarks.md, issue 3).
 set -euo pipefail
 
 ZK_JAR=${ZK_JAR:-/usr/share/java/zookeeper.jar}
@@ -21,6 +26,7 @@ ZK_JAR=${ZK_JAR:-/usr/share/java/zookeeper.jar}
 # so the server logs through slf4j's no-op binding unless ZK_CLASSPATH adds one.
 ZK_CLASSPATH=${ZK_CLASSPATH:-$ZK_JAR}
 ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-60}
+ZK_HEAP=${ZK_HEAP:-512m}
 
 die() { echo "zookeeper.sh: $*" >&2; exit 1; }
 
@@ -96,7 +102,8 @@ launch() { # nodedir clientport myid serverlines
   } >"$nd/zoo.cfg"
   [ -n "$servers" ] && echo "$myid" >"$nd/data/myid"
   # setsid: the server gets its own process group, so `stop` kills exactly what we started.
-  setsid java -Xmx256m -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true \
+  # shellcheck disable=SC2086 # the JVM flag variables are lists of flags, as in zkServer.sh
+  setsid java -Xmx"$ZK_HEAP" -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true ${SERVER_JVMFLAGS:-} ${JVMFLAGS:-} \
     -cp "$ZK_CLASSPATH" org.apache.zookeeper.server.quorum.QuorumPeerMain "$nd/zoo.cfg" \
     >"$nd/zookeeper.log" 2>&1 </dev/null &
   echo $! >"$nd/pid"

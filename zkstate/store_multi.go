@@ -106,18 +106,20 @@ func (e *MultiError) Error() string {
 
 func (e *MultiError) Unwrap() error { return e.Err }
 
-// Multi applies ops in order. A batch whose encoding fits Config.MaxMultiBytes is one ZooKeeper
-// multi: all ops or none. A larger batch is split into several multis sent one after another,
-// and then atomicity holds per request only: when a later request fails, the earlier ones stay
-// applied (MultiError.Applied says how far). To keep fencing across the split, the batch's
-// leading CheckOps (its guards) are repeated at the start of every request, unless an op of the
-// batch writes the guarded path. Use MultiAtomic when a partial batch is worse than none.
+// Multi applies ops in order. A batch whose encoding fits Config.MaxMultiBytes and that has at
+// most 250 ops (maxMultiOps) is one ZooKeeper multi: all ops or none. A larger batch is split
+// into several multis sent one after another, and then atomicity holds per request only: when a
+// later request fails, the earlier ones stay applied (MultiError.Applied says how far). To keep
+// fencing across the split, the batch's leading CheckOps (its guards) are repeated at the start
+// of every request, unless an op of the batch writes the guarded path. Use MultiAtomic when a
+// partial batch is worse than none.
 func (s *Store) Multi(ctx context.Context, ops ...Op) error {
 	return s.multi(ctx, false, ops)
 }
 
 // MultiAtomic is Multi for a batch that must be one request: it refuses, with ErrMultiTooLarge
-// and nothing applied, a batch that does not fit Config.MaxMultiBytes.
+// and nothing applied, a batch that does not fit Config.MaxMultiBytes. The cap on ops per
+// request (maxMultiOps) does not apply: the caller chose atomicity.
 func (s *Store) MultiAtomic(ctx context.Context, ops ...Op) error {
 	return s.multi(ctx, true, ops)
 }
@@ -257,14 +259,31 @@ func (s *Store) opSize(op Op) int {
 	}
 }
 
-// planChunks splits the batch into requests of at most maxMulti bytes (one, or an error, when
-// atomic).
+// maxMultiOps caps the ops of one request of a split Multi (guards included).
+//
+// ZooKeeper keeps its last zookeeper.commitLogCount (500) transactions in memory, whole, for
+// followers that fall behind. A 1,000-partition offset commit is ~2,000 ops and ~300 KB in one
+// transaction: a few hundred of those filled the 256 MB heap of a test server, which then spent
+// its time in full GCs until every multi outlived its caller's timeout (and in the end ran out
+// of memory). The same writes in requests of at most 250 ops keep what the server retains about
+// 8 times smaller, for a round trip per request (a 1,000-partition group write is 9 requests);
+// BenchmarkOffsetCommit's figures are in docs/benchmarks.md.
+const maxMultiOps = 250
+
+// planChunks splits the batch into requests of at most maxMulti bytes and maxMultiOps ops (one,
+// or an error, when atomic).
 func (s *Store) planChunks(ops []indexedOp, atomic bool) ([]chunk, error) {
+	return s.splitChunks(ops, atomic, maxMultiOps)
+}
+
+// splitChunks is planChunks with a cap of maxOps ops per request (at least the guards and one
+// op), ignored when atomic.
+func (s *Store) splitChunks(ops []indexedOp, atomic bool, maxOps int) ([]chunk, error) {
 	total := requestOverhead
 	for _, o := range ops {
 		total += s.opSize(o.op)
 	}
-	if total <= s.maxMulti {
+	if total <= s.maxMulti && (atomic || len(ops) <= maxOps) {
 		return []chunk{{ops: ops, lastOrigin: ops[len(ops)-1].origin}}, nil
 	}
 	if atomic {
@@ -292,13 +311,14 @@ func (s *Store) planChunks(ops []indexedOp, atomic bool) ([]chunk, error) {
 	for _, g := range guards {
 		guardSize += s.opSize(g.op)
 	}
+	maxOps = max(maxOps, len(guards)+1)
 
 	var chunks []chunk
 	cur := chunk{}
 	size := requestOverhead
 	for _, o := range ops {
 		n := s.opSize(o.op)
-		if len(cur.ops) > 0 && size+n > s.maxMulti {
+		if len(cur.ops) > 0 && (size+n > s.maxMulti || len(cur.ops) >= maxOps) {
 			chunks = append(chunks, cur)
 			cur = chunk{ops: append([]indexedOp(nil), guards...)}
 			size = requestOverhead + guardSize

@@ -112,3 +112,51 @@ func TestACLPolicyKeepsTheKafkaLayoutOpen(t *testing.T) {
 		}
 	}
 }
+
+// A batch of many small ops (a 1,000-partition offset commit: ~2,000 sets, well under the byte
+// limit) is split into requests of at most maxMultiOps ops, each starting with the guards; an
+// atomic batch stays one request.
+func TestPlanChunksCapsOpsPerRequest(t *testing.T) {
+	s := chunkTestStore(DefaultMaxMultiBytes)
+	ops := []Op{CheckOp("/epoch", 3)}
+	for i := range 2000 {
+		ops = append(ops, SetOp(fmt.Sprintf("/consumers/g/offsets/t/%d", i), []byte("12345"), -1))
+	}
+	for _, maxOps := range []int{maxMultiOps, 7, 1} {
+		chunks, err := s.splitChunks(indexed(ops...), false, maxOps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit := max(maxOps, 2) // the guard and at least one op
+		if want := (len(ops) - 1 + limit - 2) / (limit - 1); len(chunks) != want {
+			t.Errorf("maxOps %d: %d requests, want %d", maxOps, len(chunks), want)
+		}
+		next := 0
+		for i, ch := range chunks {
+			if len(ch.ops) > limit {
+				t.Errorf("maxOps %d: request %d has %d ops", maxOps, i, len(ch.ops))
+			}
+			for j, o := range ch.ops {
+				if i > 0 && j == 0 {
+					if o.origin != 0 {
+						t.Errorf("maxOps %d: request %d starts with op %d, want the guard", maxOps, i, o.origin)
+					}
+					continue
+				}
+				if o.origin != next {
+					t.Fatalf("maxOps %d: request %d op %d is the caller's op %d, want %d", maxOps, i, j, o.origin, next)
+				}
+				next++
+			}
+		}
+		if next != len(ops) {
+			t.Errorf("maxOps %d: requests hold %d of the caller's %d ops", maxOps, next, len(ops))
+		}
+	}
+	if chunks, err := s.planChunks(indexed(ops...), true); err != nil || len(chunks) != 1 {
+		t.Errorf("atomic: %d requests (%v), want one", len(chunks), err)
+	}
+	if chunks, err := s.planChunks(indexed(ops[:maxMultiOps]...), false); err != nil || len(chunks) != 1 {
+		t.Errorf("%d ops: %d requests (%v), want one", maxMultiOps, len(chunks), err)
+	}
+}

@@ -92,6 +92,8 @@ type Machine struct {
 	pendingSync  map[MemberID]bool
 	syncDeadline time.Time
 
+	timers timerQueue // member and pending-member deadlines, earliest first (timers.go)
+
 	// Writes: at most one in flight; requests made meanwhile accumulate in next.
 	seq       uint64 // seq of the last emitted write
 	inflight  bool
@@ -349,7 +351,7 @@ func (m *Machine) joinNewMember(ev JoinGroup) {
 	}
 	if ev.RequireKnownMemberID {
 		// KIP-394: remember the id as pending and ask the member to rejoin with it.
-		m.pending[id] = m.now.Add(ev.SessionTimeout)
+		m.setPending(id, m.now.Add(ev.SessionTimeout))
 		m.log("pending member must rejoin with its id", id, "")
 		m.reply(joinError(ev.Token, id, ErrMemberIDRequired))
 		return
@@ -547,7 +549,7 @@ func (m *Machine) addMemberAndRebalance(id MemberID, ev JoinGroup) {
 	}
 	// A new member cannot heartbeat while its JoinGroup is parked; it is dropped after
 	// NewMemberJoinTimeout if the join phase outlasts that (Kafka's NewMemberJoinTimeoutMs).
-	mb.deadline = m.now.Add(m.cfg.NewMemberJoinTimeout)
+	m.setDeadline(mb, m.now.Add(m.cfg.NewMemberJoinTimeout))
 	m.log("member joins", id, ev.Reason)
 	m.maybePrepareRebalance("new member " + string(id) + " joins")
 }
@@ -934,7 +936,7 @@ func (m *Machine) heartbeat(ev Heartbeat) {
 
 // scheduleSession is Kafka's completeAndScheduleNextHeartbeatExpiration.
 func (m *Machine) scheduleSession(mb *Member) {
-	mb.deadline = m.now.Add(mb.SessionTimeout)
+	m.setDeadline(mb, m.now.Add(mb.SessionTimeout))
 }
 
 // expireMember is Kafka's onExpireHeartbeat with MemberMetadata.hasSatisfiedHeartbeat: a member
@@ -1378,31 +1380,7 @@ const (
 	timerSync
 )
 
-// nextTimer returns the earliest armed timer (ties: members in join order, pending members by
-// id, then the join and sync deadlines).
-func (m *Machine) nextTimer() (at time.Time, kind timerKind, id MemberID) {
-	consider := func(t time.Time, k timerKind, i MemberID) {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at, kind, id = t, k, i
-		}
-	}
-	for _, mid := range m.order {
-		consider(m.members[mid].deadline, timerMember, mid)
-	}
-	if len(m.pending) > 0 {
-		ids := make([]MemberID, 0, len(m.pending))
-		for pid := range m.pending {
-			ids = append(ids, pid)
-		}
-		slices.Sort(ids)
-		for _, pid := range ids {
-			consider(m.pending[pid], timerPending, pid)
-		}
-	}
-	consider(m.joinDeadline, timerJoin, "")
-	consider(m.syncDeadline, timerSync, "")
-	return at, kind, id
-}
+// nextTimer (timers.go) returns the earliest armed timer.
 
 func (m *Machine) wakeAt() time.Time {
 	if m.fenced {
