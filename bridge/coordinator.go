@@ -568,14 +568,17 @@ func (a *actor) written(res writeResult) {
 	a.gs = res.gs
 	a.c.metrics.writeSeconds.Observe(res.took.Seconds())
 	if res.err != nil {
-		result := "error"
-		var owned *OwnedError
-		if errors.Is(res.err, ErrFenced) || errors.As(res.err, &owned) {
-			result = "fenced"
+		if writeFenced(res.err) {
+			a.c.metrics.writes.WithLabelValues("fenced").Inc()
+			a.log.Warn().Err(res.err).Msg("group write failed: another bridge took the group over; fencing it")
+			a.step(group.PersistFailed{Err: res.err})
+			return
 		}
-		a.c.metrics.writes.WithLabelValues(result).Inc()
-		a.log.Warn().Err(res.err).Msg("group write failed; fencing the group")
-		a.step(group.PersistFailed{Err: res.err})
+		// ZooKeeper slow or away: the requests that waited fail with a retriable error and the
+		// group stays (group.WriteFailed). A session lost for good fences every group anyway.
+		a.c.metrics.writes.WithLabelValues("error").Inc()
+		a.log.Warn().Err(res.err).Msg("group write failed; its requests get COORDINATOR_NOT_AVAILABLE and the group carries on")
+		a.step(group.WriteFailed{Err: res.err})
 		return
 	}
 	a.c.metrics.writes.WithLabelValues("ok").Inc()

@@ -301,6 +301,8 @@ func (h *harness) step(line string) string {
 		ev = Persisted{Version: h.version}
 	case "persist-fail":
 		ev = PersistFailed{Err: errors.New("version conflict")}
+	case "write-fail":
+		ev = WriteFailed{Err: errors.New("write timed out")}
 	case "restore":
 		if h.zk == nil {
 			h.fail("restore: nothing persisted")
@@ -344,7 +346,7 @@ func (h *harness) step(line string) string {
 			h.zk = h.pending
 			h.pending = nil
 		}
-	case Restore, PersistFailed:
+	case Restore, PersistFailed, WriteFailed:
 		h.pending = nil
 	}
 	answered := false

@@ -114,6 +114,15 @@ type Persisted struct{ Version int64 }
 // every later one too. The shell retries transient errors itself before reporting them.
 type PersistFailed struct{ Err error }
 
+// WriteFailed reports that the write failed without any sign that another bridge took the group
+// over: ZooKeeper was slow or away past the shell's write timeout, or the connection dropped.
+// Unlike PersistFailed the group stays: the requests that waited for the write are answered
+// COORDINATOR_NOT_AVAILABLE (clients retry them), a new generation or assignment that was being
+// written is abandoned with a rebalance (Kafka's doSyncGroup does the same when storing the group
+// fails), and the next write goes out. The write may still have been applied; every later write
+// of the session is applied after it, so nothing moves backwards.
+type WriteFailed struct{ Err error }
+
 // Restore loads the group from its Record after a bridge restart or a takeover, the way Kafka's
 // coordinator loads a group from __consumer_offsets: every member comes back with its generation
 // and assignment and its session restarts at the load time; the group is Stable (Empty without
@@ -136,4 +145,5 @@ func (Delete) isEvent()        {}
 func (Tick) isEvent()          {}
 func (Persisted) isEvent()     {}
 func (PersistFailed) isEvent() {}
+func (WriteFailed) isEvent()   {}
 func (Restore) isEvent()       {}

@@ -107,6 +107,8 @@ type Machine struct {
 
 	serverAssign bool // server_assign.go
 
+	inflightRecord bool // the write in flight carries the record (write_failed.go)
+
 	fx *Effects // the effects of the Step in progress
 }
 
@@ -204,6 +206,8 @@ func (m *Machine) stepLive(ev Event) {
 		m.persisted(ev)
 	case PersistFailed:
 		m.fence("write failed: " + errString(ev.Err))
+	case WriteFailed:
+		m.writeFailed(ev) // write_failed.go
 	case Restore:
 		m.restore(ev)
 	case AssignMode:
@@ -228,6 +232,9 @@ func (m *Machine) stepDead(ev Event) {
 		m.persisted(ev)
 	case PersistFailed:
 		m.fence("write failed: " + errString(ev.Err))
+	case WriteFailed:
+		// The deletion may or may not have been written: load the group again to know.
+		m.fence("write of the deletion failed: " + errString(ev.Err))
 	case Restore:
 		m.restore(ev)
 	default:
@@ -1167,6 +1174,7 @@ func (m *Machine) flushWrite() {
 	}
 	m.seq++
 	m.inflight = true
+	m.inflightRecord = m.next.record != nil
 	m.fx.Persist = m.next.record
 	m.fx.Offsets = m.next.offsets
 	m.next = nil
