@@ -9,6 +9,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -746,8 +748,9 @@ func TestIntegration_DataflowKcat(t *testing.T) {
 // The upstream brokers come from /brokers/ids (0.8 registrations) and the bridge follows the
 // registry: a broker leaving closes its proxy listener and drops out of Metadata, one coming
 // back gets its listener (and port) again, one re-registering at another address is dialed
-// there, and a broker that is stopped and restarted stops only its own partitions. One kgo
-// group member consumes every record exactly once throughout.
+// there, and a broker that is stopped and restarted stops only its own partitions, its proxy
+// listener refusing connections meanwhile as the broker's own port does. One kgo group member
+// consumes every record exactly once throughout.
 func TestIntegration_DataflowUpstreamFromZK(t *testing.T) {
 	t.Parallel()
 	e := dfStart(t, dfOpts{fromZK: true})
@@ -810,12 +813,39 @@ func TestIntegration_DataflowUpstreamFromZK(t *testing.T) {
 		return gate.accepted.Load() > 0, "the gate accepted nothing"
 	})
 
-	// Broker 1 stops: the partitions of brokers 0 and 2 carry on. Then it restarts, and its
-	// partitions are produced to and consumed again.
+	// Broker 1 stops: the partitions of brokers 0 and 2 carry on, and broker 1's proxy
+	// listener refuses connections, the broker still registered, still in Metadata. The bridge
+	// learns that broker 1 is down from its next dial there, which is refused: a request on a
+	// new connection to the listener makes one. (The connections opened before broker 1 moved
+	// to the gate still reach kfake directly, so the cut does not close them.) Then it
+	// restarts: its listener listens again on its port, and its partitions are produced to and
+	// consumed again.
 	gate.cut()
 	all = append(all, e.produceTo(t, "d", 40, of(func(p int32) bool { return p%3 != 1 }))...)
 	seen.waitAll(t, all, true)
+	eventually(t, 10*time.Second, "broker 1's proxy listener refusing connections while it is down", func() (bool, string) {
+		c, err := net.DialTimeout("tcp", before[1].String(), time.Second)
+		if err == nil {
+			// Accepted: the Metadata request makes the bridge dial broker 1, and the
+			// refused dial closes this connection.
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			req := kmsg.NewPtrMetadataRequest()
+			req.SetVersion(7)
+			_, _ = c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1))
+			_, _ = io.Copy(io.Discard, c)
+			return false, "accepted"
+		}
+		return errors.Is(err, syscall.ECONNREFUSED), err.Error()
+	})
+	if ids := e.metadataBrokers(t); !slices.Equal(ids, []int32{0, 1, 2, dfNode}) {
+		t.Errorf("Metadata brokers while broker 1 is down but registered: %v, want [0 1 2 %d]", ids, dfNode)
+	}
 	gate.restore(t)
+	eventually(t, 10*time.Second, "broker 1's proxy listener listening again on its port", func() (bool, string) {
+		addrs := e.b.ProxyAddrs()
+		return addrs[1] != nil && addrs[1].String() == before[1].String(), fmt.Sprint(addrs)
+	})
 	all = append(all, e.produceTo(t, "e", 20, of(func(p int32) bool { return p%3 == 1 }))...)
 	seen.waitAll(t, all, true)
 	if n := seen.n(); n != len(all) {

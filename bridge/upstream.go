@@ -162,8 +162,10 @@ func (b *Bridge) ProxyAddrs() map[int32]net.Addr {
 // openUpstream builds the upstream cluster when one is configured (nil, nil otherwise): it
 // learns the brokers (from the seeds or /brokers/ids), checks that none is older than Kafka
 // 0.10 and none uses the bridge's NodeID, and returns the relay configuration for newproto.
-// A broker that cannot be reached at start is only logged: the relay dials it when a client
-// needs it, and it may well be back by then.
+// A broker that cannot be reached at start (refused, silent, or closing connections unanswered:
+// the errors say which) is only logged: it is marked down, so its proxy listener refuses
+// connections as the broker does, and the relay keeps dialing it and listens for it once it
+// answers.
 func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka net.Addr) (*newproto.Upstream, *newproto.ProxyConfig, error) {
 	cfg := b.cfg
 	if !cfg.relayEnabled() {
@@ -202,7 +204,7 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 		if err := up.Probe(ctx); errors.Is(err, newproto.ErrUpstreamTooOld) {
 			return nil, nil, tooOld(err)
 		} else if err != nil {
-			b.log.Warn().Err(err).Msg("some upstream brokers are unreachable; relaying to them once they answer")
+			b.log.Warn().Err(err).Msg("some upstream brokers are unreachable; their proxy listeners refuse connections until they answer")
 		}
 	}
 	pc := &newproto.ProxyConfig{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap}

@@ -7,6 +7,8 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -19,8 +21,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -120,9 +124,40 @@ func runToError(t *testing.T, cfg bridge.Config) error {
 	return err
 }
 
-// startOldBroker is a stand-in for a Kafka 0.9 broker: it closes the connection on a request
-// with an api key it does not know, as ApiVersions (18) is to it.
+// startOldBroker is a stand-in for a Kafka 0.9 broker: it answers Metadata v0 (itself, no
+// topics) and closes the connection on a request with an api key it does not know, as
+// ApiVersions (18) is to it.
 func startOldBroker(t *testing.T) string {
+	t.Helper()
+	return startFakeUpstream(t, func(nc net.Conn) {
+		for {
+			var hdr [12]byte // size, api key, version, correlation id
+			if _, err := io.ReadFull(nc, hdr[:]); err != nil {
+				return
+			}
+			size := binary.BigEndian.Uint32(hdr[:])
+			if _, err := io.CopyN(io.Discard, nc, int64(size)-8); err != nil || size < 8 {
+				return
+			}
+			if binary.BigEndian.Uint16(hdr[4:]) != uint16(kmsg.Metadata) || binary.BigEndian.Uint16(hdr[6:]) != 0 {
+				return
+			}
+			resp := kmsg.NewPtrMetadataResponse()
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = 1, "127.0.0.1", 9092
+			resp.Brokers = append(resp.Brokers, b)
+			out := resp.AppendTo(append(make([]byte, 4, 64), hdr[8:12]...))
+			binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// startFakeUpstream serves each connection to a loopback listener with serve (which need not
+// close it) until the test ends, and returns the listener's address.
+func startFakeUpstream(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,9 +171,10 @@ func startOldBroker(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			var hdr [6]byte // size, api key
-			_, _ = io.ReadFull(nc, hdr[:])
-			nc.Close()
+			wg.Go(func() {
+				defer nc.Close()
+				serve(nc)
+			})
 		}
 	})
 	return ln.Addr().String()
@@ -168,6 +204,25 @@ func TestIntegration_UpstreamTooOldRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: Run = %v, want an error saying %q", name, err, want)
 			}
+		}
+	}
+}
+
+// An upstream that accepts connections and closes them unanswered is not called too old (it
+// does not answer Metadata v0 either, as a Kafka 0.9 broker would): Run fails saying what it
+// does.
+func TestIntegration_UpstreamClosingNotTooOld(t *testing.T) {
+	t.Parallel()
+	closing := startFakeUpstream(t, func(net.Conn) {})
+	cfg := upstreamConfig(t, zktest.Connect(t))
+	cfg.Upstream = []string{closing}
+	err := runToError(t, cfg)
+	if err == nil || strings.Contains(err.Error(), "too old") || errors.Is(err, newproto.ErrUpstreamTooOld) {
+		t.Fatalf("Run = %v, want an error that does not call the upstream too old", err)
+	}
+	for _, want := range []string{closing, "closed the connection without answering ApiVersions", "not a Kafka broker's PLAINTEXT listener"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error saying %q", err, want)
 		}
 	}
 }

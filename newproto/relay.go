@@ -54,6 +54,18 @@ package newproto
 //
 // Failures:
 //
+//   - A broker that is down is refused as the real cluster refuses it:
+//     once a dial of it fails (a client's, or the start-up Probe), its
+//     proxy listener is closed, so that connecting to it gets ECONNREFUSED
+//     instead of a connection accepted and then closed (which clients
+//     handle worse: some retry at once, in a loop, some report confusing
+//     errors). Metadata keeps naming the broker at that port while the
+//     cluster does. The proxy dials a down broker every ProbeInterval, and
+//     at once any broker that closed an upstream connection, and listens
+//     again, on the same port, as soon as one dial succeeds (a broker
+//     registered anew is assumed up). Connections already accepted stay;
+//     they fail as their upstream connections do. Other listeners and
+//     their connections are not touched.
 //   - Each client connection has its own upstream connection per broker,
 //     dialed at the first request that needs it (upConn in
 //     relay_upstream.go), closed with the client connection. A broker that
@@ -80,6 +92,7 @@ import (
 	"io"
 	"math/bits"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -101,7 +114,15 @@ type ProxyConfig struct {
 	// Listeners gives brokers explicit listen addresses (node id →
 	// host:port), taking precedence over Listen.
 	Listeners map[int32]string
+	// ProbeInterval is how often a broker that is down (its last dial
+	// failed, its proxy listener closed) is dialed to see whether it is
+	// back; 0: DefaultProbeInterval.
+	ProbeInterval time.Duration
 }
+
+// DefaultProbeInterval is what a zero ProxyConfig.ProbeInterval means:
+// about as often as clients retry a broker that refuses them.
+const DefaultProbeInterval = time.Second
 
 // Validate reports the first invalid field.
 func (c *ProxyConfig) Validate() error {
@@ -110,6 +131,8 @@ func (c *ProxyConfig) Validate() error {
 		return errors.New("newproto: Proxy.Upstream is required")
 	case c.Listen == "" && len(c.Listeners) == 0:
 		return errors.New("newproto: Proxy needs Listen or Listeners: brokers without a proxy listener cannot be reached")
+	case c.ProbeInterval < 0:
+		return fmt.Errorf("newproto: Proxy.ProbeInterval %s is negative", c.ProbeInterval)
 	}
 	if c.Listen != "" {
 		if _, _, err := parseBaseAddr(c.Listen); err != nil {
@@ -139,8 +162,14 @@ type proxy struct {
 	metrics *relayMetrics
 	bufs    *bufPool // frames the relay forwards
 
-	mu    sync.Mutex
-	ports map[int32]int32 // broker id → port of its open proxy listener
+	// suspects receives brokers that closed an upstream connection: the
+	// prober dials them at once to learn whether they are down.
+	suspects chan int32
+
+	mu sync.Mutex
+	// ports is where clients reach each broker: its proxy listener's
+	// port, open, or closed while the broker is down.
+	ports map[int32]int32
 	plan  portPlan
 	// last is the port each broker's listener had, so that a broker
 	// that leaves and comes back gets it again even when the system
@@ -153,8 +182,21 @@ func newProxy(s *Server, cfg ProxyConfig, reg prometheus.Registerer) (*proxy, er
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	return &proxy{cfg: cfg, up: cfg.Upstream, s: s, metrics: m, bufs: &bufPool{},
-		ports: map[int32]int32{}, last: map[int32]int32{}}, nil
+		suspects: make(chan int32, 64), ports: map[int32]int32{}, last: map[int32]int32{}}, nil
+}
+
+// suspect asks the prober to dial broker id soon: it closed an upstream
+// connection, and may be going down. It never blocks; a full queue drops
+// the request (the prober has plenty to do already).
+func (p *proxy) suspect(id int32) {
+	select {
+	case p.suspects <- id:
+	default:
+	}
 }
 
 // addressBook snapshots where clients of a connection reach each broker:
@@ -212,8 +254,10 @@ func (s *Server) ProxyAddrs() map[int32]net.Addr {
 // ServeProxy serves a proxy listener for each upstream broker and follows
 // the Upstream's broker set: a broker that joins gets a listener, one that
 // leaves loses it (its clients are refused, as by a broker that is down),
-// one that comes back gets its old port again. A listener that cannot be
-// opened is retried every few seconds. ServeProxy returns when ctx is done
+// one that comes back gets its old port again. A broker that is down (a
+// dial failed) has its listener closed until a dial succeeds again, which
+// ServeProxy tries every ProbeInterval. A listener that cannot be opened
+// is retried every few seconds. ServeProxy returns when ctx is done
 // (closing the whole server, as Serve does) or the Server is closed.
 func (s *Server) ServeProxy(ctx context.Context) error {
 	p := s.proxy
@@ -222,13 +266,16 @@ func (s *Server) ServeProxy(ctx context.Context) error {
 	}
 	open := map[int32]net.Listener{}
 	var wg sync.WaitGroup
+	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer func() {
+		stopProbes()
 		for id, ln := range open {
 			_ = ln.Close()
 			p.setPort(id, 0)
 		}
 		wg.Wait()
 	}()
+	wg.Go(func() { p.probe(probeCtx) })
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	for {
@@ -252,10 +299,13 @@ func (s *Server) ServeProxy(ctx context.Context) error {
 	}
 }
 
-// reconcile opens a listener for every broker that has none and closes
-// those of brokers that left. It reports whether a listener failed to open.
+// reconcile opens a listener for every broker that is up and has none,
+// and closes those of brokers that left or are down. It reports whether a
+// listener failed to open.
 func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *sync.WaitGroup) (retry bool) {
 	ids := p.up.brokerIDs()
+	down := p.up.downBrokers()
+	p.metrics.brokersDown.Set(float64(len(down)))
 	p.mu.Lock()
 	p.plan = p.plan.assign(ids)
 	plan := p.plan
@@ -266,13 +316,28 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 		want[id] = true
 	}
 	for id, ln := range open {
-		if !want[id] {
+		switch {
+		case !want[id]:
 			_ = ln.Close()
 			delete(open, id)
 			p.setPort(id, 0)
 			p.s.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker left; proxy listener closed")
+		case down[id]:
+			// Its port stays in the address book: Metadata names
+			// the broker there as long as the cluster does, and
+			// clients are refused there, as by the broker.
+			_ = ln.Close()
+			delete(open, id)
+			p.s.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker down; proxy listener closed until it answers")
 		}
 	}
+	p.mu.Lock()
+	for id := range p.ports {
+		if !want[id] {
+			delete(p.ports, id)
+		}
+	}
+	p.mu.Unlock()
 	for _, id := range ids {
 		if _, ok := open[id]; ok {
 			continue
@@ -280,9 +345,19 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 		p.mu.Lock()
 		addr, err := plan.listenAddr(id, p.cfg.Listeners, p.cfg.Listen)
 		last := p.last[id]
+		_, known := p.ports[id]
 		p.mu.Unlock()
 		if err == nil && addr == "" {
 			p.s.log.Warn().Int32("broker", id).Msg("upstream broker has no proxy listener configured; Metadata leaves it out")
+			continue
+		}
+		if down[id] {
+			if _, port, perr := net.SplitHostPort(addr); err == nil && perr == nil && !known && port != "0" {
+				// Down from the start: clients are refused at
+				// the port it is to have.
+				n, _ := strconv.Atoi(port)
+				p.setPort(id, int32(n))
+			}
 			continue
 		}
 		var ln net.Listener
@@ -312,6 +387,48 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 		})
 	}
 	return retry
+}
+
+// probe dials, every ProbeInterval, the brokers that are down, and at once
+// those suspected (suspect), one dial per broker at a time, until ctx
+// ends. A dial records its outcome (Upstream.setReachable), which
+// ServeProxy follows.
+func (p *proxy) probe(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.ProbeInterval)
+	defer tick.Stop()
+	busy := map[int32]bool{}
+	done := make(chan int32)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	dial := func(id int32) {
+		if busy[id] {
+			return
+		}
+		busy[id] = true
+		wg.Go(func() {
+			if nc, _, err := p.up.dial(ctx, id); err == nil {
+				_ = nc.Close()
+			}
+			select {
+			case done <- id:
+			case <-ctx.Done():
+			}
+		})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-done:
+			delete(busy, id)
+		case id := <-p.suspects:
+			dial(id)
+		case <-tick.C:
+			for id := range p.up.downBrokers() {
+				dial(id)
+			}
+		}
+	}
 }
 
 func (p *proxy) setPort(id, port int32) {
@@ -510,6 +627,12 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 		}
 		start := int(rc.c.info.ID % uint64(len(ids)))
 		candidates = append(ids[start:], ids[:start]...)
+		// Brokers known to be down last: they are tried, but
+		// only when no other answers.
+		down := rc.p.up.downBrokers()
+		slices.SortStableFunc(candidates, func(a, b int32) int {
+			return cmpBool(down[a], down[b])
+		})
 	}
 	var errs []error
 	for _, id := range candidates {
@@ -527,6 +650,7 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 			timeout: rc.p.up.cfg.RequestTimeout,
 			maxResp: rc.p.up.cfg.MaxResponseBytes,
 			bufs:    rc.p.bufs,
+			gone:    func() { rc.p.suspect(id) },
 			closed:  make(chan struct{}),
 			post:    func(r result) { rc.c.results <- r },
 			lost:    rc.setLost,
@@ -543,6 +667,17 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 		return u, nil
 	}
 	return nil, errors.Join(errs...)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // setLost records that requests were lost upstream: the client connection
@@ -667,6 +802,7 @@ type relayMetrics struct {
 	byKey        []prometheus.Counter   // requests, cached per key (hot path)
 	failures     *prometheus.CounterVec // reason
 	upstreamOpen prometheus.Gauge
+	brokersDown  prometheus.Gauge
 }
 
 func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
@@ -684,6 +820,10 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "upstream_connections_open",
 			Help: "Connections from the bridge to upstream brokers currently open.",
 		}),
+		brokersDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "kafka", Name: "upstream_brokers_down",
+			Help: "Upstream brokers whose last dial failed; their proxy listeners refuse connections until one succeeds.",
+		}),
 	}
 	for _, reason := range []string{"dial", "lost"} {
 		m.failures.WithLabelValues(reason)
@@ -698,7 +838,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.failures, m.upstreamOpen} {
+	for _, c := range []prometheus.Collector{m.requests, m.failures, m.upstreamOpen, m.brokersDown} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("newproto: registering relay metrics: %w", err)
 		}

@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -675,21 +674,28 @@ func TestRelayUpstreamDownAndBack(t *testing.T) {
 		produce(t, cl, "orders", p, fmt.Sprintf("before%d", p), 10)
 	}
 
+	down := e.srv.ProxyAddrs()[2].String()
 	e.gates[2].cut()
 	// A client of broker 2's listener is closed at its first relayed
 	// request (the dial is refused); ApiVersions may still be answered
-	// from what the bridge knows of the broker.
-	c := dial(t, e.srv.ProxyAddrs()[2].String())
-	av := c.send(kmsg.NewPtrApiVersionsRequest())
-	md := kmsg.NewPtrMetadataRequest()
-	md.SetVersion(7)
-	c.send(md)
-	if frame, err := c.readFrame(); err == nil {
-		if corr := int32(binary.BigEndian.Uint32(frame)); corr != av {
-			t.Fatalf("got the response to %d from a broker that is down", corr)
+	// from what the bridge knows of the broker. Unless the bridge knew
+	// already (TestRelayDownBrokerRefused): then it is refused.
+	if nc, err := net.DialTimeout("tcp", down, time.Second); err == nil {
+		c := &client{t: t, nc: nc, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("newproto-test"))}
+		t.Cleanup(func() { nc.Close() })
+		av := c.send(kmsg.NewPtrApiVersionsRequest())
+		md := kmsg.NewPtrMetadataRequest()
+		md.SetVersion(7)
+		c.send(md)
+		if frame, err := c.readFrame(); err == nil {
+			if corr := int32(binary.BigEndian.Uint32(frame)); corr != av {
+				t.Fatalf("got the response to %d from a broker that is down", corr)
+			}
 		}
+		c.expectClosed()
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("connecting to broker 2's proxy listener: %v, want accepted and closed, or refused", err)
 	}
-	c.expectClosed()
 
 	// The other partitions carry on, on the same client.
 	for p := range int32(2) {
@@ -708,6 +714,98 @@ func TestRelayUpstreamDownAndBack(t *testing.T) {
 	got = consume(t, e.addr, "orders", []int32{2}, 20)
 	if want := append(wantValues("before2", 10), wantValues("after2", 10)...); !slices.Equal(got[2], want) {
 		t.Errorf("partition 2 after broker 2 came back: %v, want %v", got[2], want)
+	}
+}
+
+// A broker the bridge knows to be down is refused, as a real cluster's
+// down broker is: once a dial to it fails, its proxy listener stops
+// listening (connect: ECONNREFUSED, not a connection accepted and then
+// closed), while Metadata keeps naming it at its port as the cluster
+// does; once the broker answers again the listener listens again, on the
+// same port. Connections through the other listeners are not disturbed.
+func TestRelayDownBrokerRefused(t *testing.T) {
+	e := startRelay(t, relayOpts{gated: []int32{2}, requestTimeout: 2 * time.Second})
+	e.pinLeaders(t, "orders", 3)
+	addrs := e.srv.ProxyAddrs()
+	down := addrs[2].String()
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(7)
+	other := dial(t, addrs[0].String())
+	other.roundTrip(md) // its upstream connection stays open throughout
+	held := dial(t, down)
+	held.roundTrip(md) // accepted while broker 2 was up
+
+	e.gates[2].cut()
+	// The bridge learns it at its next dial of broker 2: here a
+	// client's first relayed request, which closes that client.
+	refusedIn(t, down, 5*time.Second, true)
+	held.send(md)
+	held.expectClosed()
+	other.roundTrip(md)
+	boot := dial(t, e.addr)
+	resp := boot.roundTrip(md).(*kmsg.MetadataResponse)
+	listed := false
+	for _, b := range resp.Brokers {
+		if b.NodeID == 2 {
+			listed = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == down
+		}
+	}
+	if !listed {
+		t.Errorf("Metadata while broker 2 is down: %+v, want broker 2 at its proxy listener %s (refusing)", resp.Brokers, down)
+	}
+	metrics := &testServer{reg: e.reg}
+	if got := counterValue(t, metrics, "zkbridge_kafka_upstream_brokers_down", nil); got != 1 {
+		t.Errorf("upstream_brokers_down %v while broker 2 is down, want 1", got)
+	}
+
+	e.gates[2].restore()
+	refusedIn(t, down, 5*time.Second, false)
+	dial(t, down).roundTrip(md)
+	other.roundTrip(md)
+	if got := e.srv.ProxyAddrs()[2].String(); got != down {
+		t.Errorf("broker 2's proxy listener came back at %s, want %s", got, down)
+	}
+	if got := counterValue(t, metrics, "zkbridge_kafka_upstream_brokers_down", nil); got != 0 {
+		t.Errorf("upstream_brokers_down %v once broker 2 is back, want 0", got)
+	}
+	cl := newRelayClient(t, e.addr)
+	produce(t, cl, "orders", 2, "back", 5)
+}
+
+// refusedIn waits until connecting to addr is refused (refused) or
+// accepted and relayed (!refused). An attempt that is accepted while
+// refusal is awaited sends a Metadata request: the bridge dials the
+// broker for it and, the broker being down, closes the connection.
+func refusedIn(t *testing.T, addr string, d time.Duration, refused bool) {
+	t.Helper()
+	accepted := 0
+	deadline := time.Now().Add(d)
+	for {
+		nc, err := net.DialTimeout("tcp", addr, time.Second)
+		switch {
+		case err == nil && refused:
+			accepted++
+			c := &client{t: t, nc: nc, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("refused-test"))}
+			md := kmsg.NewPtrMetadataRequest()
+			md.SetVersion(7)
+			c.send(md)
+			_, _ = c.readFrame()
+			nc.Close()
+		case err == nil:
+			nc.Close()
+			return
+		case refused && errors.Is(err, syscall.ECONNREFUSED):
+			return
+		case refused:
+			t.Fatalf("connecting to %s: %v, want ECONNREFUSED", addr, err)
+		}
+		if time.Now().After(deadline) {
+			if refused {
+				t.Fatalf("%s still accepts connections %v after its broker went down (%d accepted and closed)", addr, d, accepted)
+			}
+			t.Fatalf("%s still refuses connections %v after its broker came back: %v", addr, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -1001,43 +1099,6 @@ func TestRelayBrokerSetChanges(t *testing.T) {
 	produce(t, cl, "orders", 2, "back", 5)
 }
 
-// An upstream that predates ApiVersions (Kafka 0.9 closes the connection
-// on an unknown api key) is refused with a message that says why.
-func TestRelayUpstreamTooOld(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			var hdr [6]byte
-			_, _ = io.ReadFull(nc, hdr[:]) // size, api key: 18, unknown to 0.9
-			nc.Close()
-		}
-	})
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
-	p, _ := strconv.Atoi(port)
-	up, err := newproto.NewUpstream(newproto.UpstreamConfig{Brokers: []newproto.Broker{{NodeID: 1, Host: host, Port: int32(p)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = up.Probe(context.Background())
-	if !errors.Is(err, newproto.ErrUpstreamTooOld) {
-		t.Fatalf("Probe: %v, want ErrUpstreamTooOld", err)
-	}
-	for _, want := range []string{"upstream broker 1", "does not answer ApiVersions", "Kafka 0.10 or newer is required"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
-	}
-}
-
 func TestProxyConfigValidate(t *testing.T) {
 	up, err := newproto.NewUpstream(newproto.UpstreamConfig{})
 	if err != nil {
@@ -1054,6 +1115,8 @@ func TestProxyConfigValidate(t *testing.T) {
 		{"no listeners", newproto.ProxyConfig{Upstream: up}, false},
 		{"bad base", newproto.ProxyConfig{Upstream: up, Listen: "9100"}, false},
 		{"bad explicit", newproto.ProxyConfig{Upstream: up, Listeners: map[int32]string{1: "x"}}, false},
+		{"probe interval", newproto.ProxyConfig{Upstream: up, Listen: ":9100", ProbeInterval: time.Minute}, true},
+		{"negative probe interval", newproto.ProxyConfig{Upstream: up, Listen: ":9100", ProbeInterval: -time.Second}, false},
 	} {
 		if err := (newproto.Config{Proxy: &tc.cfg}).Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v", tc.name, err)

@@ -18,7 +18,17 @@ package newproto
 // from Kafka 0.10 on answers (KIP-35) and none before it does (they close
 // the connection on an unknown api key). The answer is the broker's version
 // table, which the bridge's own ApiVersions answers are built from
-// (relay.go), and the handshake refuses a broker too old to have one.
+// (relay.go). The start-up check (Probe, Discover) tells the ways of not
+// answering apart: a broker older than 0.10 closes the connection on
+// ApiVersions but answers Metadata v0 on a fresh one; anything that closes
+// both is not a Kafka PLAINTEXT listener (or a broker going down); one that
+// keeps the connection open and says nothing times out.
+//
+// The Upstream also remembers which brokers are down: a broker whose last
+// dial failed (refused, timed out, closed before answering) is down until a
+// dial succeeds again. Its proxy listener stops listening meanwhile, so
+// that clients are refused as by the broker itself (ServeProxy), and the
+// proxy dials it every ProxyConfig.ProbeInterval to see it come back.
 
 import (
 	"bufio"
@@ -56,8 +66,9 @@ const (
 	DefaultMaxResponseBytes int32 = 1 << 30
 )
 
-// ErrUpstreamTooOld is wrapped by the error for a broker that does not
-// answer ApiVersions: the relay needs Kafka 0.10 or newer.
+// ErrUpstreamTooOld is wrapped by the error for a broker older than Kafka
+// 0.10 (it closes the connection on ApiVersions and answers Metadata v0):
+// the relay needs ApiVersions.
 var ErrUpstreamTooOld = errors.New("Kafka 0.10 or newer is required")
 
 // UpstreamConfig configures an Upstream. Zero values mean the documented
@@ -129,16 +140,20 @@ type Upstream struct {
 
 	mu      sync.Mutex
 	brokers map[int32]*upstreamBroker
-	changed chan struct{} // closed and replaced when the broker set changes
+	// changed is closed and replaced when the broker set changes or a
+	// broker goes down or comes back.
+	changed chan struct{}
 }
 
 // upstreamBroker is one broker and, once a handshake told it, its version
-// table. The table belongs to the address: a new address (a broker moved
-// or was replaced) forgets it.
+// table, and whether it is down. Both belong to the address: a new address
+// (a broker moved or was replaced) forgets them, and so does a broker that
+// leaves the set and comes back (it registered again: it is up).
 type upstreamBroker struct {
 	Broker
 	addr     string
 	versions map[int16]versionRange // nil until a handshake
+	down     error                  // why the last dial failed; nil: up, or not dialed yet
 }
 
 // NewUpstream checks cfg and builds an Upstream; it dials nothing (Probe
@@ -192,7 +207,7 @@ func (u *Upstream) SetBrokers(brokers []Broker) error {
 	for id, nb := range set {
 		ob, ok := u.brokers[id]
 		if ok && ob.addr == nb.addr {
-			nb.versions = ob.versions
+			nb.versions, nb.down = ob.versions, ob.down
 		}
 		if !ok || ob.addr != nb.addr || !rackEqual(ob.Rack, nb.Rack) {
 			same = false
@@ -200,11 +215,50 @@ func (u *Upstream) SetBrokers(brokers []Broker) error {
 	}
 	u.brokers = set
 	if !same {
-		close(u.changed)
-		u.changed = make(chan struct{})
+		u.notifyLocked()
 		u.log.Info().Interface("brokers", u.sortedLocked()).Msg("upstream brokers changed")
 	}
 	return nil
+}
+
+func (u *Upstream) notifyLocked() {
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// setReachable records the outcome of a dial of broker id at addr: err nil
+// is up, otherwise down. A broker that has since moved or left is not
+// touched.
+func (u *Upstream) setReachable(id int32, addr string, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	b, ok := u.brokers[id]
+	if !ok || b.addr != addr || (b.down == nil) == (err == nil) {
+		if ok && b.addr == addr && err != nil {
+			b.down = err // still down; the latest reason
+		}
+		return
+	}
+	b.down = err
+	u.notifyLocked()
+	if err != nil {
+		u.log.Warn().Err(err).Int32("broker", id).Str("addr", addr).Msg("upstream broker down; its proxy listener refuses connections until it answers again")
+	} else {
+		u.log.Info().Int32("broker", id).Str("addr", addr).Msg("upstream broker answers again")
+	}
+}
+
+// downBrokers returns the brokers whose last dial failed.
+func (u *Upstream) downBrokers() map[int32]bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := map[int32]bool{}
+	for id, b := range u.brokers {
+		if b.down != nil {
+			out[id] = true
+		}
+	}
+	return out
 }
 
 func rackEqual(a, b *string) bool {
@@ -228,7 +282,7 @@ func (u *Upstream) sortedLocked() []Broker {
 }
 
 // watch returns a channel that is closed at the next change of the broker
-// set.
+// set or of a broker's reachability.
 func (u *Upstream) watch() <-chan struct{} {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -289,7 +343,9 @@ func (u *Upstream) commonVersions() map[int16]versionRange {
 // Probe dials every broker and checks that it answers ApiVersions, as the
 // bridge does at start: an error wrapping ErrUpstreamTooOld names a broker
 // older than Kafka 0.10, which the relay cannot serve; other errors are
-// brokers that could not be reached. The errors of all brokers are joined.
+// brokers that could not be reached (refused, timed out, or closing
+// connections without answering, each said as such), now marked down. The
+// errors of all brokers are joined.
 func (u *Upstream) Probe(ctx context.Context) error {
 	ids := u.brokerIDs()
 	if len(ids) == 0 {
@@ -302,6 +358,10 @@ func (u *Upstream) Probe(ctx context.Context) error {
 			nc, _, err := u.dial(ctx, id)
 			if err == nil {
 				_ = nc.Close()
+			}
+			var ue *upstreamError
+			if errors.As(err, &ue) && errors.Is(err, errHandshakeClosed) {
+				err = &upstreamError{broker: ue.broker, addr: ue.addr, err: u.explainClosed(ctx, ue.addr, ue.err)}
 			}
 			errs[i] = err
 		})
@@ -340,6 +400,9 @@ func (u *Upstream) discover(ctx context.Context, seed string) ([]Broker, error) 
 	defer stop()
 	br := bufio.NewReader(nc)
 	versions, err := u.handshake(nc, br)
+	if errors.Is(err, errHandshakeClosed) {
+		err = u.explainClosed(ctx, seed, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("newproto: upstream seed %s: %w", seed, err)
 	}
@@ -380,7 +443,9 @@ func (e *upstreamError) Error() string {
 func (e *upstreamError) Unwrap() error { return e.err }
 
 // dial connects to a broker and runs the ApiVersions handshake, recording
-// the broker's version table. The returned reader buffers the connection.
+// the broker's version table, and whether it is up (setReachable) unless
+// ctx ended first (the caller left: that says nothing of the broker). The
+// returned reader buffers the connection.
 func (u *Upstream) dial(ctx context.Context, id int32) (net.Conn, *bufio.Reader, error) {
 	u.mu.Lock()
 	b, ok := u.brokers[id]
@@ -393,23 +458,32 @@ func (u *Upstream) dial(ctx context.Context, id int32) (net.Conn, *bufio.Reader,
 		return nil, nil, &upstreamError{broker: id, addr: "?", err: errors.New("not in the upstream broker set")}
 	}
 
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.DialTimeout)
 	defer cancel()
+	failed := func(err error) (net.Conn, *bufio.Reader, error) {
+		if parent.Err() != nil {
+			err = fmt.Errorf("%w (%w)", parent.Err(), err)
+		} else {
+			u.setReachable(id, addr, err)
+		}
+		return nil, nil, &upstreamError{broker: id, addr: addr, err: err}
+	}
 	nc, err := u.cfg.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, nil, &upstreamError{broker: id, addr: addr, err: fmt.Errorf("dialing: %w", err)}
+		return failed(fmt.Errorf("dialing: %w", err))
 	}
 	// The handshake obeys ctx too: a broker that accepts and says
 	// nothing must not hold the client.
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
-	br := bufio.NewReaderSize(nc, 64<<10)
+	br := bufio.NewReaderSize(nc, upstreamReadBuffer)
 	versions, err := u.handshake(nc, br)
 	if !stop() || err != nil {
 		_ = nc.Close()
 		if err == nil {
-			err = ctx.Err()
+			err = fmt.Errorf("ApiVersions: %w", ctx.Err())
 		}
-		return nil, nil, &upstreamError{broker: id, addr: addr, err: err}
+		return failed(err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 
@@ -418,20 +492,36 @@ func (u *Upstream) dial(ctx context.Context, id int32) (net.Conn, *bufio.Reader,
 		b.versions = versions
 	}
 	u.mu.Unlock()
+	u.setReachable(id, addr, nil)
 	return nc, br, nil
 }
 
+// upstreamReadBuffer is the read buffer of an upstream connection: it
+// holds the small responses that come in a burst (one read for many), and
+// the start of a large one, which is streamed (copyResponse).
+const upstreamReadBuffer = 64 << 10
+
 // handshake sends ApiVersions v0 and returns the broker's version table.
-// A broker that closes the connection instead of answering predates
-// ApiVersions (Kafka 0.9 and older close on an unknown api key).
+// Its errors say which way the broker failed to answer: an error wrapping
+// errHandshakeClosed for a connection closed or reset before any response
+// (a broker older than Kafka 0.10, or something else: explainClosed tells
+// which), one wrapping os.ErrDeadlineExceeded for no answer in time (the
+// caller's deadline on nc).
 func (u *Upstream) handshake(nc net.Conn, br *bufio.Reader) (map[int16]versionRange, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.SetVersion(0)
+	start := time.Now()
 	resp, err := u.roundTrip(nc, br, req, 0)
-	if err != nil {
-		if closedByPeer(err) {
-			return nil, fmt.Errorf("does not answer ApiVersions (closed the connection: %v): %w", err, ErrUpstreamTooOld)
-		}
+	switch {
+	case err == nil:
+	case closedBeforeResponse(err):
+		return nil, &handshakeClosedError{cause: err}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("no answer to ApiVersions within %s: the broker accepts connections but does not answer "+
+			"(hung or overloaded, or not speaking the Kafka protocol on this port): %w", time.Since(start).Round(time.Millisecond), err)
+	case closedByPeer(err):
+		return nil, fmt.Errorf("closed the connection in the middle of its ApiVersions response: %w", err)
+	default:
 		return nil, fmt.Errorf("ApiVersions: %w", err)
 	}
 	av := resp.(*kmsg.ApiVersionsResponse)
@@ -448,9 +538,61 @@ func (u *Upstream) handshake(nc net.Conn, br *bufio.Reader) (map[int16]versionRa
 	return versions, nil
 }
 
+// errHandshakeClosed is wrapped by handshakeClosedError.
+var errHandshakeClosed = errors.New("closed the connection without answering ApiVersions")
+
+// handshakeClosedError is a broker that closed (or reset) the connection
+// before answering ApiVersions: a broker older than Kafka 0.10 does, on an
+// api key it does not know; so does a listener that is not Kafka's
+// PLAINTEXT (SSL, SASL_*, another service) and a broker going down.
+type handshakeClosedError struct{ cause error }
+
+func (e *handshakeClosedError) Error() string {
+	return fmt.Sprintf("%v (%v)", errHandshakeClosed, e.cause)
+}
+func (e *handshakeClosedError) Unwrap() []error { return []error{errHandshakeClosed, e.cause} }
+
+// explainClosed tells the two kinds of handshakeClosedError apart (closed,
+// from handshake, for the broker at addr): a broker older than 0.10 answers
+// Metadata v0, an api key it knows, on a fresh connection; anything else
+// closes that one too, or fails otherwise.
+func (u *Upstream) explainClosed(ctx context.Context, addr string, closed error) error {
+	var hc *handshakeClosedError
+	if !errors.As(closed, &hc) {
+		return closed
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.DialTimeout)
+	defer cancel()
+	nc, err := u.cfg.Dial(ctx, "tcp", addr)
+	if err == nil {
+		stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+		// Metadata v0 with no topics asks for all of them: v0 has no
+		// way to ask for none, and naming one could create it on a
+		// broker with auto.create.topics.enable.
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(0)
+		_, err = u.roundTrip(nc, bufio.NewReader(nc), req, 0)
+		stop()
+		_ = nc.Close()
+	}
+	if err == nil {
+		return fmt.Errorf("closed the connection on ApiVersions (%v) but answers Metadata v0: a Kafka broker older than 0.10: %w",
+			hc.cause, ErrUpstreamTooOld)
+	}
+	return fmt.Errorf("%w (%v), and a Metadata v0 request too (%v): not a Kafka broker's PLAINTEXT listener "+
+		"(an SSL or SASL listener, or another service), or a broker shutting down", errHandshakeClosed, hc.cause, err)
+}
+
+// closedByPeer reports an error of a connection the peer closed or reset.
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// closedBeforeResponse reports a connection closed or reset before any
+// byte of the response (a frame cut short is io.ErrUnexpectedEOF).
+func closedBeforeResponse(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // roundTrip writes req with correlation id corr and decodes the response:
@@ -524,6 +666,10 @@ type upConn struct {
 	// lost is called once if the connection fails with requests in
 	// flight: their client connection must close.
 	lost func(error)
+	// gone is called once if the connection fails other than by being
+	// closed on our side (the broker closed it, or did not answer): the
+	// broker may be going down, which a dial tells.
+	gone func()
 
 	closed chan struct{} // closed with the connection (fail)
 
@@ -664,6 +810,9 @@ func (u *upConn) fail(err error) {
 		u.dead = err
 		_ = u.nc.Close()
 		close(u.closed)
+		if u.gone != nil && !errors.Is(err, net.ErrClosed) {
+			u.gone()
+		}
 	}
 }
 
