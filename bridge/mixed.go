@@ -119,13 +119,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			}
 			continue
 		}
-		for _, p := range plan.Release {
-			if err := mi.store.DeleteEphemeral(cctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
-				mi.failed(err, p, "releasing")
-				continue
-			}
-			delete(held.owners, p)
-		}
+		mi.releaseOwners(cctx, held, plan.Release)
 		if len(plan.Foreign) > 0 {
 			e := log.Debug()
 			if time.Since(start) > claimWarnAfter {
@@ -164,10 +158,36 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 
 // releaseThreads deletes the held owner znodes of the given threads.
 func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threads []string) {
+	var paths []string
 	for _, p := range sortedPaths(held.owners) {
-		if !slices.Contains(threads, string(held.owners[p])) {
-			continue
+		if slices.Contains(threads, string(held.owners[p])) {
+			paths = append(paths, p)
 		}
+	}
+	mi.releaseOwners(ctx, held, paths)
+}
+
+// releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
+// costs an exists and a delete per znode — 600 requests when a 300-partition group reshuffles),
+// or, when that fails (a znode already gone: a 0.8.2 consumer deletes every owner it believes
+// its own, ZCC:580-590), one by one with the ownership check of DeleteEphemeral. The Multi needs
+// no ownership check: held znodes are ephemerals of our session, and only a 0.8 consumer that
+// believes it owns the partition deletes another session's owner znode.
+func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	ops := make([]zkstate.Op, len(paths))
+	for i, p := range paths {
+		ops[i] = zkstate.DeleteOp(p, -1)
+	}
+	if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+		for _, p := range paths {
+			delete(held.owners, p)
+		}
+		return
+	}
+	for _, p := range paths {
 		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
 			mi.failed(err, p, "releasing")
 			continue // the next claim releases it
