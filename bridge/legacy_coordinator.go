@@ -1476,16 +1476,22 @@ func (g *legacyGroup) watchTopic(topic string) error {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		for ev := range ch { // closed when wctx ends
-			g.c.addReads(1, 1) // every firing re-arms the watch with a read
-			select {
-			case g.inbox <- legacyTopicEv{topic: topic, watch: w, ev: ev}:
-			case <-g.quit:
-				cancel()
-			}
-		}
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyTopicEv{topic: topic, watch: w, ev: ev} })
 	}()
 	return nil
+}
+
+// forward hands every firing of a watch to the group's goroutine as msg(ev), until the watch's
+// channel closes (its context ended) or the group quits (then it cancels the watch).
+func (g *legacyGroup) forward(ch <-chan zkstate.WatchEvent, cancel context.CancelFunc, msg func(zkstate.WatchEvent) any) {
+	for ev := range ch {
+		g.c.addReads(1, 1) // every firing re-arms the watch with a read
+		select {
+		case g.inbox <- msg(ev):
+		case <-g.quit:
+			cancel()
+		}
+	}
 }
 
 // syncTopics stops the watches of topics no member subscribes to any more.
@@ -1546,14 +1552,7 @@ func (g *legacyGroup) watchIDs() error {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		for ev := range ch { // closed when wctx ends
-			g.c.addReads(1, 1) // every firing re-arms the watch with a read
-			select {
-			case g.inbox <- legacyIDsEv{watch: w, ev: ev}:
-			case <-g.quit:
-				cancel()
-			}
-		}
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyIDsEv{watch: w, ev: ev} })
 	}()
 	return nil
 }
@@ -1635,14 +1634,7 @@ func (g *legacyGroup) watchRegistration(id string) *legacyWatch {
 				return
 			}
 		}
-		for ev := range ch { // closed when wctx ends
-			g.c.addReads(1, 1)
-			select {
-			case g.inbox <- legacyRegEv{id: id, watch: w, ev: ev}:
-			case <-g.quit:
-				cancel()
-			}
-		}
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyRegEv{id: id, watch: w, ev: ev} })
 	}()
 	return w
 }
