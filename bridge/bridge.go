@@ -289,8 +289,11 @@ type Bridge struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	coord   *coordinator
-	modes   *groupModes // every group's mode, kept current (modes.go)
-	legacy  atomic.Pointer[LegacyCoordinator]
+	// releases wakes the claimers of a group when another actor of this bridge released owner
+	// znodes of it (releases.go).
+	releases *ownerReleases
+	modes    *groupModes // every group's mode, kept current (modes.go)
+	legacy   atomic.Pointer[LegacyCoordinator]
 	// proxySrv is the Kafka server while it relays to an upstream cluster (upstream.go).
 	proxySrv atomic.Pointer[newproto.Server]
 
@@ -330,6 +333,8 @@ func New(cfg Config) (*Bridge, error) {
 	b.modes = newGroupModes(cfg, log, m)
 	b.modes.onChange = b.coord.modeChanged
 	b.coord.modes = b.modes
+	b.releases = newOwnerReleases()
+	b.coord.releases = b.releases
 	return b, nil
 }
 
@@ -390,6 +395,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	defer store.Close()
+	if err := b.reg.Register(newZKRequests(store)); err != nil {
+		return fmt.Errorf("bridge: metrics: %w", err)
+	}
 
 	var lc net.ListenConfig
 	kafkaLn, err := lc.Listen(ctx, "tcp", cfg.KafkaListen)
@@ -570,6 +578,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
+	coord.releases = b.releases
 	srv, err := legacy.NewServer(legacy.Config{Logger: b.cfg.Logger, Coordinator: coord})
 	if err != nil {
 		ln.Close()

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -394,6 +396,15 @@ func TestIntegration_RunServesAndStopsCleanly(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+	// The commit was one multi; every kind of ZooKeeper request is exported, counted.
+	for _, kind := range zkstate.RequestKinds {
+		m := regexp.MustCompile(`(?m)^zkbridge_zk_requests_total\{kind="` + kind + `"\} (\d+)$`).FindStringSubmatch(body)
+		if m == nil {
+			t.Errorf("/metrics lacks zkbridge_zk_requests_total{kind=%q}", kind)
+		} else if n, _ := strconv.Atoi(m[1]); kind == zkstate.ReqMulti && n < 1 {
+			t.Errorf("zkbridge_zk_requests_total{kind=\"multi\"} = %d after a commit, want ≥ 1", n)
 		}
 	}
 

@@ -114,26 +114,31 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 			tps = append(tps, tp{t, p})
 		}
 	}
+	statePaths := make([]string, len(tps))
+	for i, x := range tps {
+		statePaths[i] = zkstate.PartitionStatePath(x.topic, x.part)
+	}
+	// One read of every partition's state: a few multiRead requests, not one Get each.
+	reads, err := c.store.GetMany(ctx, statePaths)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: topics: %w", err)
+	}
 	states := make([]*zkstate.PartitionState, len(tps))
 	errs := make([]error, len(tps))
-	fanOut(ctx, len(tps), func(i int) {
-		data, _, err := c.store.Get(ctx, zkstate.PartitionStatePath(tps[i].topic, tps[i].part))
-		if errors.Is(err, zkstate.ErrNoNode) {
-			return
+	for i, r := range reads {
+		if errors.Is(r.Err, zkstate.ErrNoNode) {
+			continue
 		}
-		if err != nil {
-			errs[i] = err
-			return
+		if r.Err != nil {
+			errs[i] = r.Err
+			continue
 		}
-		st, err := zkstate.ParsePartitionState(data)
+		st, err := zkstate.ParsePartitionState(r.Data)
 		if err != nil {
 			c.log.Debug().Err(err).Str("topic", tps[i].topic).Int32("partition", tps[i].part).Msg("malformed partition state")
-			return
+			continue
 		}
 		states[i] = &st
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bridge: topics: %w", err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("bridge: partition states: %w", err)
@@ -233,16 +238,19 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 			open = append(open, t)
 		}
 	}
-	kids := make([][]string, len(open))
-	errs := make([]error, len(open))
-	fanOut(ctx, len(open), func(i int) {
-		kids[i], _, errs[i] = store.Children(ctx, zkstate.OffsetsTopicPath(groupName, open[i]))
-	})
+	openPaths := make([]string, len(open))
 	for i, t := range open {
-		if errs[i] != nil && !errors.Is(errs[i], zkstate.ErrNoNode) {
-			return nil, unavailable("fetch offsets of group %q: %w", groupName, errs[i])
+		openPaths[i] = zkstate.OffsetsTopicPath(groupName, t)
+	}
+	kids, err := store.ChildrenMany(ctx, openPaths)
+	if err != nil {
+		return nil, readManyErr(ctx, groupName, err)
+	}
+	for i, t := range open {
+		if err := kids[i].Err; err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			return nil, unavailable("fetch offsets of group %q: %w", groupName, err)
 		}
-		for _, name := range kids[i] {
+		for _, name := range kids[i].Children {
 			p, err := strconv.ParseInt(name, 10, 32)
 			if err != nil || p < 0 || strconv.FormatInt(p, 10) != name {
 				continue
@@ -251,26 +259,30 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 		}
 	}
 
+	// Both offsets of every partition in one read: a few multiRead requests for a whole
+	// assignment, where a Get each made OffsetFetch the bulk of a rebalance's ZooKeeper load.
+	paths := make([]string, 0, 2*len(tps))
+	for _, x := range tps {
+		paths = append(paths, zkstate.OffsetPath(groupName, x.topic, x.part), ownOffsetPath(b.cfg.Root, groupName, x.topic, x.part))
+	}
+	reads, err := store.GetMany(ctx, paths)
+	if err != nil {
+		return nil, readManyErr(ctx, groupName, err)
+	}
 	zkData := make([][]byte, len(tps))
 	ownData := make([][]byte, len(tps))
-	errs = make([]error, 2*len(tps))
-	fanOut(ctx, 2*len(tps), func(i int) {
-		x := tps[i/2]
-		var err error
+	for i, r := range reads {
+		if errors.Is(r.Err, zkstate.ErrNoNode) {
+			continue
+		}
+		if r.Err != nil {
+			return nil, unavailable("fetch offsets of group %q: %w", groupName, r.Err)
+		}
 		if i%2 == 0 {
-			zkData[i/2], _, err = store.Get(ctx, zkstate.OffsetPath(groupName, x.topic, x.part))
+			zkData[i/2] = r.Data
 		} else {
-			ownData[i/2], _, err = store.Get(ctx, ownOffsetPath(b.cfg.Root, groupName, x.topic, x.part))
+			ownData[i/2] = r.Data
 		}
-		if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-			errs[i] = err
-		}
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bridge: fetch offsets of group %q: %w", groupName, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, unavailable("fetch offsets of group %q: %w", groupName, err)
 	}
 	var out []CommittedOffset
 	for i, x := range tps {
@@ -412,4 +424,13 @@ func (b *Bridge) storeForReads() (*zkstate.Store, error) {
 // unavailable wraps a ZooKeeper failure as COORDINATOR_NOT_AVAILABLE, which clients retry.
 func unavailable(format string, args ...any) error {
 	return fmt.Errorf("bridge: %w (%w)", fmt.Errorf(format, args...), newproto.ErrCoordinatorNotAvailable)
+}
+
+// readManyErr is the error of an offset fetch whose GetMany or ChildrenMany failed as a whole:
+// the caller's deadline, or else a Store that cannot answer (COORDINATOR_NOT_AVAILABLE).
+func readManyErr(ctx context.Context, group string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("bridge: fetch offsets of group %q: %w", group, err)
+	}
+	return unavailable("fetch offsets of group %q: %w", group, err)
 }

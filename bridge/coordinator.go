@@ -81,6 +81,9 @@ type coordinator struct {
 
 	// modes keeps every group's mode current (modes.go); nil admits every request.
 	modes *groupModes
+	// releases wakes the Kafka members' claims when the legacy coordinator released owner
+	// znodes (releases.go); nil without a Bridge.
+	releases *ownerReleases
 
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
@@ -350,7 +353,7 @@ func (a *actor) run(ctx context.Context) {
 	a.c.mu.Unlock()
 	a.gs = newGroupStore(store, a.c.cfg.Root, a.group, a.c.cfg.NodeID, a.log)
 	a.m = group.New(a.c.cfg.Group, a.group)
-	a.mirror = newMirrorer(store, a.group, a.c.cfg.MirrorRetry, a.log, a.c.metrics)
+	a.mirror = newMirrorer(store, a.group, a.c.cfg.MirrorRetry, a.log, a.c.metrics, a.c.releases)
 
 	if err := a.load(ctx); err != nil {
 		a.mirror.close(false)

@@ -208,6 +208,9 @@ type LegacyStats struct {
 	Rebalances        uint64 // rebalances completed (every StartResponse received)
 	RebalanceFailures uint64 // attempts that failed and were retried with backoff (seed step 5)
 	RebalancesSkipped uint64 // checks that found no rebalance necessary (seed step 3.5)
+	// ClaimWaits counts claims that found partitions of the new assignment still owned by
+	// another member (a zk member, the bridge's Kafka members, another bridge) and waited.
+	ClaimWaits uint64
 
 	OffsetsCommitted uint64 // offsets written to /consumers/<g>/offsets
 	// OffsetsRefused counts offsets of PingResponses that were not written: for a partition
@@ -296,8 +299,12 @@ type LegacyCoordinator struct {
 	// modes is the daemon's view of the groups' modes (modes.go), set by Bridge.newLegacy; nil
 	// (a coordinator outside a Bridge) admits every group.
 	modes *groupModes
+	// releases wakes the other claimers of a group in this bridge (the Kafka members' claim)
+	// when a rebalance released owner znodes, and wakes ours when they did (releases.go); set
+	// by Bridge.newLegacy, nil outside a Bridge.
+	releases *ownerReleases
 
-	rebalances, failures, skipped               atomic.Uint64
+	rebalances, failures, skipped, claimWaits   atomic.Uint64
 	committed, refused                          atomic.Uint64
 	zkReads, zkReadRequests, zkWrites, zkMultis atomic.Uint64
 	members                                     atomic.Int64
@@ -373,6 +380,7 @@ func (c *LegacyCoordinator) Stats() LegacyStats {
 		Rebalances:        c.rebalances.Load(),
 		RebalanceFailures: c.failures.Load(),
 		RebalancesSkipped: c.skipped.Load(),
+		ClaimWaits:        c.claimWaits.Load(),
 		OffsetsCommitted:  c.committed.Load(),
 		OffsetsRefused:    c.refused.Load(),
 		ZKReads:           c.zkReads.Load(),
@@ -475,6 +483,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		log:         c.log.With().Str("group", name).Logger(),
 		lifetime:    c.lifetime,
 		inbox:       make(chan any, legacyInboxSize),
+		wake:        c.releases.subscribe(name),
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
@@ -489,6 +498,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	c.actorWG.Add(1)
 	go func() {
 		defer c.actorWG.Done()
+		defer c.releases.unsubscribe(name, g.wake)
 		g.run()
 		c.mu.Lock()
 		delete(c.groups, name)
@@ -621,6 +631,7 @@ type legacyGroup struct {
 	log      zerolog.Logger
 	lifetime context.Context // the coordinator's, see LegacyCoordinator.lifetime
 	inbox    chan any
+	wake     chan struct{}  // another actor of this bridge released owner znodes (releases.go)
 	quit     chan struct{}  // closed when the actor stops: senders give up
 	exited   chan struct{}  // closed when run has returned
 	wg       sync.WaitGroup // request goroutines and watch forwarders
@@ -686,6 +697,10 @@ func (g *legacyGroup) run() {
 		select {
 		case ev := <-g.inbox:
 			g.handle(ev)
+		case <-g.wake:
+			if g.phase == legacyClaimWait {
+				g.retryAt = time.Now() // what we wait for may be free: look now, not at the backoff's end
+			}
 		case <-timer.C:
 		case <-g.lifetime.Done():
 			g.shutdown()
@@ -956,8 +971,10 @@ func (g *legacyGroup) claim(now time.Time) {
 				return
 			}
 			g.released(plan, view)
+			g.c.releases.released(g.name, g.wake)
 		}
 		g.claimTries++
+		g.c.claimWaits.Add(1)
 		wait := g.backoff(g.claimTries)
 		if g.claimTries == 1 {
 			g.claimWaitSince = now
@@ -995,6 +1012,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.fail(now, fmt.Errorf("writing ownership and final offsets (seed step 4): %w", err))
 		return
 	}
+	g.c.releases.released(g.name, g.wake) // the Multi deleted what moves to others
 	// The Multi is in: this is the current assignment now, and every owner znode of our
 	// partitions is ours: created by the Multi (version 0), or read and checked.
 	g.written, g.writtenSession = make(map[legacy.TopicPartition]legacyOwner, len(plan.Assignment)), 0

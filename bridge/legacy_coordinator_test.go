@@ -156,6 +156,13 @@ type legacyEnv struct {
 // legacyStart runs a coordinator and a server on store, listening on addr ("" for any port).
 func legacyStart(t testing.TB, store *zkstate.Store, addr string, mod func(*LegacyConfig)) *legacyEnv {
 	t.Helper()
+	return legacyStartIn(t, store, addr, mod, nil)
+}
+
+// legacyStartIn is legacyStart for a coordinator inside a bridge: releases is the bridge's hub
+// of owner releases (releases.go), shared with its Kafka members' claims.
+func legacyStartIn(t testing.TB, store *zkstate.Store, addr string, mod func(*LegacyConfig), releases *ownerReleases) *legacyEnv {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -188,6 +195,7 @@ func legacyStart(t testing.TB, store *zkstate.Store, addr string, mod func(*Lega
 	if err != nil {
 		t.Fatal(err)
 	}
+	coord.releases = releases
 	srv, err := legacy.NewServer(legacy.Config{Logger: cfg.Logger, Coordinator: coord})
 	if err != nil {
 		t.Fatal(err)

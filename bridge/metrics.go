@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
 )
 
 // metrics are the bridge's own Prometheus metrics, on the registry the Bridge owns (never the
@@ -156,4 +157,27 @@ func (m *metrics) event(ev group.Event) {
 		return
 	}
 	m.events.WithLabelValues(name).Inc()
+}
+
+// zkRequests exports the Store's request counters (zkstate.Store.Requests) as
+// zkbridge_zk_requests_total{kind}: what the bridge costs the ZooKeeper ensemble it shares
+// with the brokers and every 0.8 consumer, by kind of request.
+type zkRequests struct {
+	store *zkstate.Store
+	desc  *prometheus.Desc
+}
+
+func newZKRequests(store *zkstate.Store) *zkRequests {
+	return &zkRequests{store: store, desc: prometheus.NewDesc("zkbridge_zk_requests_total",
+		"ZooKeeper requests sent by the bridge's session, by kind (get, children, exists, create, set, delete, multi, multiread: one per request, whatever the number of reads it carries); pings not counted.",
+		[]string{"kind"}, nil)}
+}
+
+func (z *zkRequests) Describe(ch chan<- *prometheus.Desc) { ch <- z.desc }
+
+func (z *zkRequests) Collect(ch chan<- prometheus.Metric) {
+	counts := z.store.Requests()
+	for _, k := range zkstate.RequestKinds {
+		ch <- prometheus.MustNewConstMetric(z.desc, prometheus.CounterValue, float64(counts[k]), k)
+	}
 }

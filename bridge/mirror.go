@@ -251,7 +251,11 @@ type mirrorer struct {
 	// group (mixed.go). One slot for both keeps their order: a later request replaces an earlier
 	// one that was not taken yet.
 	want chan mirrorRequest
-	stop chan bool // the release flag
+	// releases and wake: a claim waiting for owner znodes retries as soon as another actor of
+	// this bridge released some (releases.go), and ours wake the others.
+	releases *ownerReleases
+	wake     chan struct{}
+	stop     chan bool // the release flag
 	// ours holds the consumer ids of every registration held or being created (mixed.go reads
 	// it to tell the bridge's Kafka members from the other registrations in /ids).
 	ours   atomic.Pointer[map[string]bool]
@@ -260,9 +264,10 @@ type mirrorer struct {
 	cancel context.CancelFunc
 }
 
-func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zerolog.Logger, m *metrics) *mirrorer {
+func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zerolog.Logger, m *metrics, rel *ownerReleases) *mirrorer {
 	mi := &mirrorer{
 		store: store, group: name, retry: retry, log: log, metrics: m,
+		releases: rel, wake: rel.subscribe(name),
 		want: make(chan mirrorRequest, 1),
 		stop: make(chan bool),
 		done: make(chan struct{}),
@@ -304,6 +309,7 @@ func (mi *mirrorer) close(release bool) {
 
 func (mi *mirrorer) run() {
 	defer close(mi.done)
+	defer mi.releases.unsubscribe(mi.group, mi.wake)
 	ctx := mi.ctx
 	held := mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
 	var want *mirrorState

@@ -84,6 +84,8 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		select {
 		case <-t.C:
 			return true
+		case <-mi.wake: // another actor of this bridge let go of owner znodes: look now
+			return true
 		case <-cctx.Done():
 			return false
 		}
@@ -181,6 +183,7 @@ func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths 
 	for i, p := range paths {
 		ops[i] = zkstate.DeleteOp(p, -1)
 	}
+	defer mi.releases.released(mi.group, mi.wake)
 	if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
 		for _, p := range paths {
 			delete(held.owners, p)

@@ -50,7 +50,10 @@ package bridge_test
 // operations are the rebalances' own, for every kind. The zk members use rebalance.backoff.ms 200
 // and 100 retries (0.8.2's defaults, 2 s and 4, would make the herd slower still and could give
 // up); the kgo members the range balancer and a 200 ms heartbeat, as mixed_test.go; the legacy
-// members a 1 s ping interval.
+// members a 1 s ping interval. ZKBRIDGE_STAB_ZK_BACKOFF and ZKBRIDGE_STAB_HEARTBEAT change the
+// zk members' backoff and the kgo members' heartbeat (Go durations): a Kafka member hears of a
+// rebalance only at its next heartbeat, as a zk member retries a conflict only after its
+// backoff, so the two bound each variant's time (docs/benchmarks.md).
 //
 // ZKBRIDGE_BENCH_LOG=<file> writes every member's and the bridge's logs there (info, or
 // ZKBRIDGE_BENCH_LOG_LEVEL); without it nothing is logged.
@@ -93,6 +96,7 @@ const (
 	stabHoldCheck   = 250 * time.Millisecond
 	stabTimeout     = 3 * time.Minute
 	stabZKBackoff   = 200 * time.Millisecond
+	stabHeartbeat   = 200 * time.Millisecond
 	stabZKRetries   = 100
 	stabLegacyPing  = time.Second
 	stabBackground  = 3 * time.Second
@@ -362,7 +366,7 @@ func (e *stabEnv) zkMember(name string) *stabMember {
 	defer cancel()
 	c, err := zkconsumer.New(ctx, zkconsumer.Config{
 		Connect: e.connect, GroupID: e.group, ConsumerID: name, Subscription: e.subscription(),
-		SessionTimeout: 6 * time.Second, RebalanceBackoff: stabZKBackoff, RebalanceMaxRetries: stabZKRetries,
+		SessionTimeout: 6 * time.Second, RebalanceBackoff: stabKnob(b, "ZKBRIDGE_STAB_ZK_BACKOFF", stabZKBackoff), RebalanceMaxRetries: stabZKRetries,
 		Logger: e.log.With().Str("zk_member", name).Logger(),
 		Handler: zkconsumer.Handler{
 			OnAssign: func(offsets map[zkstate.TopicPartition]int64) {
@@ -408,7 +412,7 @@ func (e *stabEnv) kafkaMember(name string) *stabMember {
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.RebalanceTimeout(5*time.Second),
-		kgo.HeartbeatInterval(200*time.Millisecond),
+		kgo.HeartbeatInterval(stabKnob(b, "ZKBRIDGE_STAB_HEARTBEAT", stabHeartbeat)),
 		kgo.RetryTimeout(5*time.Second),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
 			e.views.assign(name, kgoParts(a))
@@ -802,6 +806,22 @@ func stabZKSessions(tb testing.TB) map[int64]int64 {
 		}
 	}
 	return out
+}
+
+// stabKnob is a duration of the benchmark's members from the environment (a Go duration), else
+// def: the reaction times of both kinds, the zk members' rebalance backoff
+// (ZKBRIDGE_STAB_ZK_BACKOFF) and the kgo members' heartbeat (ZKBRIDGE_STAB_HEARTBEAT), bound
+// how fast each variant can stabilise, so the comparison is run at several of them.
+func stabKnob(tb testing.TB, env string, def time.Duration) time.Duration {
+	v := os.Getenv(env)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("%s=%q: want a positive Go duration", env, v)
+	}
+	return d
 }
 
 // stabLogger writes info logs to $ZKBRIDGE_BENCH_LOG, or nowhere.

@@ -803,20 +803,22 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		st   zkstate.Stat
 		err  error
 	}
+	paths := make([]string, 0, 2*len(tps))
+	for _, x := range tps {
+		paths = append(paths, zkstate.OffsetPath(name, x.topic, x.part), ownOffsetPath(root, name, x.topic, x.part))
+	}
+	reads, err := store.GetMany(ctx, paths)
+	if err != nil {
+		return nil, readManyErr(ctx, name, err)
+	}
 	zkRead := make([]read, len(tps))
 	ownRead := make([]read, len(tps))
-	fanOut(ctx, 2*len(tps), func(i int) {
-		x := tps[i/2]
-		if i%2 == 0 {
-			r := &zkRead[i/2]
-			r.data, r.st, r.err = store.Get(ctx, zkstate.OffsetPath(name, x.topic, x.part))
-		} else {
-			r := &ownRead[i/2]
-			r.data, r.st, r.err = store.Get(ctx, ownOffsetPath(root, name, x.topic, x.part))
+	for i, r := range reads {
+		dst := &zkRead[i/2]
+		if i%2 == 1 {
+			dst = &ownRead[i/2]
 		}
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bridge: fetch offsets of group %q: %w", name, err)
+		*dst = read{data: r.Data, st: r.Stat, err: r.Err}
 	}
 	var out []CommittedOffset
 	for i, x := range tps {

@@ -496,6 +496,7 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 		mr.m = m
 	}
 	res, requests, err := mr.m.read(ctx, ops)
+	s.reqs.add(ReqMultiRead, requests)
 	if err != nil {
 		mr.m.conn.Close()
 		mr.m = nil

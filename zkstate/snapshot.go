@@ -174,8 +174,10 @@ func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error 
 		r, i := waves[all[k].w], all[k].i
 		full := s.full(r.paths[i])
 		if r.children {
+			s.reqs.add(ReqChildren, 1)
 			r.kids[i], r.stats[i], r.errs[i] = s.conn.Children(full)
 		} else {
+			s.reqs.add(ReqGet, 1)
 			r.data[i], r.stats[i], r.errs[i] = s.conn.Get(full)
 		}
 	})

@@ -244,6 +244,7 @@ type Store struct {
 	servers        []string
 	sessionTimeout time.Duration
 	mreads         multiReads
+	reqs           requestCounts
 
 	onSession func(SessionEvent)
 	sessionMu sync.Mutex // serialises OnSession calls
@@ -453,6 +454,7 @@ func (s *Store) Get(ctx context.Context, p string) ([]byte, Stat, error) {
 		return nil, Stat{}, pathErr("get", p, err)
 	}
 	r, err := do(ctx, s, func() (getResult, error) {
+		s.reqs.add(ReqGet, 1)
 		d, st, err := s.conn.Get(s.full(p))
 		return getResult{d, st}, err
 	})
@@ -468,6 +470,7 @@ func (s *Store) Children(ctx context.Context, p string) ([]string, Stat, error) 
 		return nil, Stat{}, pathErr("children", p, err)
 	}
 	r, err := do(ctx, s, func() (childrenResult, error) {
+		s.reqs.add(ReqChildren, 1)
 		c, st, err := s.conn.Children(s.full(p))
 		return childrenResult{c, st}, err
 	})
@@ -488,6 +491,7 @@ func (s *Store) Exists(ctx context.Context, p string) (bool, Stat, error) {
 		stat *zk.Stat
 	}
 	r, err := do(ctx, s, func() (existsResult, error) {
+		s.reqs.add(ReqExists, 1)
 		ok, st, err := s.conn.Exists(s.full(p))
 		return existsResult{ok, st}, err
 	})
@@ -532,7 +536,10 @@ func (s *Store) Create(ctx context.Context, p string, data []byte, opts CreateOp
 // only after the first attempt fails with NoNode, so the common case costs one round trip.
 func (s *Store) createRaw(ctx context.Context, full string, data []byte, flags int32, acl []zk.ACL, parents bool) error {
 	create := func() error {
-		_, err := do(ctx, s, func() (string, error) { return s.conn.Create(full, data, flags, acl) })
+		_, err := do(ctx, s, func() (string, error) {
+			s.reqs.add(ReqCreate, 1)
+			return s.conn.Create(full, data, flags, acl)
+		})
 		return err
 	}
 	err := create()
@@ -553,6 +560,7 @@ func (s *Store) ensureRaw(ctx context.Context, full string) error {
 	var missing []string
 	for p := full; p != "/" && p != ""; p = parentOf(p) {
 		ok, err := do(ctx, s, func() (bool, error) {
+			s.reqs.add(ReqExists, 1)
 			ok, _, err := s.conn.Exists(p)
 			return ok, err
 		})
@@ -566,7 +574,10 @@ func (s *Store) ensureRaw(ctx context.Context, full string) error {
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		p := missing[i]
-		_, err := do(ctx, s, func() (string, error) { return s.conn.Create(p, nil, 0, s.aclForFull(p)) })
+		_, err := do(ctx, s, func() (string, error) {
+			s.reqs.add(ReqCreate, 1)
+			return s.conn.Create(p, nil, 0, s.aclForFull(p))
+		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, mapError(err))
 		}
@@ -599,7 +610,10 @@ func (s *Store) Set(ctx context.Context, p string, data []byte, version int32) (
 	if err := validatePath(p); err != nil {
 		return Stat{}, pathErr("set", p, err)
 	}
-	st, err := do(ctx, s, func() (*zk.Stat, error) { return s.conn.Set(s.full(p), data, version) })
+	st, err := do(ctx, s, func() (*zk.Stat, error) {
+		s.reqs.add(ReqSet, 1)
+		return s.conn.Set(s.full(p), data, version)
+	})
 	if err != nil {
 		return Stat{}, pathErr("set", p, err)
 	}
@@ -611,7 +625,10 @@ func (s *Store) Delete(ctx context.Context, p string, version int32) error {
 	if err := validatePath(p); err != nil {
 		return pathErr("delete", p, err)
 	}
-	_, err := do(ctx, s, func() (struct{}, error) { return struct{}{}, s.conn.Delete(s.full(p), version) })
+	_, err := do(ctx, s, func() (struct{}, error) {
+		s.reqs.add(ReqDelete, 1)
+		return struct{}{}, s.conn.Delete(s.full(p), version)
+	})
 	return pathErr("delete", p, err)
 }
 
@@ -632,6 +649,7 @@ func (s *Store) DeleteRecursive(ctx context.Context, p string) error {
 		kids := make([][]string, len(level))
 		errs := make([]error, len(level))
 		if err := s.fanOut(ctx, len(level), nil, func(i int) {
+			s.reqs.add(ReqChildren, 1)
 			c, _, err := s.conn.Children(s.full(level[i]))
 			kids[i], errs[i] = c, err
 		}); err != nil {
@@ -655,6 +673,7 @@ func (s *Store) DeleteRecursive(ctx context.Context, p string) error {
 		level := levels[i]
 		errs := make([]error, len(level))
 		if err := s.fanOut(ctx, len(level), nil, func(j int) {
+			s.reqs.add(ReqDelete, 1)
 			errs[j] = s.conn.Delete(s.full(level[j]), -1)
 		}); err != nil {
 			return pathErr("delete recursive", p, err)

@@ -192,6 +192,7 @@ func (s *Store) expandParents(ctx context.Context, ops []Op) ([]indexedOp, error
 	exists := make([]bool, len(candidates))
 	errs := make([]error, len(candidates))
 	if err := s.fanOut(ctx, len(candidates), nil, func(i int) {
+		s.reqs.add(ReqExists, 1)
 		exists[i], _, errs[i] = s.conn.Exists(s.full(candidates[i]))
 	}); err != nil {
 		return nil, &MultiError{Index: -1, Err: fmt.Errorf("look up parents: %w", err)}
@@ -351,7 +352,10 @@ func (s *Store) runChunk(ctx context.Context, ch chunk) error {
 			reqs[i] = &zk.CheckVersionRequest{Path: full, Version: o.op.version}
 		}
 	}
-	res, err := do(ctx, s, func() ([]zk.MultiResponse, error) { return s.conn.Multi(reqs...) })
+	res, err := do(ctx, s, func() ([]zk.MultiResponse, error) {
+		s.reqs.add(ReqMulti, 1)
+		return s.conn.Multi(reqs...)
+	})
 	if err == nil {
 		return nil
 	}

@@ -212,10 +212,12 @@ func (s *Store) arm(ctx context.Context, p string, kind watchKind) (WatchEvent, 
 	for {
 		r, err := do(ctx, s, func() (armed, error) {
 			if kind == watchChildren {
+				s.reqs.add(ReqChildren, 1)
 				c, st, ch, err := s.conn.ChildrenW(full)
 				slices.Sort(c)
 				return armed{WatchEvent{Path: p, Exists: true, Children: c, Stat: statFrom(st)}, ch}, err
 			}
+			s.reqs.add(ReqGet, 1)
 			d, st, ch, err := s.conn.GetW(full)
 			return armed{WatchEvent{Path: p, Exists: true, Data: d, Stat: statFrom(st)}, ch}, err
 		})
@@ -230,6 +232,7 @@ func (s *Store) arm(ctx context.Context, p string, kind watchKind) (WatchEvent, 
 			fire <-chan zk.Event
 		}
 		e, err := do(ctx, s, func() (existsArmed, error) {
+			s.reqs.add(ReqExists, 1)
 			ok, _, ch, err := s.conn.ExistsW(full)
 			return existsArmed{ok, ch}, err
 		})

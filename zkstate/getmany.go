@@ -1,0 +1,62 @@
+package zkstate
+
+import (
+	"context"
+	"fmt"
+)
+
+// Read is the result of one read of GetMany or ChildrenMany. Err is nil, or a *PathError
+// wrapping ErrNoNode for a missing znode, or another error of that read alone.
+type Read struct {
+	Data     []byte   // GetMany
+	Children []string // ChildrenMany, unsorted
+	Stat     Stat
+	Err      error
+}
+
+// GetMany reads the data of many znodes in about one round trip: as multiRead requests when
+// the server has them (a few requests for hundreds of znodes, where a Get each costs a request
+// each), else pipelined Gets. Like a Snapshot, the reads are not one transaction; each result
+// is as fresh as a Get on the Store's own server. The error is ctx's, or ErrClosed; a read's
+// own failure is in its Read.
+func (s *Store) GetMany(ctx context.Context, paths []string) ([]Read, error) {
+	return s.readMany(ctx, paths, false)
+}
+
+// ChildrenMany lists the children of many znodes as GetMany reads their data.
+func (s *Store) ChildrenMany(ctx context.Context, paths []string) ([]Read, error) {
+	return s.readMany(ctx, paths, true)
+}
+
+func (s *Store) readMany(ctx context.Context, paths []string, children bool) ([]Read, error) {
+	op := "get"
+	if children {
+		op = "children"
+	}
+	out := make([]Read, len(paths))
+	r := &reads{children: children}
+	valid := make([]int, 0, len(paths)) // out index of each path in r
+	for i, p := range paths {
+		if err := validatePath(p); err != nil {
+			out[i].Err = pathErr(op, p, err)
+			continue
+		}
+		r.add(p)
+		valid = append(valid, i)
+	}
+	if err := s.runReads(ctx, nil, r); err != nil {
+		return nil, fmt.Errorf("zkstate: %s of %d znodes: %w", op, len(r.paths), err)
+	}
+	if err := ctx.Err(); err != nil {
+		// Pipelined reads still in flight when ctx ended write into r; none may be used.
+		return nil, fmt.Errorf("zkstate: %s of %d znodes: %w", op, len(r.paths), err)
+	}
+	for k, i := range valid {
+		if err := r.errs[k]; err != nil {
+			out[i].Err = pathErr(op, paths[i], err)
+			continue
+		}
+		out[i].Data, out[i].Children, out[i].Stat = r.data[k], r.kids[k], statFrom(r.stats[k])
+	}
+	return out, nil
+}
