@@ -65,6 +65,8 @@ type claimResult struct {
 	fingerprint string
 	took        time.Duration
 	rounds      int
+	// The steps of the last round, for the log: what a claim spends its time on.
+	regs, read, release, write time.Duration
 }
 
 // runClaim carries out a claim on the mirrorer's goroutine (see the file comment). It returns
@@ -96,6 +98,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		}
 		// Members that left give up their partitions before their registrations go: an owner
 		// znode whose consumer is not registered would look like nobody's.
+		t0 := time.Now()
 		mi.releaseDeparted(cctx, held, c.ids)
 		if !mi.claimRegistrations(cctx, held, c.ids) {
 			if !wait() {
@@ -103,6 +106,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			}
 			continue
 		}
+		t1 := time.Now()
 		snap, err := mi.store.Snapshot(cctx, mi.group)
 		if err != nil {
 			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
@@ -121,7 +125,9 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			}
 			continue
 		}
+		t2 := time.Now()
 		mi.releaseOwners(cctx, held, plan.Release)
+		t3 := time.Now()
 		if len(plan.Foreign) > 0 {
 			e := log.Debug()
 			if time.Since(start) > claimWarnAfter {
@@ -146,7 +152,8 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			continue
 		}
 		res := claimResult{gen: c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
-			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round}
+			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round,
+			regs: t1.Sub(t0), read: t2.Sub(t1), release: t3.Sub(t2), write: time.Since(t3)}
 		for id, part := range plan.Assignments {
 			res.assignments[id] = encodeAssignment(part)
 		}
@@ -455,7 +462,8 @@ func (a *actor) claimed(res claimResult) {
 	a.mx.claimCancel = nil
 	a.mx.claimFP = res.fingerprint
 	a.c.metrics.mixedClaimSeconds.Observe(res.took.Seconds())
-	e := a.log.Info().Int32("generation", int32(res.gen)).Dur("took", res.took).Int("rounds", res.rounds)
+	e := a.log.Info().Int32("generation", int32(res.gen)).Dur("took", res.took).Int("rounds", res.rounds).
+		Dur("registrations", res.regs).Dur("reading", res.read).Dur("releasing", res.release).Dur("claiming", res.write)
 	for id, part := range res.parts {
 		n := 0
 		for _, ps := range part {
