@@ -28,6 +28,12 @@ func (s *Store) ChildrenMany(ctx context.Context, paths []string) ([]Read, error
 	return s.readMany(ctx, paths, true)
 }
 
+// minMultiReadBatch is the smallest GetMany or ChildrenMany sent as a multiRead. The multiRead
+// connection carries one request at a time, so a thousand consumers each fetching the offsets
+// of a partition or two would queue behind each other there, where pipelined reads on the
+// Store's own connection run side by side and cost about as few requests.
+const minMultiReadBatch = 16
+
 func (s *Store) readMany(ctx context.Context, paths []string, children bool) ([]Read, error) {
 	op := "get"
 	if children {
@@ -44,7 +50,13 @@ func (s *Store) readMany(ctx context.Context, paths []string, children bool) ([]
 		r.add(p)
 		valid = append(valid, i)
 	}
-	if err := s.runReads(ctx, nil, r); err != nil {
+	var err error
+	if len(r.paths) < minMultiReadBatch {
+		err = s.pipelinedReads(ctx, nil, r)
+	} else {
+		err = s.runReads(ctx, nil, r)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("zkstate: %s of %d znodes: %w", op, len(r.paths), err)
 	}
 	if err := ctx.Err(); err != nil {

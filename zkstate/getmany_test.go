@@ -83,6 +83,24 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 		})
 	}
 
+	// A handful of reads stays pipelined on the Store's own connection, where concurrent
+	// callers' reads run side by side (the multiRead connection takes one request at a time).
+	t.Run("small", func(t *testing.T) {
+		s := openStore(t, connect)
+		before := s.Requests()
+		got, err := s.GetMany(ctx, paths[:3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := s.Requests()
+		if gets, mr := after[zkstate.ReqGet]-before[zkstate.ReqGet], after[zkstate.ReqMultiRead]-before[zkstate.ReqMultiRead]; gets != 3 || mr != 0 {
+			t.Errorf("GetMany of 3 paths: %d gets and %d multiReads, want 3 and 0", gets, mr)
+		}
+		if string(got[1].Data) != "7" || got[1].Err != nil {
+			t.Errorf("read 1: %q %v, want \"7\"", got[1].Data, got[1].Err)
+		}
+	})
+
 	t.Run("cancelled", func(t *testing.T) {
 		s := openStore(t, connect)
 		cctx, cancel := context.WithCancel(ctx)

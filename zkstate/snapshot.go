@@ -136,15 +136,14 @@ func (r *reads) add(p string) int {
 }
 
 func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error {
-	type ref struct{ w, i int }
-	var all []ref
+	var all []readRef
 	for w, r := range waves {
 		r.data = make([][]byte, len(r.paths))
 		r.kids = make([][]string, len(r.paths))
 		r.stats = make([]*zk.Stat, len(r.paths))
 		r.errs = make([]error, len(r.paths))
 		for i := range r.paths {
-			all = append(all, ref{w, i})
+			all = append(all, readRef{w, i})
 		}
 	}
 	if len(all) == 0 {
@@ -167,6 +166,27 @@ func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error 
 		}
 		return nil
 	}
+	return s.pipelined(ctx, st, waves, all)
+}
+
+// pipelinedReads runs the reads of one wave as pipelined Gets or Children on the Store's own
+// connection, without trying multiRead.
+func (s *Store) pipelinedReads(ctx context.Context, st *Stats, r *reads) error {
+	r.data = make([][]byte, len(r.paths))
+	r.kids = make([][]string, len(r.paths))
+	r.stats = make([]*zk.Stat, len(r.paths))
+	r.errs = make([]error, len(r.paths))
+	all := make([]readRef, len(r.paths))
+	for i := range all {
+		all[i] = readRef{0, i}
+	}
+	return s.pipelined(ctx, st, []*reads{r}, all)
+}
+
+// readRef is read i of wave w.
+type readRef struct{ w, i int }
+
+func (s *Store) pipelined(ctx context.Context, st *Stats, waves []*reads, all []readRef) error {
 	if st != nil {
 		st.Reads += len(all)
 	}
