@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -530,11 +531,32 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	send := func(fp string) {
+		select {
+		case <-out:
+		default:
+		}
+		out <- fp
+	}
+	var others []string // the registrations not ours at the last /ids event
+	seen := false
 	for {
 		select {
-		case _, ok := <-ids:
+		case ev, ok := <-ids:
 			if !ok {
 				return
+			}
+			// A registration of another kind came or went: rebalance at once, while the
+			// group is read (the Snapshot may wait behind the legacy coordinator's reads on
+			// the multiRead connection). The read's fingerprint follows and replaces this
+			// one; the next claim reads the group again anyway.
+			if ev.Type == zkstate.Initial || ev.Type == zkstate.ChildrenChanged {
+				ours := mi.oursNow()
+				now := slices.DeleteFunc(slices.Clone(ev.Children), func(cid string) bool { return ours[cid] })
+				if seen && !slices.Equal(now, others) {
+					send("registrations changed: " + strings.Join(now, ","))
+				}
+				others, seen = now, true
 			}
 		case <-poke:
 		case <-retry.C:
@@ -561,11 +583,7 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 		ours := mi.oursNow()
 		fp := mixedFingerprint(snap, ours)
 		count(ctx, store, snap, ours)
-		select {
-		case <-out:
-		default:
-		}
-		out <- fp
+		send(fp)
 	}
 }
 
