@@ -484,6 +484,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		lifetime:    c.lifetime,
 		inbox:       make(chan any, legacyInboxSize),
 		wake:        c.releases.subscribe(name),
+		gone:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
@@ -631,7 +632,11 @@ type legacyGroup struct {
 	log      zerolog.Logger
 	lifetime context.Context // the coordinator's, see LegacyCoordinator.lifetime
 	inbox    chan any
-	wake     chan struct{}  // another actor of this bridge released owner znodes (releases.go)
+	wake     chan struct{} // another actor of this bridge released owner znodes (releases.go)
+	// gone is signalled when the owner znode a claim waits for goes away (watchRelease);
+	// stopGone ends that watch.
+	gone     chan struct{}
+	stopGone context.CancelFunc
 	quit     chan struct{}  // closed when the actor stops: senders give up
 	exited   chan struct{}  // closed when run has returned
 	wg       sync.WaitGroup // request goroutines and watch forwarders
@@ -684,6 +689,11 @@ type legacyGroup struct {
 
 func (g *legacyGroup) run() {
 	defer close(g.exited)
+	defer func() {
+		if g.stopGone != nil {
+			g.stopGone()
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -700,6 +710,10 @@ func (g *legacyGroup) run() {
 		case <-g.wake:
 			if g.phase == legacyClaimWait {
 				g.retryAt = time.Now() // what we wait for may be free: look now, not at the backoff's end
+			}
+		case <-g.gone:
+			if g.phase == legacyClaimWait {
+				g.retryAt = time.Now()
 			}
 		case <-timer.C:
 		case <-g.lifetime.Done():
@@ -997,6 +1011,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).Str("held_by", holder.Thread).
 			Dur("retry_in", wait).Msg("owner znodes held by another member; waiting to claim")
 		g.phase, g.retryAt = legacyClaimWait, now.Add(wait)
+		g.watchRelease(zkstate.OwnerPath(g.name, first.Topic, first.Partition))
 		return
 	}
 	if err := g.multi(plan.Ops); err != nil {
@@ -1971,6 +1986,34 @@ func legacyFanOut(ctx context.Context, n int, fn func(ctx context.Context, i int
 // shutdown ends the actor: every member's connection is closed (the consumers stop fetching and
 // look for a coordinator), the goroutines are waited for, and the ids znodes and our owner
 // znodes are deleted so that 0.8 tools do not show owners that no longer consume.
+// watchRelease signals g.gone when the owner znode p, which a claim waits for, goes away: a zk
+// member or another bridge releases at its own pace, and the claim should look again then,
+// not at its backoff's end. One watch per group at a time (one request each); a signal that
+// comes after the claim went on is ignored by run.
+func (g *legacyGroup) watchRelease(p string) {
+	if g.stopGone != nil {
+		g.stopGone()
+	}
+	ctx, cancel := context.WithCancel(g.lifetime)
+	g.stopGone = cancel
+	go func() {
+		defer cancel()
+		ch, err := g.c.store.WatchData(ctx, p)
+		if err != nil {
+			return // the backoff still retries
+		}
+		for ev := range ch {
+			if !ev.Exists {
+				select {
+				case g.gone <- struct{}{}:
+				default:
+				}
+				return
+			}
+		}
+	}()
+}
+
 func (g *legacyGroup) shutdown() {
 	close(g.quit)
 	for _, m := range g.members {

@@ -80,17 +80,40 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 	log := mi.log.With().Int32("generation", int32(c.gen)).Logger()
 
 	backoff := claimBackoff
-	wait := func() bool {
+	// wait sleeps until the backoff's end, another actor of this bridge releasing owner znodes,
+	// or, with held set, that owner znode going away: 0.8 consumers and other bridges release
+	// at their own pace, and a watch sees it when it happens rather than at the backoff's end
+	// (one request per wait).
+	wait := func(held string) bool {
 		t := time.NewTimer(backoff)
 		defer t.Stop()
 		backoff = min(2*backoff, claimBackoffMax)
-		select {
-		case <-t.C:
-			return true
-		case <-mi.wake: // another actor of this bridge let go of owner znodes: look now
-			return true
-		case <-cctx.Done():
-			return false
+		var gone <-chan zkstate.WatchEvent
+		if held != "" {
+			wctx, wcancel := context.WithCancel(cctx)
+			defer wcancel()
+			if ch, err := mi.store.WatchData(wctx, held); err == nil {
+				gone = ch
+			}
+		}
+		for {
+			select {
+			case <-t.C:
+				return true
+			case <-mi.wake: // another actor of this bridge let go of owner znodes: look now
+				return true
+			case ev, ok := <-gone:
+				switch {
+				case !ok:
+					gone = nil
+				case ev.Exists:
+					// Still held (the first event, or its data was rewritten).
+				default:
+					return true
+				}
+			case <-cctx.Done():
+				return false
+			}
 		}
 	}
 	for round := 1; ; round++ {
@@ -102,7 +125,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		t0 := time.Now()
 		mi.releaseDeparted(cctx, held, c.ids)
 		if !mi.claimRegistrations(cctx, held, c.ids) {
-			if !wait() {
+			if !wait("") {
 				return
 			}
 			continue
@@ -111,7 +134,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		snap, err := mi.store.Snapshot(cctx, mi.group)
 		if err != nil {
 			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
-			if !wait() {
+			if !wait("") {
 				return
 			}
 			continue
@@ -121,7 +144,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		plan, err := planMixed(in)
 		if err != nil {
 			log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
-			if !wait() {
+			if !wait("") {
 				return
 			}
 			continue
@@ -136,7 +159,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			}
 			e.Int("partitions", len(plan.Foreign)).Str("first", plan.Foreign[0]).
 				Msg("mixed group: waiting for other members to release partitions of Kafka members")
-			if !wait() {
+			if !wait(plan.Foreign[0]) {
 				return
 			}
 			continue
@@ -147,7 +170,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 				e = log.Debug() // taken between our read and our write: read again
 			}
 			e.Err(err).Msg("mixed group: claiming owner znodes failed; retrying")
-			if !wait() {
+			if !wait("") {
 				return
 			}
 			continue
