@@ -20,10 +20,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,17 +231,20 @@ func findScript() (string, error) {
 
 // freePortRun finds a port p such that p..p+n-1 (client ports) and, for an ensemble,
 // p+1001..p+1000+n and p+2001..p+2000+n (peer and election ports) are free right now.
+//
+// The run is drawn below the kernel's ephemeral port range: a port in that range may be the
+// local port of any outgoing connection of the tests running in parallel (every client of
+// every package), which makes a run of nine ports there rarely free under load, and can take
+// a port between our check and the server's bind.
 func freePortRun(n int) (int, error) {
-	for tries := 0; tries < 50; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if p+2000+n > 65535 {
-			continue
-		}
+	low := ephemeralLow()
+	const floor = 10000
+	span := low - floor - 2001 - n
+	if span <= 0 {
+		return 0, fmt.Errorf("no room for a port run below the ephemeral range (starts at %d)", low)
+	}
+	for tries := 0; tries < 200; tries++ {
+		p := floor + rand.IntN(span)
 		ports := []int{}
 		for i := 0; i < n; i++ {
 			ports = append(ports, p+i)
@@ -252,6 +257,24 @@ func freePortRun(n int) (int, error) {
 		}
 	}
 	return 0, errors.New("no free loopback port run found")
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default 32768 when
+// it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= 0 {
+		return 32768
+	}
+	return low
 }
 
 func allFree(ports []int) bool {
