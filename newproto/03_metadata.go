@@ -21,8 +21,10 @@ package newproto
 //   - v8: authorized operations (KIP-430): not implemented, reported as
 //     INT32_MIN ("not provided") even when asked for.
 //   - v9: flexible versions.
-//   - v10: topic ids (KIP-516): every topic has the zero UUID, the
-//     cluster has no topic ids; a topic asked for by id alone is
+//   - v10: topic ids (KIP-516): a topic's id when the Cluster knows it
+//     (TopicIDs: Kafka 2.8+ writes it to the topic's znode), else the
+//     zero Uuid, as a cluster that never ran 2.8 has no ids. A topic asked
+//     for by id is answered by name when an id matches, else
 //     UNKNOWN_TOPIC_ID.
 //   - v11: cluster authorized operations removed (KIP-700).
 //   - v12: topic name nullable in the response.
@@ -68,6 +70,18 @@ type Cluster interface {
 	Topics(ctx context.Context) (map[string][]Partition, error)
 }
 
+// TopicIDs is implemented by a Cluster whose topics may have ids (KIP-516):
+// Kafka 2.8+ in ZooKeeper mode keeps a topic's id in /brokers/topics/<t>.
+// Metadata v10+ answers them, so that a client can use the APIs that name
+// topics by id (franz-go's OffsetFetch v10 does, which spares it a
+// Metadata request per OffsetFetch). Like Topics, it is called for every
+// Metadata request and must be cheap.
+type TopicIDs interface {
+	// TopicIDs returns the id of every topic that has one; a topic not in
+	// the map has none (the zero Uuid).
+	TopicIDs(ctx context.Context) (map[string][16]byte, error)
+}
+
 // Broker is one Kafka broker as Metadata lists it.
 type Broker struct {
 	NodeID int32
@@ -86,7 +100,7 @@ type Partition struct {
 }
 
 func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataRequest) (kmsg.Response, error) {
-	brokers, topics, err := r.clusterState(ctx)
+	brokers, topics, ids, err := r.clusterState(ctx)
 	if err != nil {
 		// Metadata (v0-v12) has no top-level error code; a client
 		// treats a closed connection as retriable and asks again.
@@ -133,21 +147,33 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		sort.Strings(names)
 		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(names))
 		for _, name := range names {
-			resp.Topics = append(resp.Topics, r.topics.get(name, topics[name], live))
+			resp.Topics = append(resp.Topics, r.topics.get(name, ids[name], topics[name], live))
 		}
 		return resp, nil
 	}
+	var names map[[16]byte]string // id -> topic, for topics asked for by id
 	seen := make(map[string]bool, len(m.Topics))
 	for _, t := range m.Topics {
-		if t.Topic == nil {
-			// By id only (v10+): we know no topic ids.
+		if t.Topic == nil && names == nil {
+			names = make(map[[16]byte]string, len(ids))
+			for name, id := range ids {
+				names[id] = name
+			}
+		}
+		var name string
+		switch {
+		case t.Topic != nil:
+			name = *t.Topic
+		case t.TopicID != [16]byte{} && names[t.TopicID] != "":
+			name = names[t.TopicID]
+		default:
+			// By an id we do not know (v10+).
 			rt := kmsg.NewMetadataResponseTopic()
 			rt.TopicID = t.TopicID
 			rt.ErrorCode = int16(ErrUnknownTopicID)
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		name := *t.Topic
 		if seen[name] {
 			continue // Kafka answers each topic once
 		}
@@ -160,26 +186,34 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, r.topics.get(name, parts, live))
+		resp.Topics = append(resp.Topics, r.topics.get(name, ids[name], parts, live))
 	}
 	return resp, nil
 }
 
-// clusterState asks the Cluster; a nil Cluster is an empty one (tests, or a
-// bridge that serves groups only).
-func (r *router) clusterState(ctx context.Context) ([]Broker, map[string][]Partition, error) {
+// clusterState asks the Cluster, and for topic ids when it has them (asked
+// whatever the version: the cached answers carry them, and are shared by
+// every version); a nil Cluster is an empty one (tests, or a bridge that
+// serves groups only).
+func (r *router) clusterState(ctx context.Context) ([]Broker, map[string][]Partition, map[string][16]byte, error) {
 	if r.cluster == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	brokers, err := r.cluster.Brokers(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("metadata: listing brokers: %w", err)
+		return nil, nil, nil, fmt.Errorf("metadata: listing brokers: %w", err)
 	}
 	topics, err := r.cluster.Topics(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("metadata: listing topics: %w", err)
+		return nil, nil, nil, fmt.Errorf("metadata: listing topics: %w", err)
 	}
-	return brokers, topics, nil
+	var ids map[string][16]byte
+	if c, ok := r.cluster.(TopicIDs); ok {
+		if ids, err = c.TopicIDs(ctx); err != nil {
+			return nil, nil, nil, fmt.Errorf("metadata: listing topic ids: %w", err)
+		}
+	}
+	return brokers, topics, ids, nil
 }
 
 func metadataBroker(b Broker) kmsg.MetadataResponseBroker {
@@ -188,11 +222,12 @@ func metadataBroker(b Broker) kmsg.MetadataResponseBroker {
 	return mb
 }
 
-// metadataTopic builds a topic's answer from the Cluster's partitions;
-// live is the sorted ids of the listed brokers.
-func metadataTopic(name string, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
+// metadataTopic builds a topic's answer from its id (zero: none) and the
+// Cluster's partitions; live is the sorted ids of the listed brokers.
+func metadataTopic(name string, id [16]byte, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = kmsg.StringPtr(name)
+	t.TopicID = id
 	// Kafka's internal topics start with "__" (offsets, transactions);
 	// a 0.8 cluster may hold __consumer_offsets already.
 	t.IsInternal = strings.HasPrefix(name, "__consumer_offsets") || strings.HasPrefix(name, "__transaction_state")
@@ -218,10 +253,10 @@ func metadataTopic(name string, parts []Partition, live []int32) kmsg.MetadataRe
 }
 
 // topicCache keeps each topic's Metadata answer with what it was built
-// from: a copy of the Cluster's partitions and the live broker ids. An
-// answer is used again while both are equal, which costs a comparison per
-// partition instead of building (allocating, sorting) the answer for every
-// request. The answer's partition list (and the Replicas and ISR slices in
+// from: its id, a copy of the Cluster's partitions and the live broker ids.
+// An answer is used again while all three are equal, which costs a
+// comparison per partition instead of building (allocating, sorting) the
+// answer for every request. The answer's partition list (and the Replicas and ISR slices in
 // it) is shared by every response that uses it and never modified. The
 // zero value is ready to use; it is safe for concurrent use.
 type topicCache struct {
@@ -230,24 +265,25 @@ type topicCache struct {
 }
 
 type cachedTopic struct {
+	id    [16]byte
 	parts []Partition // deep copy of what the answer was built from
 	live  []int32
 	topic kmsg.MetadataResponseTopic
 }
 
-// get returns the answer for topic name with partitions parts, live being
-// the sorted ids of the listed brokers.
-func (c *topicCache) get(name string, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
+// get returns the answer for topic name with id (zero: none) and
+// partitions parts, live being the sorted ids of the listed brokers.
+func (c *topicCache) get(name string, id [16]byte, parts []Partition, live []int32) kmsg.MetadataResponseTopic {
 	c.mu.Lock()
 	e := c.topics[name]
 	c.mu.Unlock()
-	if e != nil && slices.Equal(e.live, live) && samePartitions(e.parts, parts) {
+	if e != nil && e.id == id && slices.Equal(e.live, live) && samePartitions(e.parts, parts) {
 		return e.topic
 	}
-	e = &cachedTopic{parts: clonePartitions(parts), live: slices.Clone(live)}
+	e = &cachedTopic{id: id, parts: clonePartitions(parts), live: slices.Clone(live)}
 	// Built from our copy, so that a Cluster that reuses its slices cannot
 	// change an answer after the fact.
-	e.topic = metadataTopic(name, e.parts, e.live)
+	e.topic = metadataTopic(name, id, e.parts, e.live)
 	c.mu.Lock()
 	if c.topics == nil {
 		c.topics = map[string]*cachedTopic{}

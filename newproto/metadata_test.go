@@ -316,3 +316,59 @@ func TestMetadataFollowsClusterChanges(t *testing.T) {
 		{0, 2, 3, -1, []int32{3}, []int32{3}, nil},
 	})
 }
+
+// idCluster is a Cluster whose topics may have ids (Kafka 2.8+ writes them
+// to ZooKeeper).
+type idCluster struct {
+	*fakeCluster
+	ids map[string][16]byte
+}
+
+func (c *idCluster) TopicIDs(context.Context) (map[string][16]byte, error) { return c.ids, c.err }
+
+// From v10 a topic carries its id: the znode's, or the zero Uuid for a
+// topic that has none. A topic asked for by id is answered by name.
+func TestMetadataTopicIDs(t *testing.T) {
+	ordersID := [16]byte{0x55, 0xf5, 0x95, 0xa5, 0xb1, 0xef, 0x42, 0x3d, 0x89, 0x83, 0x75, 0x83, 0xaf, 0x68, 0x41, 0x6d}
+	cfg := metadataConfig()
+	cfg.Cluster = &idCluster{fakeCluster: testCluster(), ids: map[string][16]byte{"orders": ordersID}}
+	ts := startServer(t, cfg)
+	c := dial(t, ts.addr)
+
+	idsOf := func(resp *kmsg.MetadataResponse) map[string][16]byte {
+		out := map[string][16]byte{}
+		for _, rt := range resp.Topics {
+			if rt.Topic != nil {
+				out[*rt.Topic] = rt.TopicID
+			}
+		}
+		return out
+	}
+	for _, v := range []int16{10, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		want := map[string][16]byte{"orders": ordersID, "__consumer_offsets": {}}
+		if got := idsOf(resp); !reflect.DeepEqual(got, want) {
+			t.Errorf("v%d all topics: ids %v, want %v", v, got, want)
+		}
+	}
+
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	for _, id := range [][16]byte{ordersID, {1, 2, 3}} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 2 {
+		t.Fatalf("%d topics, want 2", len(resp.Topics))
+	}
+	if rt := resp.Topics[0]; rt.Topic == nil || *rt.Topic != "orders" || rt.TopicID != ordersID || rt.ErrorCode != 0 || len(rt.Partitions) != 2 {
+		t.Errorf("by id: %+v, want orders with its two partitions", rt)
+	}
+	if rt := resp.Topics[1]; rt.Topic != nil || rt.TopicID != [16]byte{1, 2, 3} || rt.ErrorCode != int16(newproto.ErrUnknownTopicID) {
+		t.Errorf("unknown id: %+v, want UNKNOWN_TOPIC_ID", rt)
+	}
+}

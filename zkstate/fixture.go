@@ -2,6 +2,7 @@ package zkstate
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,6 +21,18 @@ type Layout struct {
 	// them; a partition without one has no state znode (as before a controller ran).
 	States map[TopicPartition]PartitionState
 	Groups []LayoutGroup
+	// TopicIDs writes the topics as Kafka 2.8+ in ZooKeeper mode does (KIP-516): version 3 of
+	// /brokers/topics/<t> with a "topic_id". A topic without a TopicID gets LayoutTopicID's.
+	TopicIDs bool
+}
+
+// LayoutTopicID is the id a Layout with TopicIDs gives a topic that has none: derived from the
+// name, so that loading twice gives the same ids (Kafka draws them at random).
+func LayoutTopicID(topic string) [16]byte {
+	sum := sha256.Sum256([]byte("zkstate layout topic id\x00" + topic))
+	var id [16]byte
+	copy(id[:], sum[:])
+	return id
 }
 
 // LayoutGroup is one consumer group of a Layout, under /consumers/<Name>.
@@ -80,7 +93,14 @@ func (l Layout) ops() []Op {
 		ops = append(ops, CreateOp(BrokerPath(b.ID), b.Encode(), parents))
 	}
 	for _, t := range sortedKeys(l.Topics) {
-		ops = append(ops, CreateOp(TopicPath(t), l.Topics[t].Encode(), parents))
+		a := l.Topics[t]
+		if l.TopicIDs {
+			a.Version = max(a.Version, 3)
+			if a.TopicID == ([16]byte{}) {
+				a.TopicID = LayoutTopicID(t)
+			}
+		}
+		ops = append(ops, CreateOp(TopicPath(t), a.Encode(), parents))
 	}
 	for _, tp := range sortedTPs(l.States) {
 		ops = append(ops, CreateOp(PartitionStatePath(tp.Topic, tp.Partition), encodePartitionState(l.States[tp]), parents))

@@ -56,6 +56,9 @@ type BrokerRegistration struct {
 type TopicAssignment struct {
 	Version    int
 	Partitions map[int32][]int32
+	// TopicID is the topic's id (KIP-516) that Kafka 2.8+ writes as "topic_id"; zero when the
+	// znode has none, as on a cluster that never ran 2.8.
+	TopicID [16]byte
 }
 
 // PartitionState is the JSON of /brokers/topics/<t>/partitions/<p>/state.

@@ -2,6 +2,7 @@ package zkstate
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -247,10 +248,12 @@ func noneAsMinusOne(port int32) int32 {
 
 // ParseTopicAssignment reads /brokers/topics/<topic>: partition → replica broker ids.
 // Version 1 (0.8 to 2.3, ZkUtils.replicaAssignmentZkData) has only "partitions"; version 2
-// (2.4, KIP-455) adds "adding_replicas" and "removing_replicas", and version 3 (2.8, KIP-516)
-// "topic_id" (kafka.zk.TopicZNode); the bridge needs none of them, so they are ignored. A
-// missing "partitions" reads as no partitions, as TopicZNode.decode reads it. Partition keys
-// must be decimal as Kafka writes them (partition.toString): no sign, no leading zeros.
+// (2.4, KIP-455) adds "adding_replicas" and "removing_replicas", which the bridge does not need
+// and ignores, and version 3 (2.8, KIP-516) "topic_id" (kafka.zk.TopicZNode), kept as TopicID.
+// A missing "partitions" reads as no partitions, as TopicZNode.decode reads it. Partition keys
+// must be decimal as Kafka writes them (partition.toString): no sign, no leading zeros. A
+// missing or null "topic_id" is no id; one that is there must be a Uuid as Uuid.fromString
+// reads it (URL-safe base64 of 16 bytes).
 func ParseTopicAssignment(data []byte) (TopicAssignment, error) {
 	obj, err := decodeObject(data)
 	if err != nil {
@@ -263,6 +266,15 @@ func ParseTopicAssignment(data []byte) (TopicAssignment, error) {
 			return TopicAssignment{}, fmt.Errorf("%w: version: %v", ErrMalformed, err)
 		}
 		t.Version = int(v)
+	}
+	if raw, ok := obj["topic_id"]; ok && !isNull(raw) {
+		s, err := stringValue(raw)
+		if err != nil {
+			return TopicAssignment{}, fmt.Errorf("%w: topic_id: %v", ErrMalformed, err)
+		}
+		if t.TopicID, err = ParseTopicID(s); err != nil {
+			return TopicAssignment{}, fmt.Errorf("%w: topic_id: %v", ErrMalformed, err)
+		}
 	}
 	raw, ok := obj["partitions"]
 	if !ok || isNull(raw) {
@@ -289,8 +301,29 @@ func ParseTopicAssignment(data []byte) (TopicAssignment, error) {
 	return t, nil
 }
 
+// ParseTopicID reads a topic id as Kafka's Uuid.fromString does: URL-safe base64 of the 16
+// bytes, as Uuid.toString writes it (22 characters, no padding) or padded to 24.
+func ParseTopicID(s string) ([16]byte, error) {
+	var id [16]byte
+	enc := base64.RawURLEncoding
+	if len(s) == 24 && strings.HasSuffix(s, "==") {
+		enc = base64.URLEncoding
+	}
+	if len(s) == 22 || enc == base64.URLEncoding {
+		if n, err := enc.Decode(id[:], []byte(s)); err == nil && n == len(id) {
+			return id, nil
+		}
+	}
+	return [16]byte{}, fmt.Errorf("%.40q is not the base64 of a 16-byte Uuid", s)
+}
+
+// FormatTopicID writes a topic id as Kafka's Uuid.toString does.
+func FormatTopicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
 // Encode writes the assignment as ZkUtils.replicaAssignmentZkData does, partitions in numeric
-// order. Version 0 is written as 1.
+// order. Version 0 is written as 1. From version 2 it adds empty "adding_replicas" and
+// "removing_replicas" (no reassignment under way), and a topic id as "topic_id", as
+// kafka.zk.TopicZNode.encode does.
 func (t TopicAssignment) Encode() []byte {
 	version := t.Version
 	if version == 0 {
@@ -315,7 +348,16 @@ func (t TopicAssignment) Encode() []byte {
 		}
 		b = append(b, ']')
 	}
-	b = append(b, "}}"...)
+	b = append(b, '}')
+	if version >= 2 {
+		b = append(b, `,"adding_replicas":{},"removing_replicas":{}`...)
+	}
+	if t.TopicID != ([16]byte{}) {
+		b = append(b, `,"topic_id":"`...)
+		b = append(b, FormatTopicID(t.TopicID)...)
+		b = append(b, '"')
+	}
+	b = append(b, '}')
 	return b
 }
 

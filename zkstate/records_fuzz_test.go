@@ -111,6 +111,9 @@ func FuzzParseBrokerRegistration(f *testing.F) {
 func FuzzParseTopicAssignment(f *testing.F) {
 	recordsSeed(f, "testdata/topics", func(d []byte) { f.Add(d) })
 	f.Add([]byte(`{"version":2,"partitions":{"2147483647":[],"0":[-1,2147483647]},"adding_replicas":null}`))
+	f.Add([]byte(`{"version":3,"partitions":{"0":[1]},"topic_id":"AAAAAAAAAAAAAAAAAAAAAA"}`))
+	f.Add([]byte(`{"version":3,"partitions":{},"topic_id":"_____________________w=="}`))
+	f.Add([]byte(`{"topic_id":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := zkstate.ParseTopicAssignment(data)
 		if err != nil {

@@ -160,6 +160,8 @@ func TestParseTopicAssignmentGolden(t *testing.T) {
 	for p := int32(0); p < 13; p++ {
 		thirteen[p] = []int32{p%3 + 1}
 	}
+	// "VfWVpbHvQj2Jg3WDr2hBbQ", the id of kafka-2.8-v3-topic-id.json.
+	topicID := [16]byte{0x55, 0xf5, 0x95, 0xa5, 0xb1, 0xef, 0x42, 0x3d, 0x89, 0x83, 0x75, 0x83, 0xaf, 0x68, 0x41, 0x6d}
 	cases := map[string]c{
 		"kafka-0.8.2-v1.json": {want: zkstate.TopicAssignment{Version: 1,
 			Partitions: map[int32][]int32{0: {1, 2}, 1: {2, 3}, 2: {3, 1}}}},
@@ -167,13 +169,18 @@ func TestParseTopicAssignmentGolden(t *testing.T) {
 		"kafka-2.4-v2-reassigning.json": {want: zkstate.TopicAssignment{Version: 2,
 			Partitions: map[int32][]int32{0: {1, 2, 4}, 1: {2, 3}}}},
 		"kafka-2.8-v3-topic-id.json": {want: zkstate.TopicAssignment{Version: 3,
-			Partitions: map[int32][]int32{0: {1, 2, 3}}}},
+			Partitions: map[int32][]int32{0: {1, 2, 3}}, TopicID: topicID}},
+		// Uuid.fromString accepts the padded form too.
+		"topic-id-padded.json": {want: zkstate.TopicAssignment{Version: 3,
+			Partitions: map[int32][]int32{0: {1}}, TopicID: topicID}},
 
 		"malformed-truncated.json":          {errHas: "not JSON"},
 		"malformed-partition-name.json":     {errHas: `key "zero" is not a partition number`},
 		"malformed-negative-partition.json": {errHas: `key "-1" is not a partition number`},
 		"malformed-replicas-string.json":    {errHas: `replicas of partition 0: "1,2" is not an array`},
 		"malformed-partitions-array.json":   {errHas: "partitions is [[1,2]], want an object"},
+		"malformed-topic-id.json":           {errHas: `topic_id: "not-a-uuid" is not the base64 of a 16-byte Uuid`},
+		"malformed-topic-id-number.json":    {errHas: "topic_id: "},
 	}
 	recordsWalkGolden(t, "testdata/topics", cases, zkstate.ParseTopicAssignment)
 }
@@ -543,6 +550,30 @@ func TestTopicAssignmentEncode(t *testing.T) {
 	}
 	if got, want := a.PartitionIDs(), []int32{0, 1, 2, 10}; !slices.Equal(got, want) {
 		t.Errorf("PartitionIDs = %v, want %v", got, want)
+	}
+}
+
+// A topic id is written as Kafka 2.8's TopicZNode.encode writes it, and read back.
+func TestTopicAssignmentEncodeTopicID(t *testing.T) {
+	id, err := zkstate.ParseTopicID("VfWVpbHvQj2Jg3WDr2hBbQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := zkstate.TopicAssignment{Version: 3, Partitions: map[int32][]int32{0: {1}}, TopicID: id}
+	want := `{"version":3,"partitions":{"0":[1]},"adding_replicas":{},"removing_replicas":{},"topic_id":"VfWVpbHvQj2Jg3WDr2hBbQ"}`
+	if got := string(a.Encode()); got != want {
+		t.Errorf("Encode\n got %s\nwant %s", got, want)
+	}
+	if got, err := zkstate.ParseTopicAssignment(a.Encode()); err != nil || !reflect.DeepEqual(got, a) {
+		t.Errorf("round trip: got %+v, %v; want %+v", got, err, a)
+	}
+	if got := zkstate.FormatTopicID(id); got != "VfWVpbHvQj2Jg3WDr2hBbQ" {
+		t.Errorf("FormatTopicID = %s", got)
+	}
+	for _, bad := range []string{"", "VfWVpbHvQj2Jg3WDr2hBb", "VfWVpbHvQj2Jg3WDr2hBbQA", "VfWVpbHvQj2Jg3WDr2hB+Q", "VfWVpbHvQj2Jg3WDr2hBbQ=A"} {
+		if _, err := zkstate.ParseTopicID(bad); err == nil {
+			t.Errorf("ParseTopicID(%q) succeeded, want an error", bad)
+		}
 	}
 }
 
