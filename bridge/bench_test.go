@@ -461,7 +461,9 @@ func BenchmarkJoinToStable(b *testing.B) {
 					} else {
 						gcfg := group.DefaultConfig()
 						gcfg.InitialRebalanceDelay = v.delay
-						t = bridgeTarget(b, topic, int32(n), gcfg)
+						// Topic ids as Kafka 2.8+ writes them to ZooKeeper: kfake's
+						// topics have ids too.
+						t = bridgeTargetTopicIDs(b, topic, int32(n), gcfg)
 					}
 					adm, err := kgo.NewClient(kgo.SeedBrokers(t.addr))
 					if err != nil {

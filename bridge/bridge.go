@@ -296,6 +296,8 @@ type Bridge struct {
 	legacy   atomic.Pointer[LegacyCoordinator]
 	// proxySrv is the Kafka server while it relays to an upstream cluster (upstream.go).
 	proxySrv atomic.Pointer[newproto.Server]
+	// cluster serves Metadata; OffsetFetch v10 maps topic ids through it (TopicIDs).
+	cluster atomic.Pointer[cluster]
 
 	started  atomic.Bool
 	ready    chan struct{}
@@ -411,6 +413,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
+	b.cluster.Store(cl)
 	host, port := b.advertised(kafkaLn.Addr())
 	up, proxyCfg, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
 	if err != nil {
@@ -675,4 +678,13 @@ func (b *Bridge) readiness() []string {
 		why = append(why, "kafka listener: not serving")
 	}
 	return why
+}
+
+// TopicIDs implements newproto.TopicIDs for OffsetFetch v10: the ids Metadata hands out.
+func (b *Bridge) TopicIDs(ctx context.Context) (map[string][16]byte, error) {
+	cl := b.cluster.Load()
+	if cl == nil {
+		return nil, nil
+	}
+	return cl.TopicIDs(ctx)
 }

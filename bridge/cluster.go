@@ -45,6 +45,7 @@ type cluster struct {
 	brokers   []newproto.Broker
 	brokersAt time.Time
 	topics    map[string][]newproto.Partition
+	topicIDs  map[string][16]byte // the topics that have an id (Kafka 2.8+ writes them)
 	topicsAt  time.Time
 }
 
@@ -156,8 +157,25 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 			out[t] = nil // a topic without partitions still exists
 		}
 	}
-	c.topics, c.topicsAt = out, time.Now()
+	ids := make(map[string][16]byte)
+	for t, a := range assignments {
+		if a.TopicID != ([16]byte{}) {
+			ids[t] = a.TopicID
+		}
+	}
+	c.topics, c.topicIDs, c.topicsAt = out, ids, time.Now()
 	return out, nil
+}
+
+// TopicIDs implements newproto.TopicIDs: the ids of the topics whose znode has one, read with
+// their partitions (Topics).
+func (c *cluster) TopicIDs(ctx context.Context) (map[string][16]byte, error) {
+	if _, err := c.Topics(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topicIDs, nil
 }
 
 // watch marks the cache stale whenever brokers or topics come or go, until ctx ends.

@@ -1,6 +1,6 @@
 package newproto
 
-// OffsetFetch, key 9: versions 0-8.
+// OffsetFetch, key 9: versions 0-10.
 //
 // Version notes:
 //   - v0: group and topics with partitions; out: per partition the
@@ -21,7 +21,16 @@ package newproto
 //     pending and every fetch is stable.
 //   - v8: several groups per request (KIP-709), each with its own topics
 //     (null: all) and its own error; the groups are read concurrently.
-//   - v9+ (KIP-848 member id and epoch, topic ids): not served.
+//   - v9: member id and epoch per group (KIP-848): ignored, as Kafka
+//     ignores them for a classic group (ClassicGroup.validateOffsetFetch).
+//   - v10: topics by id instead of name. Ids are resolved through Groups
+//     when it implements TopicIDs (the ids Metadata v10+ hands out); an id
+//     it does not know, the zero id included, gets UNKNOWN_TOPIC_ID on
+//     every partition, as Kafka answers it. Asked for all topics, a v10
+//     answer leaves out committed topics that have no id: they cannot be
+//     named. franz-go asks by id only when Metadata gave it the topic's
+//     id, and then needs no Metadata request to read the answer; below
+//     v10 it sends one per OffsetFetch to map the names it gets back.
 //
 // A requested partition with no commit gets offset -1, leader epoch -1,
 // metadata "" and no error, as Kafka answers it. Offsets are read straight
@@ -37,32 +46,60 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func init() { regKey(kmsg.OffsetFetch, 0, 8) }
+func init() { regKey(kmsg.OffsetFetch, 0, 10) }
 
 // OffsetFetch implements Coordinator.
 func (gc *GroupCoordinator) OffsetFetch(ctx context.Context, _ *Request, m *kmsg.OffsetFetchRequest) (*kmsg.OffsetFetchResponse, error) {
 	resp := kmsg.NewPtrOffsetFetchResponse()
 	resp.SetVersion(m.Version)
 	if m.Version >= 8 {
+		var ids *topicIDMap // v10: topics are named by id
+		var idsCode int16
+		if m.Version >= 10 {
+			var err error
+			if ids, err = gc.topicIDs(ctx); err != nil {
+				idsCode = gc.errorCode(fmt.Errorf("offset fetch: topic ids: %w", err), kmsg.OffsetFetch, "")
+			}
+		}
 		resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(m.Groups))
 		gc.eachGroup(len(m.Groups), func(i int) {
 			rg := &resp.Groups[i]
 			*rg = kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = m.Groups[i].Group
-			topics := groupTopics(m.Groups[i].Topics)
+			if idsCode != 0 {
+				rg.ErrorCode = idsCode
+				return
+			}
+			topics, unknown := groupTopics(m.Groups[i].Topics, ids)
 			offsets, code := gc.fetch(ctx, m.Groups[i].Group, topics)
 			rg.ErrorCode = code
-			if code == 0 {
-				for _, t := range fetchedTopics(topics, offsets) {
-					rt := kmsg.NewOffsetFetchResponseGroupTopic()
-					rt.Topic = t.topic
-					for _, p := range t.partitions {
-						rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-						rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
-						rt.Partitions = append(rt.Partitions, rp)
+			if code != 0 {
+				return
+			}
+			for _, t := range fetchedTopics(topics, offsets) {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.topic
+				if ids != nil {
+					if rt.TopicID = ids.byName[t.topic]; rt.TopicID == ([16]byte{}) {
+						continue // all topics (v10): one without an id cannot be named
 					}
-					rg.Topics = append(rg.Topics, rt)
 				}
+				for _, p := range t.partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			for _, t := range unknown {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.TopicID = t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p, -1, -1, kmsg.StringPtr(""), int16(ErrUnknownTopicID)
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
 			}
 		})
 		if err := ctx.Err(); err != nil {
@@ -178,16 +215,77 @@ func requestTopics(ts []kmsg.OffsetFetchRequestTopic) *fetchTopics {
 	return ft
 }
 
-// groupTopics reads one v8 group's topics; nil is all of them.
-func groupTopics(ts []kmsg.OffsetFetchRequestGroupTopic) *fetchTopics {
+// groupTopics reads one v8+ group's topics; nil is all of them. With ids
+// (v10) a topic is named by its id, and those whose id ids does not know
+// are returned apart, merged by id.
+func groupTopics(ts []kmsg.OffsetFetchRequestGroupTopic, ids *topicIDMap) (*fetchTopics, []kmsg.OffsetFetchRequestGroupTopic) {
 	if ts == nil {
-		return nil
+		return nil, nil
 	}
 	ft := &fetchTopics{partitions: map[string][]int32{}}
+	var unknown []kmsg.OffsetFetchRequestGroupTopic
 	for _, t := range ts {
-		ft.add(t.Topic, t.Partitions)
+		name := t.Topic
+		if ids != nil {
+			var ok bool
+			if name, ok = ids.byID[t.TopicID]; !ok || t.TopicID == ([16]byte{}) {
+				if len(t.Partitions) > 0 {
+					unknown = mergeUnknownTopic(unknown, t)
+				}
+				continue
+			}
+		}
+		ft.add(name, t.Partitions)
 	}
-	return ft
+	return ft, unknown
+}
+
+func mergeUnknownTopic(ts []kmsg.OffsetFetchRequestGroupTopic, t kmsg.OffsetFetchRequestGroupTopic) []kmsg.OffsetFetchRequestGroupTopic {
+	for i := range ts {
+		if ts[i].TopicID == t.TopicID {
+			for _, p := range t.Partitions {
+				if !containsInt32(ts[i].Partitions, p) {
+					ts[i].Partitions = append(ts[i].Partitions, p)
+				}
+			}
+			return ts
+		}
+	}
+	parts := make([]int32, 0, len(t.Partitions))
+	for _, p := range t.Partitions {
+		if !containsInt32(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	t.Partitions = parts
+	return append(ts, t)
+}
+
+// topicIDMap maps topic ids both ways.
+type topicIDMap struct {
+	byID   map[[16]byte]string
+	byName map[string][16]byte
+}
+
+// topicIDs asks Groups for the topic ids when it knows them (TopicIDs);
+// without, no id is known.
+func (gc *GroupCoordinator) topicIDs(ctx context.Context) (*topicIDMap, error) {
+	m := &topicIDMap{byID: map[[16]byte]string{}}
+	src, ok := gc.groups.(TopicIDs)
+	if !ok {
+		return m, nil
+	}
+	byName, err := src.TopicIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.byName = byName
+	for name, id := range byName {
+		if id != ([16]byte{}) {
+			m.byID[id] = name
+		}
+	}
+	return m, nil
 }
 
 type fetchedTopic struct {

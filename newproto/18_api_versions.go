@@ -33,6 +33,7 @@ package newproto
 // version check are derived from it.
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -87,12 +88,12 @@ func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 // softwarePattern is Kafka's ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN.
 var softwarePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
-func (r *router) apiVersions(m *kmsg.ApiVersionsRequest) kmsg.Response {
+func (r *router) apiVersions(ctx context.Context, m *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	if !supports(m.Key(), m.Version) {
 		resp.SetVersion(0)
 		resp.ErrorCode = int16(ErrUnsupportedVersion)
-		resp.ApiKeys = apiKeys()
+		resp.ApiKeys = r.advertised(ctx)
 		return resp
 	}
 	resp.SetVersion(m.Version)
@@ -102,6 +103,52 @@ func (r *router) apiVersions(m *kmsg.ApiVersionsRequest) kmsg.Response {
 		resp.ErrorCode = int16(ErrInvalidRequest)
 		return resp
 	}
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = r.advertised(ctx)
 	return resp
+}
+
+// advertised is the table ApiVersions answers: every key we serve with its
+// range, except that OffsetFetch is advertised up to v10 (topics by id)
+// only while every topic of the cluster has an id. A client offered v10
+// names topics by id: franz-go (its consumer and its admin requests alike)
+// takes the ids from Metadata, and a topic Metadata gave no id could not
+// be named at all. Otherwise v8, which names topics. Versions 9 and 10 are
+// served whatever is advertised, for a client that negotiated them before
+// a topic without an id appeared.
+func (r *router) advertised(ctx context.Context) []kmsg.ApiVersionsResponseApiKey {
+	keys := apiKeys()
+	if r.allTopicsHaveIDs(ctx) {
+		return keys
+	}
+	for i := range keys {
+		if keys[i].ApiKey == int16(kmsg.OffsetFetch) {
+			keys[i].MaxVersion = min(keys[i].MaxVersion, offsetFetchByName)
+		}
+	}
+	return keys
+}
+
+// offsetFetchByName is the last OffsetFetch version advertised to clients
+// of a cluster whose topics are not all named by id.
+const offsetFetchByName = 8
+
+func (r *router) allTopicsHaveIDs(ctx context.Context) bool {
+	src, ok := r.cluster.(TopicIDs)
+	if !ok || r.cluster == nil {
+		return false
+	}
+	topics, err := r.cluster.Topics(ctx)
+	if err != nil || len(topics) == 0 {
+		return false
+	}
+	ids, err := src.TopicIDs(ctx)
+	if err != nil {
+		return false
+	}
+	for name := range topics {
+		if ids[name] == ([16]byte{}) {
+			return false
+		}
+	}
+	return true
 }

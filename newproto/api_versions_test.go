@@ -16,7 +16,7 @@ import (
 var wantTable = map[int16][2]int16{
 	3:  {0, 12}, // Metadata
 	8:  {0, 8},  // OffsetCommit
-	9:  {0, 8},  // OffsetFetch
+	9:  {0, 8},  // OffsetFetch (v10 only while every topic has an id: TestApiVersionsOffsetFetchByID)
 	10: {0, 4},  // FindCoordinator
 	11: {0, 9},  // JoinGroup
 	12: {0, 4},  // Heartbeat
@@ -113,6 +113,40 @@ func TestApiVersionsInvalidSoftwareName(t *testing.T) {
 		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
 		if resp.ErrorCode != int16(newproto.ErrInvalidRequest) || len(resp.ApiKeys) != 0 {
 			t.Errorf("%q/%q: error %d, %d keys; want INVALID_REQUEST and none", tc.name, tc.version, resp.ErrorCode, len(resp.ApiKeys))
+		}
+	}
+}
+
+// OffsetFetch is advertised up to v10 (topics by id) only while every topic
+// of the cluster has an id: a client offered v10 names topics by id, and
+// franz-go's admin requests do so even for a topic Metadata gave no id,
+// which no server could then answer. Without ids it stays at v8.
+func TestApiVersionsOffsetFetchByID(t *testing.T) {
+	offsetFetchMax := func(cluster newproto.Cluster) int16 {
+		t.Helper()
+		cfg := metadataConfig()
+		cfg.Cluster = cluster
+		c := dial(t, startServer(t, cfg).addr)
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(3)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "newproto-test", "1.0.0"
+		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		return tableOf(t, resp.ApiKeys)[int16(kmsg.OffsetFetch)][1]
+	}
+	all := map[string][16]byte{"orders": {1}, "__consumer_offsets": {2}}
+	for _, tc := range []struct {
+		name    string
+		cluster newproto.Cluster
+		want    int16
+	}{
+		{"every topic has an id", &idCluster{fakeCluster: testCluster(), ids: all}, 10},
+		{"a topic without id", &idCluster{fakeCluster: testCluster(), ids: map[string][16]byte{"orders": {1}}}, 8},
+		{"a zero id", &idCluster{fakeCluster: testCluster(), ids: map[string][16]byte{"orders": {1}, "__consumer_offsets": {}}}, 8},
+		{"a cluster that knows no ids", testCluster(), 8},
+		{"no topics", &idCluster{fakeCluster: &fakeCluster{}, ids: all}, 8},
+	} {
+		if got := offsetFetchMax(tc.cluster); got != tc.want {
+			t.Errorf("%s: OffsetFetch advertised up to v%d, want v%d", tc.name, got, tc.want)
 		}
 	}
 }

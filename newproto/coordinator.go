@@ -8,7 +8,7 @@ package newproto
 //
 //	key  api             versions  flexible from
 //	  8  OffsetCommit    0-8       8
-//	  9  OffsetFetch     0-8       6   (v8 batches groups, KIP-709)
+//	  9  OffsetFetch     0-10      6   (v8 batches groups, KIP-709; v10 topic ids)
 //	 11  JoinGroup       0-9       6   (v4 MEMBER_ID_REQUIRED KIP-394, v5 static members KIP-345)
 //	 12  Heartbeat       0-4       4
 //	 13  LeaveGroup      0-5       4   (v3 batch leave of static members, KIP-345)
@@ -17,8 +17,8 @@ package newproto
 //	 16  ListGroups      0-4       3   (v4 states filter, KIP-518)
 //	 42  DeleteGroups    0-2       2
 //
-// Not served: OffsetCommit v9+ and OffsetFetch v9+ (KIP-848 member epochs,
-// topic ids), DescribeGroups v6 (error message), ListGroups v5 (type
+// Not served: OffsetCommit v9+ (KIP-848 member epochs, topic ids),
+// DescribeGroups v6 (error message), ListGroups v5 (type
 // filter), DeleteGroups v3: they belong to the KIP-848 consumer protocol,
 // which the bridge does not speak. A client sending them gets
 // UNSUPPORTED_VERSION (unsupported.go).

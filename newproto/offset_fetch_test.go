@@ -1,6 +1,7 @@
 package newproto_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -163,4 +164,82 @@ func TestOffsetFetchVersions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// idGroups is Groups that knows topic ids (the bridge's come from the
+// topic znodes Kafka 2.8+ writes).
+type idGroups struct {
+	*fakeGroups
+	ids map[string][16]byte
+}
+
+func (g idGroups) TopicIDs(context.Context) (map[string][16]byte, error) { return g.ids, nil }
+
+// v9 is v8 (the member id and epoch are for KIP-848 groups); v10 names
+// topics by id: known ids are answered as their topic, unknown ones (and
+// the zero id) UNKNOWN_TOPIC_ID per partition; all topics leaves out the
+// committed topics that have no id.
+func TestOffsetFetchTopicIDs(t *testing.T) {
+	ordersID := [16]byte{1}
+	fg := newFakeGroups(t)
+	ts := startServer(t, newproto.Config{Coordinator: newproto.NewGroupCoordinator(
+		idGroups{fg, map[string][16]byte{"orders": ordersID}}, newproto.WithUUIDs(seqUUIDs()))})
+	c := dial(t, ts.addr)
+	simpleCommit(t, c, "fetch", map[string]map[int32]int64{"orders": {0: 100, 1: 101}, "payments": {3: 7}})
+
+	type part struct {
+		id     [16]byte
+		topic  string
+		part   int32
+		offset int64
+		code   int16
+	}
+	flatten := func(g kmsg.OffsetFetchResponseGroup) []part {
+		var out []part
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, part{t.TopicID, t.Topic, p.Partition, p.Offset, p.ErrorCode})
+			}
+		}
+		return out
+	}
+	fetch := func(v int16, topics []kmsg.OffsetFetchRequestGroupTopic) []part {
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.SetVersion(v)
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group, rg.MemberID, rg.MemberEpoch = "fetch", kmsg.StringPtr("some-member"), 7
+		rg.Topics = topics
+		r.Groups = append(r.Groups, rg)
+		resp := c.roundTrip(r).(*kmsg.OffsetFetchResponse)
+		if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("v%d: groups %+v, want one without error", v, resp.Groups)
+		}
+		return flatten(resp.Groups[0])
+	}
+	topic := func(name string, id [16]byte, parts ...int32) kmsg.OffsetFetchRequestGroupTopic {
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.TopicID, rt.Partitions = name, id, parts
+		return rt
+	}
+
+	got := fetch(9, []kmsg.OffsetFetchRequestGroupTopic{topic("orders", [16]byte{}, 0, 2)})
+	if want := []part{{[16]byte{}, "orders", 0, 100, 0}, {[16]byte{}, "orders", 2, -1, 0}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("v9: %v\nwant %v", got, want)
+	}
+
+	got = fetch(10, []kmsg.OffsetFetchRequestGroupTopic{
+		topic("", ordersID, 1, 0), topic("", [16]byte{9}, 0, 0, 1), topic("", [16]byte{}, 3)})
+	want := []part{
+		{ordersID, "", 1, 101, 0}, {ordersID, "", 0, 100, 0},
+		{[16]byte{9}, "", 0, -1, int16(newproto.ErrUnknownTopicID)}, {[16]byte{9}, "", 1, -1, int16(newproto.ErrUnknownTopicID)},
+		{[16]byte{}, "", 3, -1, int16(newproto.ErrUnknownTopicID)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("v10 by id: %v\nwant %v", got, want)
+	}
+
+	got = fetch(10, nil)
+	if want := []part{{ordersID, "", 0, 100, 0}, {ordersID, "", 1, 101, 0}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("v10 all topics: %v\nwant %v", got, want)
+	}
 }

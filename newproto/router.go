@@ -31,7 +31,7 @@ type router struct {
 func (r *router) Handle(ctx context.Context, req *Request) (kmsg.Response, error) {
 	if m, ok := req.Msg.(*kmsg.ApiVersionsRequest); ok {
 		// Answers unsupported versions itself (KIP-511).
-		return r.apiVersions(m), nil
+		return r.apiVersions(ctx, m), nil
 	}
 	if !supports(req.Msg.Key(), req.Msg.GetVersion()) {
 		return r.unsupported(req)
