@@ -44,6 +44,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -221,8 +222,21 @@ func benchTargets(b *testing.B, topic string, partitions int32, gcfg group.Confi
 
 func bridgeTarget(b *testing.B, topic string, partitions int32, gcfg group.Config) coordinatorTarget {
 	b.Helper()
+	return bridgeTargetWith(b, topic, partitions, gcfg, loadTopics)
+}
+
+// bridgeTargetTopicIDs is bridgeTarget with the topic written with a topic id, as Kafka 2.8+
+// in ZooKeeper mode writes it and as kfake's topics have one.
+func bridgeTargetTopicIDs(b *testing.B, topic string, partitions int32, gcfg group.Config) coordinatorTarget {
+	b.Helper()
+	return bridgeTargetWith(b, topic, partitions, gcfg, loadTopicsWithIDs)
+}
+
+func bridgeTargetWith(b *testing.B, topic string, partitions int32, gcfg group.Config,
+	load func(testing.TB, *zkstate.Store, map[string]int32)) coordinatorTarget {
+	b.Helper()
 	connect := zktest.Connect(b)
-	loadTopics(b, openStore(b, connect), map[string]int32{topic: partitions})
+	load(b, openStore(b, connect), map[string]int32{topic: partitions})
 	br := startBridgeTB(b, connect, func(c *bridge.Config) { c.Group = gcfg })
 	return coordinatorTarget{name: "zkbridge", addr: br.Addr().String(), bridge: br}
 }

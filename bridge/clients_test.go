@@ -42,13 +42,30 @@ const clientsNode int32 = 9000
 // clients only ever dial the bridge.
 func loadTopics(t testing.TB, zk *zkstate.Store, topics map[string]int32) {
 	t.Helper()
+	loadTopicsLayout(t, zk, topics, false)
+}
+
+// loadTopicsWithIDs is loadTopics as Kafka 2.8+ in ZooKeeper mode writes the topics: version 3
+// of the znode, with a topic id (KIP-516), as kfake's topics have one.
+func loadTopicsWithIDs(t testing.TB, zk *zkstate.Store, topics map[string]int32) {
+	t.Helper()
+	loadTopicsLayout(t, zk, topics, true)
+}
+
+func loadTopicsLayout(t testing.TB, zk *zkstate.Store, topics map[string]int32, ids bool) {
+	t.Helper()
 	layout := zkstate.Layout{
-		Brokers: []zkstate.BrokerRegistration{{ID: clientsNode, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1"}},
-		Topics:  map[string]zkstate.TopicAssignment{},
-		States:  map[zkstate.TopicPartition]zkstate.PartitionState{},
+		Brokers:  []zkstate.BrokerRegistration{{ID: clientsNode, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1"}},
+		Topics:   map[string]zkstate.TopicAssignment{},
+		States:   map[zkstate.TopicPartition]zkstate.PartitionState{},
+		TopicIDs: ids,
+	}
+	version := 1
+	if ids {
+		version = 3
 	}
 	for topic, n := range topics {
-		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
+		a := zkstate.TopicAssignment{Version: version, Partitions: map[int32][]int32{}}
 		for p := range n {
 			a.Partitions[p] = []int32{clientsNode}
 			layout.States[zkstate.TopicPartition{Topic: topic, Partition: p}] = zkstate.PartitionState{Version: 1, Leader: clientsNode, ISR: []int32{clientsNode}}

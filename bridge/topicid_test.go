@@ -25,21 +25,9 @@ func TestIntegration_TopicIDsOffsetFetchV10(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := openStore(t, connect)
-	layout := zkstate.Layout{
-		Brokers:  []zkstate.BrokerRegistration{{ID: 9000, Version: 4, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1"}},
-		Topics:   map[string]zkstate.TopicAssignment{"orders": {Version: 3, Partitions: map[int32][]int32{}}},
-		States:   map[zkstate.TopicPartition]zkstate.PartitionState{},
-		TopicIDs: true,
-	}
-	for p := range int32(4) {
-		layout.Topics["orders"].Partitions[p] = []int32{9000}
-		layout.States[zkstate.TopicPartition{Topic: "orders", Partition: p}] = zkstate.PartitionState{Version: 1, Leader: 9000, ISR: []int32{9000}}
-	}
-	if err := zkstate.LoadLayout(ctx, zk, layout); err != nil {
-		t.Fatalf("LoadLayout: %v", err)
-	}
+	loadTopicsWithIDs(t, zk, map[string]int32{"orders": 4})
 	id := zkstate.LayoutTopicID("orders")
-	b := startBridge(t, connect, 9000, nil)
+	b := startBridge(t, connect, clientsNode, nil)
 	const g = "ids"
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
 	if err != nil {
