@@ -668,6 +668,7 @@ func (a *actor) armIdle() {
 // a new actor, so that two actors of one group never write at the same time.
 func (a *actor) finish(release bool) {
 	a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindKafka)
+	a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
 	a.cancelClaim()
 	if a.mx.watchCancel != nil {
 		a.mx.watchCancel()

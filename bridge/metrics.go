@@ -31,6 +31,7 @@ type metrics struct {
 	// Mixed groups (mixed.go).
 	mixedClaimSeconds prometheus.Histogram
 	mixedRebalances   *prometheus.CounterVec // cause
+	mixedCrashUnsafe  *prometheus.GaugeVec   // group
 
 	members    *prometheus.GaugeVec   // group, kind
 	rebalances *prometheus.CounterVec // cause
@@ -92,6 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Mixed groups: time from a generation's join barrier to its Kafka members' owner znodes claimed (waiting for zk and legacy members to release them included).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		mixedCrashUnsafe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "mixed", Name: "crash_unsafe_members",
+			Help: "Kafka members of a mixed group whose session timeout is not below the bridge's ZooKeeper session timeout: if this bridge crashed, zk and legacy members could take their partitions (when its session expires) while they still consume them (until they give up on their coordinator, their session timeout by default for franz-go and librdkafka).",
+		}, []string{"group"}),
 		mixedRebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "mixed", Name: "rebalances_total",
 			Help: "Rebalances of mixed groups' Kafka members started by the bridge, by cause: other_members_or_topics (a zk or legacy member came or went, a topic's partitions changed), assignor_changed (the group became mixed, or this bridge took it over).",
@@ -123,7 +128,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
-		m.mixedClaimSeconds, m.mixedRebalances, // mixed groups (mixed.go)
+		m.mixedClaimSeconds, m.mixedRebalances, m.mixedCrashUnsafe, // mixed groups (mixed.go)
 		m.members, m.rebalances,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

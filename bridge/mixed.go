@@ -320,6 +320,7 @@ type mixedState struct {
 	results     chan claimResult
 	claimFP     string // fingerprint of the last claim; "" before the first
 	othersFP    string // latest fingerprint from the watcher
+	crashUnsafe int    // members counted by checkCrashSafety at the last claim
 	others      chan string
 	watchCancel context.CancelFunc
 
@@ -374,6 +375,8 @@ func (a *actor) syncAssignMode() {
 		a.mx.claimFP, a.mx.othersFP = "", ""
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindLegacy)
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindZK)
+		a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
+		a.mx.crashUnsafe = 0
 	}
 }
 
@@ -446,11 +449,44 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 		p, data := a.hosted(cid, mb)
 		c.ids[p] = data
 	}
+	a.checkCrashSafety(req.Members)
 	ctx, cancel := context.WithCancel(a.writeCtx)
 	c.ctx, a.mx.claimCancel = ctx, cancel
 	a.log.Info().Int32("generation", int32(req.Generation)).Int("members", len(req.Members)).
 		Msg("mixed group: computing the 0.8.2 assignment and claiming the Kafka members' partitions")
 	a.mirror.request(mirrorRequest{claim: c})
+}
+
+// checkCrashSafety reports the Kafka members that could outlive a crash of this bridge: their
+// owner znodes are ephemerals of the bridge's ZooKeeper session, so zk and legacy members take
+// their partitions once that session expires, and nothing stops a member consuming before it
+// gives up on its coordinator — for franz-go and librdkafka, by default, after its session
+// timeout. A member whose session timeout is not below the bridge's session timeout is counted
+// (zkbridge_mixed_crash_unsafe_members) and logged, once per change of the count. The bridge
+// cannot shorten a client's timeout; the operator can lengthen --zk-session-timeout (ZooKeeper
+// caps it at its maxSessionTimeout, 20 ticks, 40 s by default) or lower session.timeout.ms.
+func (a *actor) checkCrashSafety(members []group.JoinMember) {
+	limit := a.c.cfg.ZKSessionTimeout
+	var unsafe []string
+	longest := time.Duration(0)
+	for _, m := range members {
+		if m.SessionTimeout >= limit {
+			unsafe = append(unsafe, string(m.MemberID))
+			longest = max(longest, m.SessionTimeout)
+		}
+	}
+	a.c.metrics.mixedCrashUnsafe.WithLabelValues(a.group).Set(float64(len(unsafe)))
+	if len(unsafe) == a.mx.crashUnsafe {
+		return
+	}
+	a.mx.crashUnsafe = len(unsafe)
+	if len(unsafe) == 0 {
+		a.log.Info().Msg("mixed group: every Kafka member's session timeout is below the bridge's ZooKeeper session timeout")
+		return
+	}
+	a.log.Warn().Int("members", len(unsafe)).Str("first", unsafe[0]).Dur("longest_session_timeout", longest).
+		Dur("zk_session_timeout", limit).
+		Msg("mixed group: if this bridge crashed, zk and legacy members could take partitions these Kafka members still consume, until they give up on their coordinator (their session timeout by default); set --zk-session-timeout above their session.timeout.ms, or lower it")
 }
 
 func (a *actor) cancelClaim() {

@@ -650,6 +650,9 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 			`zkbridge_group_members{group="mx",kind="kafka"} 2`,
 			`zkbridge_group_members{group="mx",kind="zk"} 2`,
 			`zkbridge_group_members{group="mx",kind="legacy"} 0`,
+			// Both Kafka members' 6 s session outlasts the bridge's 4 s ZooKeeper session: a
+			// crash of the bridge would not be safe for them (TestIntegration_MixedBridgeCrash).
+			`zkbridge_mixed_crash_unsafe_members{group="mx"} 2`,
 		} {
 			if !strings.Contains(m, want) {
 				return false, "no " + want

@@ -52,6 +52,8 @@ type JoinMember struct {
 	MemberID   MemberID
 	InstanceID InstanceID
 	Metadata   []byte // for the group's selected protocol
+	// SessionTimeout is the member's: how long it may go on consuming without its coordinator.
+	SessionTimeout time.Duration
 }
 
 // JoinReply answers a JoinGroup.

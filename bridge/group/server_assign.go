@@ -74,7 +74,7 @@ func (m *Machine) requestAssignment() {
 	req := &AssignRequest{Generation: m.generation, ProtocolType: m.protocolType, ProtocolName: m.protocolName}
 	for _, id := range m.order {
 		mb := m.members[id]
-		req.Members = append(req.Members, JoinMember{MemberID: id, InstanceID: mb.InstanceID, Metadata: mb.metadata(m.protocolName)})
+		req.Members = append(req.Members, JoinMember{MemberID: id, InstanceID: mb.InstanceID, Metadata: mb.metadata(m.protocolName), SessionTimeout: mb.SessionTimeout})
 	}
 	m.fx.Assign = req
 }

@@ -37,7 +37,7 @@ func serveCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
 				Usage: "ZooKeeper path of the bridge's own state"},
 			&cli.DurationFlag{Name: "zk-session-timeout", Value: bridge.DefaultZKSessionTimeout,
-				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back"},
+				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back. In mixed groups keep it above the Kafka members' session.timeout.ms: a crashed bridge's zk and legacy members take over when this expires, and its Kafka members may consume until theirs does (zkbridge_mixed_crash_unsafe_members counts those that could)"},
 			// The data path (issue 7): with an upstream, clients need only the bridge's address.
 			&cli.StringFlag{Name: "upstream", EnvVars: []string{"ZKBRIDGE_UPSTREAM"},
 				Usage: "bootstrap brokers of the real Kafka cluster (Kafka 0.10 or newer), host:port,...: the bridge then relays every non-group request to the brokers, so clients need bootstrap.servers=<bridge> only (default: no relay, group APIs only)"},
