@@ -223,10 +223,7 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 	if err != nil {
 		return nil, err
 	}
-	type tp struct {
-		topic string
-		part  int32
-	}
+	type tp = zkstate.TopicPartition
 	var tps []tp
 	names := make([]string, 0, len(topics))
 	for t := range topics {
@@ -249,7 +246,7 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 		if ps := topics[t]; len(ps) > 0 {
 			for _, p := range ps {
 				if p >= 0 {
-					tps = append(tps, tp{t, p})
+					tps = append(tps, tp{Topic: t, Partition: p})
 				}
 			}
 		} else {
@@ -273,34 +270,23 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 			if err != nil || p < 0 || strconv.FormatInt(p, 10) != name {
 				continue
 			}
-			tps = append(tps, tp{t, int32(p)})
+			tps = append(tps, tp{Topic: t, Partition: int32(p)})
 		}
 	}
 
-	// Both offsets of every partition in one read: a few multiRead requests for a whole
-	// assignment, where a Get each made OffsetFetch the bulk of a rebalance's ZooKeeper load.
-	paths := make([]string, 0, 2*len(tps))
-	for _, x := range tps {
-		paths = append(paths, zkstate.OffsetPath(groupName, x.topic, x.part), ownOffsetPath(b.cfg.Root, groupName, x.topic, x.part))
-	}
-	reads, err := store.GetMany(ctx, paths)
+	zkReads, ownReads, err := readOffsetPairs(ctx, store, b.cfg.Root, groupName, tps)
 	if err != nil {
-		return nil, readManyErr(ctx, groupName, err)
+		return nil, err
 	}
 	zkData := make([][]byte, len(tps))
 	ownData := make([][]byte, len(tps))
-	for i, r := range reads {
-		if errors.Is(r.Err, zkstate.ErrNoNode) {
-			continue
+	for i := range tps {
+		for _, r := range []zkstate.Read{zkReads[i], ownReads[i]} {
+			if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
+				return nil, unavailable("fetch offsets of group %q: %w", groupName, r.Err)
+			}
 		}
-		if r.Err != nil {
-			return nil, unavailable("fetch offsets of group %q: %w", groupName, r.Err)
-		}
-		if i%2 == 0 {
-			zkData[i/2] = r.Data
-		} else {
-			ownData[i/2] = r.Data
-		}
+		zkData[i], ownData[i] = zkReads[i].Data, ownReads[i].Data
 	}
 	var out []CommittedOffset
 	for i, x := range tps {
@@ -309,10 +295,10 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 		}
 		off, err := zkstate.ParseOffset(zkData[i])
 		if err != nil {
-			b.log.Warn().Err(err).Str("group", groupName).Str("topic", x.topic).Int32("partition", x.part).Msg("unreadable 0.8 offset; reported as no commit")
+			b.log.Warn().Err(err).Str("group", groupName).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable 0.8 offset; reported as no commit")
 			continue
 		}
-		co := CommittedOffset{Topic: x.topic, Partition: x.part, Offset: off, LeaderEpoch: -1}
+		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: off, LeaderEpoch: -1}
 		var own offsetData
 		if ownData[i] != nil && json.Unmarshal(ownData[i], &own) == nil && own.Offset == off {
 			co.LeaderEpoch, co.Metadata = own.LeaderEpoch, own.Metadata
@@ -442,6 +428,28 @@ func (b *Bridge) storeForReads() (*zkstate.Store, error) {
 // unavailable wraps a ZooKeeper failure as COORDINATOR_NOT_AVAILABLE, which clients retry.
 func unavailable(format string, args ...any) error {
 	return fmt.Errorf("bridge: %w (%w)", fmt.Errorf(format, args...), newproto.ErrCoordinatorNotAvailable)
+}
+
+// readOffsetPairs reads both offsets of every partition in one GetMany — the 0.8 znode, which
+// 0.8 consumers share, and the bridge's own record — so that an OffsetFetch costs a few
+// multiRead requests for a whole assignment, not a Get per znode (which made OffsetFetch the
+// bulk of a mixed rebalance's ZooKeeper load). zk[i] and own[i] are those of tps[i]; a read's
+// own failure (ErrNoNode included) is in it. The error is the caller's deadline, or else the
+// Store's (COORDINATOR_NOT_AVAILABLE).
+func readOffsetPairs(ctx context.Context, store *zkstate.Store, root, group string, tps []zkstate.TopicPartition) (zk, own []zkstate.Read, err error) {
+	paths := make([]string, 0, 2*len(tps))
+	for _, x := range tps {
+		paths = append(paths, zkstate.OffsetPath(group, x.Topic, x.Partition), ownOffsetPath(root, group, x.Topic, x.Partition))
+	}
+	reads, err := store.GetMany(ctx, paths)
+	if err != nil {
+		return nil, nil, readManyErr(ctx, group, err)
+	}
+	zk, own = make([]zkstate.Read, len(tps)), make([]zkstate.Read, len(tps))
+	for i := range tps {
+		zk[i], own[i] = reads[2*i], reads[2*i+1]
+	}
+	return zk, own, nil
 }
 
 // readManyErr is the error of an offset fetch whose GetMany or ChildrenMany failed as a whole:

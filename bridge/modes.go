@@ -737,10 +737,7 @@ func (b *Bridge) FetchOffsets(ctx context.Context, name string, topics map[strin
 // by copying such offsets into the bridge's records in the multi that finalizes the group.)
 func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name string, topics map[string][]int32, finalZxid int64) ([]CommittedOffset, error) {
 	root := b.cfg.Root
-	type tp struct {
-		topic string
-		part  int32
-	}
+	type tp = zkstate.TopicPartition
 	union := func(a, b []string) []string {
 		out := slices.Concat(a, b)
 		slices.Sort(out)
@@ -776,7 +773,7 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		if ps := topics[t]; len(ps) > 0 {
 			for _, p := range ps {
 				if p >= 0 {
-					tps = append(tps, tp{t, p})
+					tps = append(tps, tp{Topic: t, Partition: p})
 				}
 			}
 			continue
@@ -794,57 +791,39 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 			if err != nil || p < 0 || strconv.FormatInt(p, 10) != s {
 				continue
 			}
-			tps = append(tps, tp{t, int32(p)})
+			tps = append(tps, tp{Topic: t, Partition: int32(p)})
 		}
 	}
 
-	type read struct {
-		data []byte
-		st   zkstate.Stat
-		err  error
-	}
-	paths := make([]string, 0, 2*len(tps))
-	for _, x := range tps {
-		paths = append(paths, zkstate.OffsetPath(name, x.topic, x.part), ownOffsetPath(root, name, x.topic, x.part))
-	}
-	reads, err := store.GetMany(ctx, paths)
+	zkRead, ownRead, err := readOffsetPairs(ctx, store, root, name, tps)
 	if err != nil {
-		return nil, readManyErr(ctx, name, err)
-	}
-	zkRead := make([]read, len(tps))
-	ownRead := make([]read, len(tps))
-	for i, r := range reads {
-		dst := &zkRead[i/2]
-		if i%2 == 1 {
-			dst = &ownRead[i/2]
-		}
-		*dst = read{data: r.Data, st: r.Stat, err: r.Err}
+		return nil, err
 	}
 	var out []CommittedOffset
 	for i, x := range tps {
-		for _, r := range []read{zkRead[i], ownRead[i]} {
-			if r.err != nil && !errors.Is(r.err, zkstate.ErrNoNode) {
-				return nil, unavailable("fetch offsets of group %q: %w", name, r.err)
+		for _, r := range []zkstate.Read{zkRead[i], ownRead[i]} {
+			if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
+				return nil, unavailable("fetch offsets of group %q: %w", name, r.Err)
 			}
 		}
 		var own *offsetData
-		if r := ownRead[i]; r.err == nil {
+		if r := ownRead[i]; r.Err == nil {
 			var d offsetData
-			if err := json.Unmarshal(r.data, &d); err == nil {
+			if err := json.Unmarshal(r.Data, &d); err == nil {
 				own = &d
 			} else {
-				b.log.Warn().Err(err).Str("group", name).Str("topic", x.topic).Int32("partition", x.part).Msg("unreadable offset record; ignored")
+				b.log.Warn().Err(err).Str("group", name).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable offset record; ignored")
 			}
 		}
 		zkOff, zkOK := int64(0), false
-		if r := zkRead[i]; r.err == nil {
-			if off, err := zkstate.ParseOffset(r.data); err == nil {
+		if r := zkRead[i]; r.Err == nil {
+			if off, err := zkstate.ParseOffset(r.Data); err == nil {
 				zkOff, zkOK = off, true
 			}
 		}
 		zkWins := zkOK && (own == nil ||
-			(zkRead[i].st.Mzxid > ownRead[i].st.Mzxid && (finalZxid == 0 || zkRead[i].st.Mzxid < finalZxid)))
-		co := CommittedOffset{Topic: x.topic, Partition: x.part, LeaderEpoch: -1}
+			(zkRead[i].Stat.Mzxid > ownRead[i].Stat.Mzxid && (finalZxid == 0 || zkRead[i].Stat.Mzxid < finalZxid)))
+		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, LeaderEpoch: -1}
 		switch {
 		case zkWins:
 			co.Offset = zkOff
