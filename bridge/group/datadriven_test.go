@@ -30,7 +30,8 @@ import (
 //	    new=<id>: a new member (empty member id); the shell's generated id is <id>.
 //	    m=<id>: a member that knows its id.
 //	sync m=<id> gen=N [inst=I] [assign=a:p0,b:p1] [ptype=T] [pname=P]
-//	hb m=<id> gen=N [inst=I]
+//	hb m=<id> gen=N [inst=I] [hold]     (hold: the shell lets the machine hold the answer)
+//	release m=<id> held=N                (the shell releases held heartbeat #N)
 //	leave <member>[/<instance>] ...      (an empty member names the instance only: /i1)
 //	commit [m=<id>] [gen=N] [inst=I] offsets=t/0@10,t/1@20 [meta=text]
 //	describe | delete | tick +3s | tick wake | persisted | persist-fail
@@ -263,7 +264,9 @@ func (h *harness) step(line string) string {
 		}
 		ev = s
 	case "hb":
-		ev = Heartbeat{Token: request(), MemberID: MemberID(get("m", "")), InstanceID: InstanceID(get("inst", "")), Generation: Generation(h.num(get("gen", "-1")))}
+		ev = Heartbeat{Token: request(), MemberID: MemberID(get("m", "")), InstanceID: InstanceID(get("inst", "")), Generation: Generation(h.num(get("gen", "-1"))), Hold: has("hold")}
+	case "release":
+		ev = ReleaseHeartbeat{Token: request(), MemberID: MemberID(get("m", "")), Held: Token(h.num(get("held", "0")))}
 	case "leave":
 		l := LeaveGroup{Token: request()}
 		for _, p := range pos {
@@ -443,6 +446,9 @@ func memberTag(mb *Member) string {
 	}
 	if mb.syncing {
 		flags = append(flags, "sync")
+	}
+	if mb.beatParked {
+		flags = append(flags, fmt.Sprintf("hb#%d", mb.beatToken))
 	}
 	if len(flags) > 0 {
 		s += "(" + strings.Join(flags, ",") + ")"

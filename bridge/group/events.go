@@ -52,6 +52,10 @@ type Heartbeat struct {
 	MemberID   MemberID
 	InstanceID InstanceID
 	Generation Generation
+	// Hold lets the machine hold the answer to a Stable member's heartbeat until the group
+	// rebalances, the member goes or the shell releases it (heartbeat_hold.go). The shell sets
+	// it only when it will send the ReleaseHeartbeat.
+	Hold bool
 }
 
 // LeaveMember is one member of a LeaveGroup: by member id, or by instance id alone with an empty

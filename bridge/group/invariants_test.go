@@ -64,6 +64,18 @@ func (m *Machine) checkInvariants() error {
 			bad("member %s does not support the group's protocol %q", id, m.protocolName)
 		}
 	}
+	parked := 0
+	for _, mb := range m.members {
+		if mb.beatParked {
+			parked++
+			if m.state != Stable {
+				bad("member %s has a held heartbeat in %s", mb.ID, m.state)
+			}
+		}
+	}
+	if parked != m.parkedBeats {
+		bad("%d held heartbeats counted, %d members hold one", m.parkedBeats, parked)
+	}
 	for inst, id := range m.static {
 		if mb, ok := m.members[id]; !ok || mb.InstanceID != inst {
 			bad("instance %s maps to %s, which is not its member", inst, id)

@@ -105,6 +105,8 @@ type Machine struct {
 	version   int64
 	fenced    bool
 
+	parkedBeats int // members with a held heartbeat (heartbeat_hold.go)
+
 	serverAssign bool // server_assign.go
 
 	inflightRecord bool // the write in flight carries the record (write_failed.go)
@@ -147,6 +149,7 @@ func (m *Machine) reset() {
 	m.pendingSync = make(map[MemberID]bool)
 	m.syncDeadline = time.Time{}
 	m.inflight, m.next, m.held = false, nil, nil
+	m.parkedBeats = 0
 	m.genSeq, m.assignSeq, m.proposed = 0, 0, nil
 	m.fenced = false
 }
@@ -193,6 +196,8 @@ func (m *Machine) stepLive(ev Event) {
 		m.sync(ev)
 	case Heartbeat:
 		m.heartbeat(ev)
+	case ReleaseHeartbeat:
+		m.releaseBeat(ev) // heartbeat_hold.go
 	case LeaveGroup:
 		m.leave(ev)
 	case OffsetCommit:
@@ -260,6 +265,8 @@ func (m *Machine) replyError(ev Event, err ErrorCode) {
 	case SyncGroup:
 		m.reply(SyncReply{Token: ev.Token, Err: err})
 	case Heartbeat:
+		m.reply(HeartbeatReply{Token: ev.Token, Err: err})
+	case ReleaseHeartbeat:
 		m.reply(HeartbeatReply{Token: ev.Token, Err: err})
 	case LeaveGroup:
 		m.reply(LeaveReply{Token: ev.Token, Err: err})
@@ -672,6 +679,7 @@ func (m *Machine) maybePrepareRebalance(reason string) {
 
 // prepareRebalance is Kafka's prepareRebalance.
 func (m *Machine) prepareRebalance(reason string) {
+	m.answerBeats(ErrRebalanceInProgress) // the members rejoin now (heartbeat_hold.go)
 	if m.state == CompletingRebalance {
 		m.resetAndPropagateAssignmentError(ErrRebalanceInProgress)
 	}
@@ -934,7 +942,14 @@ func (m *Machine) heartbeat(ev Heartbeat) {
 		case PreparingRebalance:
 			m.scheduleSession(m.members[ev.MemberID])
 			err = ErrRebalanceInProgress
-		default: // CompletingRebalance, Stable
+		case Stable:
+			mb := m.members[ev.MemberID]
+			m.scheduleSession(mb)
+			if ev.Hold {
+				m.parkBeat(mb, ev) // heartbeat_hold.go
+				return
+			}
+		default: // CompletingRebalance
 			m.scheduleSession(m.members[ev.MemberID])
 		}
 	}
@@ -949,6 +964,10 @@ func (m *Machine) scheduleSession(mb *Member) {
 // expireMember is Kafka's onExpireHeartbeat with MemberMetadata.hasSatisfiedHeartbeat: a member
 // whose JoinGroup or SyncGroup is parked is alive unless it is new.
 func (m *Machine) expireMember(mb *Member) {
+	if mb.beatParked {
+		m.scheduleSession(mb) // alive while its heartbeat waits for an answer (heartbeat_hold.go)
+		return
+	}
 	mb.deadline = time.Time{}
 	if !mb.isNew && (mb.joining || mb.syncing) {
 		return
@@ -1016,6 +1035,7 @@ func (m *Machine) remove(id MemberID, err ErrorCode) {
 		m.reply(SyncReply{Token: mb.syncToken, Err: err})
 		mb.syncing = false
 	}
+	m.answerBeat(mb, err)
 	delete(m.members, id)
 	m.order = slices.DeleteFunc(m.order, func(x MemberID) bool { return x == id })
 	if mb.isStatic() && m.static[mb.InstanceID] == id {
@@ -1304,6 +1324,7 @@ func (m *Machine) abandon(err ErrorCode) {
 			m.reply(SyncReply{Token: mb.syncToken, Err: err})
 			mb.syncing = false
 		}
+		m.answerBeat(mb, err)
 	}
 	for _, h := range m.held {
 		switch r := h.reply.(type) {

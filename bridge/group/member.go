@@ -71,6 +71,9 @@ type Member struct {
 	// syncing: the member's parked SyncGroup (Kafka's awaitingSyncCallback).
 	syncing   bool
 	syncToken Token
+	// beatParked: the member's held Heartbeat (heartbeat_hold.go).
+	beatParked bool
+	beatToken  Token
 	// isNew: added in the current join phase and not yet through it; such a member expires
 	// after Config.NewMemberJoinTimeout even while it waits (Kafka's MemberMetadata.isNew).
 	isNew bool

@@ -109,7 +109,11 @@ func runRandomizedDebug(seed uint64, steps int, hook func(*Machine, Event, Effec
 	}
 	// Quiescence: acknowledge writes and fire timers until nothing is left to do.
 	for range 10000 {
+		held, isHeld := s.heldBeat()
 		switch {
+		case isHeld:
+			// The shell bounds every hold (heartbeat_hold.go): a held heartbeat is released.
+			err = s.step(s.release(held))
 		case s.writing:
 			err = s.step(Persisted{Version: s.version + 1})
 		case !s.wake().IsZero():
@@ -225,7 +229,11 @@ func (s *sim) randomEvent() Event {
 		ev = sg
 		c.needSync = false
 	case r < 52:
-		ev = Heartbeat{Token: tok, MemberID: id, InstanceID: inst, Generation: gen}
+		if held, ok := s.heldBeat(); ok && s.pick(3) == 0 {
+			s.token--
+			return s.release(held)
+		}
+		ev = Heartbeat{Token: tok, MemberID: id, InstanceID: inst, Generation: gen, Hold: s.pick(2) == 0}
 	case r < 55:
 		lm := LeaveMember{MemberID: id, InstanceID: inst}
 		if s.pick(3) == 0 {
@@ -282,6 +290,27 @@ func (s *sim) randomEvent() Event {
 		return Tick{}
 	}
 	s.open[tok] = simRequest{client: c, ev: ev}
+	return ev
+}
+
+// heldBeat returns an open heartbeat that the machine may be holding (the lowest token, so that
+// a seed replays the same).
+func (s *sim) heldBeat() (Token, bool) {
+	var best Token
+	for t, r := range s.open {
+		if hb, ok := r.ev.(Heartbeat); ok && hb.Hold && (best == 0 || t < best) {
+			best = t
+		}
+	}
+	return best, best != 0
+}
+
+// release is the shell ending the hold of heartbeat held.
+func (s *sim) release(held Token) Event {
+	hb := s.open[held].ev.(Heartbeat)
+	s.token++
+	ev := ReleaseHeartbeat{Token: s.token, MemberID: hb.MemberID, Held: held}
+	s.open[s.token] = simRequest{client: s.open[held].client, ev: ev}
 	return ev
 }
 
