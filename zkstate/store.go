@@ -269,6 +269,16 @@ type Store struct {
 	closeMu  sync.Mutex
 }
 
+// SessionTimeout returns the session timeout the server granted, which its
+// minSessionTimeout and maxSessionTimeout (2 and 20 ticks, 4 s and 40 s by default) clamp the
+// asked-for one to; the asked-for one until a session is established.
+func (s *Store) SessionTimeout() time.Duration {
+	if ms := s.zkLog.negotiated.Load(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return s.sessionTimeout
+}
+
 // Open connects to ZooKeeper and waits until a session is established, then authenticates
 // (Config.Digest) and creates the chroot if missing. ctx bounds the whole wait: go-zookeeper
 // retries unreachable servers forever, so without a deadline on ctx Open waits until one
@@ -696,14 +706,28 @@ func joinPath(parent, child string) string {
 
 // zkLogger adapts go-zookeeper's Printf logging to zerolog at debug level, and remembers the
 // last message so Open can say why no session came up ("dial tcp ...: connection refused").
+//
+// It also keeps the session timeout the server granted: go-zookeeper keeps it unexported and
+// says it only in the message it logs when a session is established (v1.0.4 conn.go:
+// "authenticated: id=%d, timeout=%d"). TestIntegration_NegotiatedSessionTimeout catches a
+// release that words it otherwise.
 type zkLogger struct {
-	log zerolog.Logger
-	mu  sync.Mutex
-	msg string
+	log        zerolog.Logger
+	mu         sync.Mutex
+	msg        string
+	negotiated atomic.Int64 // milliseconds; 0 until a session is established
 }
+
+// zkAuthenticated is the format of go-zookeeper's message for an established session.
+const zkAuthenticated = "authenticated: id=%d, timeout=%d"
 
 func (l *zkLogger) Printf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	if format == zkAuthenticated && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.negotiated.Store(int64(ms))
+		}
+	}
 	l.mu.Lock()
 	l.msg = msg
 	l.mu.Unlock()
