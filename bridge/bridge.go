@@ -83,6 +83,16 @@ const (
 	DefaultHandoffTimeout = 10 * time.Second
 )
 
+// SessionCheck is a policy for the Kafka members of mixed groups that could outlive a crash of
+// the bridge (Config.MixedSessionCheck).
+type SessionCheck string
+
+// Session checks.
+const (
+	SessionCheckWarn   SessionCheck = "warn"
+	SessionCheckRefuse SessionCheck = "refuse"
+)
+
 // Config configures a Bridge. Only ZKConnect is required; zero values mean the defaults above.
 type Config struct {
 	// ZKConnect is the ZooKeeper connect string, as Kafka's zookeeper.connect:
@@ -146,6 +156,15 @@ type Config struct {
 
 	// Group is the group engine's configuration; the zero value means group.DefaultConfig().
 	Group group.Config
+	// MixedSessionCheck says what a mixed group does with a Kafka member whose session timeout
+	// is not below the ZooKeeper session timeout the server granted the bridge (mixed.go:
+	// checkCrashSafety): SessionCheckWarn (the default) admits, counts and logs it;
+	// SessionCheckRefuse answers its JoinGroup INVALID_SESSION_TIMEOUT.
+	MixedSessionCheck SessionCheck
+	// HeartbeatHold lets a Stable member's heartbeat wait up to this long for its group to
+	// rebalance, so that the member hears of a rebalance at once instead of at its next
+	// heartbeat (newproto.WithHeartbeatHold). 0: heartbeats are answered at once, as Kafka does.
+	HeartbeatHold time.Duration
 	// Strategy is the Kafka 0.8.2 assignor (partition.assignment.strategy) of the groups' zk
 	// members, which the bridge must run too: in legacy groups and for the Kafka members of mixed
 	// groups (legacy.StrategyRange when empty).
@@ -220,6 +239,14 @@ func (c Config) Validate() error {
 	}
 	if c.ZKSessionTimeout < 0 || c.ZKConnectTimeout < 0 {
 		errs = append(errs, errors.New("bridge: ZooKeeper timeouts must not be negative"))
+	}
+	switch c.MixedSessionCheck {
+	case "", SessionCheckWarn, SessionCheckRefuse:
+	default:
+		errs = append(errs, fmt.Errorf("bridge: MixedSessionCheck %q: want %q or %q", c.MixedSessionCheck, SessionCheckWarn, SessionCheckRefuse))
+	}
+	if c.HeartbeatHold < 0 {
+		errs = append(errs, fmt.Errorf("bridge: HeartbeatHold %v is negative", c.HeartbeatHold))
 	}
 	if err := validRoot(c.Root); err != nil {
 		errs = append(errs, err)
@@ -397,6 +424,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	defer store.Close()
+	if got := store.SessionTimeout(); got != cfg.ZKSessionTimeout {
+		// The server clamps it to its [minSessionTimeout, maxSessionTimeout]: the granted one
+		// is how long this bridge's owner znodes outlive a crash (mixed.go: checkCrashSafety).
+		b.log.Warn().Dur("asked", cfg.ZKSessionTimeout).Dur("granted", got).
+			Msg("zookeeper granted another session timeout than --zk-session-timeout; its minSessionTimeout/maxSessionTimeout bound it")
+	}
 	if err := b.reg.Register(newZKRequests(store)); err != nil {
 		return fmt.Errorf("bridge: metrics: %w", err)
 	}
@@ -432,7 +465,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		AdvertisedPort: port,
 		ClusterID:      cfg.ClusterID,
 		Cluster:        cl,
-		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log)),
+		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
 	})
 	if err != nil {
 		kafkaLn.Close()

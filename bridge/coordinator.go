@@ -97,6 +97,21 @@ func newCoordinator(cfg Config, log zerolog.Logger, m *metrics) *coordinator {
 	return &coordinator{cfg: cfg, log: log, metrics: m, ctx: ctx, cancel: cancel, actors: map[string]*actor{}}
 }
 
+// zkSessionTimeout is how long the bridge's ephemerals outlive it: the session timeout the
+// server granted (the asked-for one before the store is open). c.mu must not be held.
+func (c *coordinator) zkSessionTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.zkSessionTimeoutLocked()
+}
+
+func (c *coordinator) zkSessionTimeoutLocked() time.Duration {
+	if c.store == nil {
+		return c.cfg.ZKSessionTimeout
+	}
+	return c.store.SessionTimeout()
+}
+
 // start lets requests in: the store is open.
 func (c *coordinator) start(store *zkstate.Store) {
 	c.mu.Lock()
@@ -231,7 +246,7 @@ func (c *coordinator) onSession(ev zkstate.SessionEvent) {
 		c.connected.Store(false)
 		c.mu.Lock()
 		if c.lost == nil && !c.closed {
-			c.lost = time.AfterFunc(c.cfg.ZKSessionTimeout, func() {
+			c.lost = time.AfterFunc(min(c.cfg.ZKSessionTimeout, c.zkSessionTimeoutLocked()), func() {
 				c.fenceAll(errors.New("zookeeper unreachable for longer than the session timeout"))
 			})
 		}
@@ -691,7 +706,7 @@ func (a *actor) finish(release bool) {
 // isRequest reports whether ev is answered by a Reply (and so may go through Do).
 func isRequest(ev group.Event) bool {
 	switch ev.(type) {
-	case group.JoinGroup, group.SyncGroup, group.Heartbeat, group.LeaveGroup, group.OffsetCommit, group.Describe, group.Delete:
+	case group.JoinGroup, group.SyncGroup, group.Heartbeat, group.ReleaseHeartbeat, group.LeaveGroup, group.OffsetCommit, group.Describe, group.Delete:
 		return true
 	}
 	return false
@@ -707,6 +722,8 @@ func errorReply(name string, ev group.Event, code group.ErrorCode) group.Reply {
 	case group.SyncGroup:
 		return group.SyncReply{Token: ev.Token, Err: code}
 	case group.Heartbeat:
+		return group.HeartbeatReply{Token: ev.Token, Err: code}
+	case group.ReleaseHeartbeat:
 		return group.HeartbeatReply{Token: ev.Token, Err: code}
 	case group.LeaveGroup:
 		return group.LeaveReply{Token: ev.Token, Err: code}

@@ -90,6 +90,10 @@ func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Conf
 		DrainTimeout:     time.Second,
 		Logger:           newLogger(t).With().Int32("test_node", node).Logger(),
 	}
+	if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_TEST_HEARTBEAT_HOLD")); err == nil {
+		// A compatibility sweep: every test's clients against held heartbeats.
+		cfg.HeartbeatHold = d
+	}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"mode"}),
 		modeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "groups", Name: "mode_refusals_total",
-			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), kafka_join_mixed (a Kafka member of a mixed group without an eager consumer assignor), legacy_register (a legacy Register in a kafka or finalized group).",
+			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), kafka_join_mixed (a Kafka member of a mixed group without an eager consumer assignor), kafka_join_mixed_session (a Kafka member of a mixed group whose session timeout could outlive a crash of the bridge, with --mixed-session-check=refuse), legacy_register (a legacy Register in a kafka or finalized group).",
 		}, []string{"request"}),
 		foreignZK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "group", Name: "foreign_zk_members",
@@ -113,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []string{"member_join", "member_rejoin", "member_leave", "sync_timeout", "other_kinds", "assignor_changed", "restore", "other"} {
 		m.rebalances.WithLabelValues(c)
 	}
-	for _, ev := range []string{"join", "sync", "heartbeat", "leave", "offset_commit", "describe", "delete"} {
+	for _, ev := range []string{"join", "sync", "heartbeat", "heartbeat_release", "leave", "offset_commit", "describe", "delete"} {
 		m.events.WithLabelValues(ev) // export zeros
 	}
 	for _, r := range []string{"ok", "fenced", "error"} {
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, mode := range []string{"legacy", "mixed", "kafka", "finalized"} {
 		m.groupModes.WithLabelValues(mode)
 	}
-	for _, r := range []string{"kafka_join", "kafka_join_mixed", "legacy_register"} {
+	for _, r := range []string{"kafka_join", "kafka_join_mixed", "kafka_join_mixed_session", "legacy_register"} {
 		m.modeRefusals.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{
@@ -150,6 +150,8 @@ func (m *metrics) event(ev group.Event) {
 		name = "sync"
 	case group.Heartbeat:
 		name = "heartbeat"
+	case group.ReleaseHeartbeat:
+		name = "heartbeat_release" // a held heartbeat answered by the shell (heartbeat_hold.go)
 	case group.LeaveGroup:
 		name = "leave"
 	case group.OffsetCommit:

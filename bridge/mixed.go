@@ -402,6 +402,17 @@ func (a *actor) admitMixed(req *request) bool {
 			why = "the member offers no eager assignor (range, roundrobin or sticky); cooperative rebalancing cannot hand partitions over to zk and legacy members"
 		}
 	}
+	if why == "" && a.c.cfg.MixedSessionCheck == SessionCheckRefuse {
+		if zs := a.c.zkSessionTimeout(); ev.SessionTimeout >= zs {
+			a.c.modes.refused("kafka_join_mixed_session")
+			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
+				Dur("session_timeout", ev.SessionTimeout).Dur("zk_session_timeout", zs).
+				Msgf("refusing a Kafka member of mixed group %q with INVALID_SESSION_TIMEOUT (--mixed-session-check=refuse): if this bridge crashed, zk and legacy members would take its partitions after %v while it could go on consuming until its own session timeout; set the client's session.timeout.ms below %v, or give the bridge a longer --zk-session-timeout", a.group, zs, zs)
+			a.removeRefused(ev) // modes.go
+			req.reply <- req.finish(errorReply(a.group, ev, group.ErrInvalidSessionTimeout))
+			return true
+		}
+	}
 	if why == "" {
 		ev.Protocols = eager
 		req.ev = ev
@@ -466,7 +477,7 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 // cannot shorten a client's timeout; the operator can lengthen --zk-session-timeout (ZooKeeper
 // caps it at its maxSessionTimeout, 20 ticks, 40 s by default) or lower session.timeout.ms.
 func (a *actor) checkCrashSafety(members []group.JoinMember) {
-	limit := a.c.cfg.ZKSessionTimeout
+	limit := a.c.zkSessionTimeout()
 	var unsafe []string
 	longest := time.Duration(0)
 	for _, m := range members {

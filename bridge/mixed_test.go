@@ -220,6 +220,9 @@ func newMixedClusterWith(t *testing.T, g string, topics map[string]int, mode zks
 	}
 	mc.b = startBridge(t, bridgeZK, 1, func(c *bridge.Config) {
 		c.LegacyListen = "127.0.0.1:0"
+		// Held heartbeats (a third of the kgo members' session timeout) in every mixed test:
+		// the Kafka members hear of each rebalance at once.
+		c.HeartbeatHold = mixedHeartbeatHold
 		if mod != nil {
 			mod(c)
 		}
@@ -227,6 +230,9 @@ func newMixedClusterWith(t *testing.T, g string, topics map[string]int, mode zks
 	mc.seed = mc.b.Addr().String()
 	return mc
 }
+
+// mixedHeartbeatHold is the bridge's heartbeat hold in the mixed tests.
+const mixedHeartbeatHold = 2 * time.Second
 
 // zkMember starts an unmodified-0.8.2 consumer (zkconsumer) named name, with one thread per topic.
 func (mc *mixedCluster) zkMember(name string) (stop func()) {
@@ -951,6 +957,7 @@ func TestIntegration_MixedBridgeRestart(t *testing.T) {
 	}
 	mc.b = startBridge(t, mc.connect, 1, func(c *bridge.Config) {
 		c.KafkaListen, c.LegacyListen = kafkaAddr, legacyAddr
+		c.HeartbeatHold = mixedHeartbeatHold
 	})
 	mc.waitConverged(45*time.Second, 2, kafka)
 	mc.views.check(t)

@@ -151,6 +151,15 @@ func (c *conn) serve() {
 // read is the reader goroutine.
 func (c *conn) read() readEnd {
 	var seq uint64
+	// last is the Later channel of the last request read (Request.Later).
+	var last chan struct{}
+	next := func() {
+		if last != nil {
+			close(last)
+			last = nil
+		}
+	}
+	defer next()
 	for {
 		// A slot first: at MaxInflight the socket is not read, which
 		// pushes back on the client.
@@ -190,6 +199,7 @@ func (c *conn) read() readEnd {
 			continue
 		}
 		if relayed && err == nil {
+			next()
 			seq++
 			continue
 		}
@@ -209,6 +219,9 @@ func (c *conn) read() readEnd {
 			return readEnd{accepted: seq}
 		}
 		req.Conn = c.info
+		next()
+		last = make(chan struct{})
+		req.later = last
 		c.s.metrics.request(req.Msg.Key(), req.Msg.GetVersion())
 		if e := c.log.Trace(); e.Enabled() {
 			e.Str("api", kmsg.NameForKey(req.Msg.Key())).Int16("version", req.Msg.GetVersion()).

@@ -44,11 +44,23 @@ type Request struct {
 	// Conn identifies the connection the request came on.
 	Conn ConnInfo
 
+	// later is closed once the connection read a request after this one,
+	// or stopped reading (Later).
+	later chan struct{}
+
 	// bodyAt is where the body starts in the frame parseRequest decoded;
 	// 0 when the body was not decoded (an ApiVersions of a version above
 	// ours).
 	bodyAt int
 }
+
+// Later returns a channel that is closed once the connection has read a
+// request after this one (relayed ones included), or stops reading. A
+// handler that could take its time over an answer (a held heartbeat)
+// answers when it closes: responses go out in request order, so the
+// next answer waits for this one. Nil for a request that did not come
+// from a connection.
+func (r *Request) Later() <-chan struct{} { return r.later }
 
 // ConnInfo identifies a client connection.
 type ConnInfo struct {

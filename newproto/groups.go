@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -86,6 +87,9 @@ type GroupCoordinator struct {
 	// parallel bounds the concurrent Do/FetchOffsets calls of one
 	// request that names several groups.
 	parallel int
+	// hold is how long a Stable member's heartbeat may wait for a
+	// rebalance (WithHeartbeatHold); 0: answered at once.
+	hold time.Duration
 }
 
 var _ Coordinator = (*GroupCoordinator)(nil)
@@ -117,6 +121,16 @@ func WithLogger(log zerolog.Logger) GroupCoordinatorOption {
 // values below 1 mean 1).
 func WithParallelism(n int) GroupCoordinatorOption {
 	return func(gc *GroupCoordinator) { gc.parallel = max(n, 1) }
+}
+
+// WithHeartbeatHold lets a Stable member's heartbeat wait up to d for its
+// group to rebalance (12_heartbeat.go), so that the member hears of a
+// rebalance at once instead of at its next heartbeat. d must stay below
+// every client's request timeout (kafka-go's coordinator Timeout, 5 s by
+// default, is the shortest we know of) and a third of its session
+// timeout. 0, the default, answers heartbeats at once.
+func WithHeartbeatHold(d time.Duration) GroupCoordinatorOption {
+	return func(gc *GroupCoordinator) { gc.hold = max(d, 0) }
 }
 
 // NewGroupCoordinator returns the Coordinator that serves the group APIs

@@ -37,7 +37,11 @@ func serveCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
 				Usage: "ZooKeeper path of the bridge's own state"},
 			&cli.DurationFlag{Name: "zk-session-timeout", Value: bridge.DefaultZKSessionTimeout,
-				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back. In mixed groups keep it above the Kafka members' session.timeout.ms: a crashed bridge's zk and legacy members take over when this expires, and its Kafka members may consume until theirs does (zkbridge_mixed_crash_unsafe_members counts those that could)"},
+				Usage: "ZooKeeper session timeout; losing ZooKeeper for longer stops serving every group until it is back. In mixed groups keep it above the Kafka members' session.timeout.ms: a crashed bridge's zk and legacy members take over when this expires, and its Kafka members may consume until theirs does (zkbridge_mixed_crash_unsafe_members counts those that could; --mixed-session-check=refuse turns them away). ZooKeeper clamps it to its maxSessionTimeout (20 ticks, 40s by default); the bridge logs the timeout it was granted"},
+			&cli.StringFlag{Name: "mixed-session-check", Value: string(bridge.SessionCheckWarn), EnvVars: []string{"ZKBRIDGE_MIXED_SESSION_CHECK"},
+				Usage: "what a mixed group does with a Kafka member whose session.timeout.ms is not below the ZooKeeper session timeout the server granted the bridge (such a member could go on consuming after a bridge crash while zk and legacy members take its partitions): warn admits it and counts it in zkbridge_mixed_crash_unsafe_members, refuse answers its JoinGroup INVALID_SESSION_TIMEOUT"},
+			&cli.DurationFlag{Name: "heartbeat-hold", EnvVars: []string{"ZKBRIDGE_HEARTBEAT_HOLD"},
+				Usage: "let a Stable Kafka member's heartbeat wait for its group to rebalance, so members rejoin at once instead of at their next heartbeat (a rebalance then waits for no heartbeat interval: faster migrations, and mixed groups at least as fast as 0.8 consumers). A held heartbeat is answered when the group rebalances, when its connection sends another request, or at the latest at the group's next multiple of this duration (the holds of a group end together). It helps clients whose heartbeat.interval.ms is well below it. Keep it below every client's request timeout (kafka-go: 5s) and a third of its session.timeout.ms; 0 answers at once, as Kafka does"},
 			// The data path (issue 7): with an upstream, clients need only the bridge's address.
 			&cli.StringFlag{Name: "upstream", EnvVars: []string{"ZKBRIDGE_UPSTREAM"},
 				Usage: "bootstrap brokers of the real Kafka cluster (Kafka 0.10 or newer), host:port,...: the bridge then relays every non-group request to the brokers, so clients need bootstrap.servers=<bridge> only (default: no relay, group APIs only)"},
@@ -83,28 +87,37 @@ func serveCommand(e *env) *cli.Command {
 			if strategy != legacy.StrategyRange && strategy != legacy.StrategyRoundRobin {
 				return usagef("--assignment-strategy %q: want range or roundrobin", c.String("assignment-strategy"))
 			}
+			check := bridge.SessionCheck(c.String("mixed-session-check"))
+			if check != bridge.SessionCheckWarn && check != bridge.SessionCheckRefuse {
+				return usagef("--mixed-session-check %q: want warn or refuse", check)
+			}
+			if c.Duration("heartbeat-hold") < 0 {
+				return usagef("--heartbeat-hold must not be negative")
+			}
 			timeout := c.Duration("zk-timeout")
 			if timeout <= 0 {
 				return usagef("--zk-timeout must be positive")
 			}
 			cfg := bridge.Config{
-				ZKConnect:        c.String("zk"),
-				ZKSessionTimeout: c.Duration("zk-session-timeout"),
-				ZKConnectTimeout: timeout,
-				ZKDigest:         c.String("zk-digest"),
-				Root:             c.String("root"),
-				KafkaListen:      c.String("kafka-listen"),
-				AdvertisedAddr:   c.String("advertised-addr"),
-				NodeID:           int32(node),
-				AdminListen:      c.String("admin-listen"),
-				LegacyListen:     c.String("legacy-listen"),
-				Upstream:         upstream,
-				UpstreamFromZK:   c.Bool("upstream-from-zk"),
-				ProxyListen:      c.String("proxy-listen"),
-				ProxyMap:         proxyMap,
-				UpstreamTimeout:  c.Duration("upstream-timeout"),
-				Strategy:         strategy,
-				Logger:           e.log,
+				ZKConnect:         c.String("zk"),
+				ZKSessionTimeout:  c.Duration("zk-session-timeout"),
+				ZKConnectTimeout:  timeout,
+				ZKDigest:          c.String("zk-digest"),
+				Root:              c.String("root"),
+				KafkaListen:       c.String("kafka-listen"),
+				AdvertisedAddr:    c.String("advertised-addr"),
+				NodeID:            int32(node),
+				AdminListen:       c.String("admin-listen"),
+				LegacyListen:      c.String("legacy-listen"),
+				Upstream:          upstream,
+				UpstreamFromZK:    c.Bool("upstream-from-zk"),
+				ProxyListen:       c.String("proxy-listen"),
+				ProxyMap:          proxyMap,
+				UpstreamTimeout:   c.Duration("upstream-timeout"),
+				Strategy:          strategy,
+				HeartbeatHold:     c.Duration("heartbeat-hold"),
+				MixedSessionCheck: check,
+				Logger:            e.log,
 			}
 			b, err := bridge.New(cfg)
 			if err != nil {
