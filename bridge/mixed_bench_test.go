@@ -55,6 +55,11 @@ package bridge_test
 // rebalance only at its next heartbeat, as a zk member retries a conflict only after its
 // backoff, so the two bound each variant's time (docs/benchmarks.md).
 //
+// ZKBRIDGE_STAB_HOLD sets the bridge's heartbeat hold (--heartbeat-hold; off by default),
+// ZKBRIDGE_STAB_SESSION the kgo members' session timeout (6 s by default), and
+// ZKBRIDGE_STAB_UPSTREAM=1 gives the Kafka members a data path through the bridge to a kfake
+// cluster, as deployed (newStabEnv).
+//
 // ZKBRIDGE_BENCH_LOG=<file> writes every member's and the bridge's logs there (info, or
 // ZKBRIDGE_BENCH_LOG_LEVEL); without it nothing is logged.
 //
@@ -78,6 +83,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/zkbridge/zkbridge/bridge"
@@ -91,7 +97,7 @@ const (
 	stabTopics      = 3
 	stabPartitions  = 100 // per topic
 	stabMembers     = 30
-	stabPoll        = 20 * time.Millisecond
+	stabPoll        = 5 * time.Millisecond
 	stabHold        = time.Second
 	stabHoldCheck   = 250 * time.Millisecond
 	stabTimeout     = 3 * time.Minute
@@ -291,7 +297,7 @@ func newStabEnv(b *testing.B, name string) *stabEnv {
 		b.Fatalf("InitMode: %v", err)
 	}
 	// As startBridge, with a legacy listener.
-	e.br = runBridge(b, bridge.Config{
+	cfg := bridge.Config{
 		ZKConnect:        connect,
 		ZKSessionTimeout: 4 * time.Second,
 		KafkaListen:      "127.0.0.1:0",
@@ -302,8 +308,23 @@ func newStabEnv(b *testing.B, name string) *stabEnv {
 		WriteTimeout:     3 * time.Second,
 		MirrorRetry:      200 * time.Millisecond,
 		DrainTimeout:     time.Second,
+		HeartbeatHold:    stabKnob(b, "ZKBRIDGE_STAB_HOLD", 0),
 		Logger:           e.log.With().Str("bridge", "1").Logger(),
-	})
+	}
+	if os.Getenv("ZKBRIDGE_STAB_UPSTREAM") != "" {
+		// A data path as deployed: the Kafka members list offsets and fetch from a cluster
+		// (kfake, the same topics) through the bridge's proxy listener, on connections of their
+		// own; the bridge's listener carries only their group requests and Metadata. Without
+		// it the bridge stands in for every broker, and a kgo member retries ListOffsets and
+		// Metadata on the connection its heartbeats use, about twice a second.
+		kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(stabPartitions, e.topics...))
+		if err != nil {
+			b.Fatalf("kfake: %v", err)
+		}
+		b.Cleanup(kf.Close)
+		cfg.Upstream, cfg.ProxyListen = []string{kf.ListenAddrs()[0]}, "127.0.0.1:0"
+	}
+	e.br = runBridge(b, cfg)
 	// Members are stopped before the bridge (cleanups run last-in first-out).
 	b.Cleanup(func() {
 		var wg sync.WaitGroup
@@ -410,7 +431,7 @@ func (e *stabEnv) kafkaMember(name string) *stabMember {
 		kgo.ConsumeTopics(e.topics...),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(6*time.Second),
+		kgo.SessionTimeout(stabKnob(b, "ZKBRIDGE_STAB_SESSION", 6*time.Second)),
 		kgo.RebalanceTimeout(5*time.Second),
 		kgo.HeartbeatInterval(stabKnob(b, "ZKBRIDGE_STAB_HEARTBEAT", stabHeartbeat)),
 		kgo.RetryTimeout(5*time.Second),
