@@ -158,15 +158,8 @@ func TestIntegration_HeartbeatHold(t *testing.T) {
 	if !a.quiet(200 * time.Millisecond) {
 		t.Fatalf("heartbeat answered at once, want it held")
 	}
-	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc := wireCommit(g, ida, ja.Generation, "orders", 0, 42)
 	oc.SetVersion(7)
-	oc.Group, oc.MemberID, oc.Generation = g, ida, ja.Generation
-	ot := kmsg.NewOffsetCommitRequestTopic()
-	ot.Topic = "orders"
-	op := kmsg.NewOffsetCommitRequestTopicPartition()
-	op.Partition, op.Offset = 0, 42
-	ot.Partitions = append(ot.Partitions, op)
-	oc.Topics = append(oc.Topics, ot)
 	start = time.Now()
 	commit := a.send(oc)
 	if r := a.must(hb, hold/3).(*kmsg.HeartbeatResponse); r.ErrorCode != 0 {

@@ -339,6 +339,20 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// wireCommit is an OffsetCommit of one partition (member "" and generation -1: a simple
+// commit, outside the group's generations).
+func wireCommit(g, member string, gen int32, topic string, p int32, off int64) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = g, member, gen
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = topic
+	pp := kmsg.NewOffsetCommitRequestTopicPartition()
+	pp.Partition, pp.Offset = p, off
+	t.Partitions = append(t.Partitions, pp)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
 // kafkaRoundTrip sends one non-flexible request on a new connection and reads its response.
 func kafkaRoundTrip(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()

@@ -39,14 +39,7 @@ func TestIntegration_TopicIDsOffsetFetchV10(t *testing.T) {
 
 	// A commit to the empty group (generation -1), through the wire: the group is a kafka
 	// group from then on, and orders/2 is at 41 in the 0.8 znode.
-	creq := kmsg.NewPtrOffsetCommitRequest()
-	creq.Group, creq.Generation = g, -1
-	ct := kmsg.NewOffsetCommitRequestTopic()
-	ct.Topic = "orders"
-	cp := kmsg.NewOffsetCommitRequestTopicPartition()
-	cp.Partition, cp.Offset = 2, 41
-	ct.Partitions = append(ct.Partitions, cp)
-	creq.Topics = append(creq.Topics, ct)
+	creq := wireCommit(g, "", -1, "orders", 2, 41)
 	cresp, err := creq.RequestWith(reqCtx, cl)
 	if err != nil || len(cresp.Topics) != 1 || cresp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("OffsetCommit: %+v, %v", cresp, err)
