@@ -152,15 +152,20 @@ func benchStabilize(b *testing.B, name string, base map[string]int, joining stri
 
 	e.findMultiReadSession()
 	// What the group costs at rest: mostly pings.
+	const beats = `zkbridge_groups_requests_total{event="heartbeat"}`
 	s0 := stabZKSessions(b)
 	r0, _ := stabZKCounters(b)
+	h0 := e.metrics()[beats]
 	time.Sleep(stabBackground)
+	h1 := e.metrics()[beats]
 	r1, _ := stabZKCounters(b)
 	s1 := stabZKSessions(b)
 	zm, mine, br := e.stabByKind(s0, s1)
 	per := func(n int64) float64 { return float64(n) / stabBackground.Seconds() }
 	background := per(r1 - r0 - 1 - mine)
-	b.Logf("%s at rest: %.1f requests/s (zk members %.1f, bridge %.1f; the benchmark's own %.1f not counted)", name, background, per(zm), per(br), per(mine))
+	heartbeats := (h1 - h0) / stabBackground.Seconds()
+	b.Logf("%s at rest: %.1f requests/s (zk members %.1f, bridge %.1f; the benchmark's own %.1f not counted); %.1f Kafka heartbeats/s",
+		name, background, per(zm), per(br), per(mine), heartbeats)
 
 	var join, leave stabTotals
 	i := 0
@@ -173,6 +178,8 @@ func benchStabilize(b *testing.B, name string, base map[string]int, joining stri
 	join.report(b, "")
 	leave.report(b, "leave-")
 	b.ReportMetric(background, "zk-background-req/s")
+	// At rest: one per heartbeat interval per member, or one per hold with held heartbeats.
+	b.ReportMetric(heartbeats, "kafka-heartbeats/s")
 	b.ReportMetric(0, "ns/op") // an iteration is a join and a leave, with their holds; see above
 	if v := e.views.violations; len(v) > 0 {
 		b.Errorf("%d partitions handed to a member while another consumed them, first: %s", len(v), v[0])
