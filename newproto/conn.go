@@ -31,6 +31,7 @@ import (
 type conn struct {
 	s    *Server
 	nc   net.Conn
+	in   activeReader // reads nc; every frame is read through it
 	info ConnInfo
 	log  zerolog.Logger
 	// relay forwards the requests the Handler does not answer to an
@@ -90,10 +91,29 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 		slots:   make(chan struct{}, s.cfg.MaxInflight),
 		results: make(chan result, s.cfg.MaxInflight),
 	}
+	c.in = activeReader{c}
 	if s.proxy != nil {
 		c.relay = newRelayConn(s.proxy, c, role)
 	}
 	return c
+}
+
+// activeReader reads the socket and counts bytes read as activity, as
+// Kafka's idle timer does: once some arrive, the read deadline moves a
+// whole IdleTimeout on. The reader sets the deadline before a frame
+// begins; without the move, a frame that began just before it would be
+// cut off by it, because Go fails a Read whose deadline has passed even
+// when the bytes are already waiting.
+type activeReader struct{ c *conn }
+
+func (r activeReader) Read(p []byte) (int, error) {
+	n, err := r.c.nc.Read(p)
+	// Not while draining: beginDrain moved the deadline to now to stop
+	// the reader, and a frame in progress is read whole anyway.
+	if idle := r.c.s.cfg.IdleTimeout; n > 0 && idle > 0 && !r.c.draining() {
+		_ = r.c.nc.SetReadDeadline(time.Now().Add(idle))
+	}
+	return n, err
 }
 
 func addrString(a net.Addr) string {
@@ -192,7 +212,7 @@ func (c *conn) read() readEnd {
 			// Handler's (relay.go).
 			relayed, req, frame, err = c.relay.next(seq)
 		} else {
-			frame, err = readFrame(c.nc, c.s.cfg.MaxFrameBytes)
+			frame, err = readFrame(c.in, c.s.cfg.MaxFrameBytes)
 		}
 		if errors.Is(err, errNoFrame) && c.busy() && !c.draining() {
 			<-c.slots

@@ -361,6 +361,25 @@ func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
 	c.expectClosed() // now idle
 }
 
+// Bytes read are activity, as in Kafka, whose idle timer restarts on
+// every read: a frame that begins before the idle deadline is read whole
+// even when its rest arrives after that deadline. Go fails a Read whose
+// deadline has passed even when the bytes are waiting, so a request that
+// arrived just as the deadline fell used to be cut in half and its
+// connection closed (seen in CI as TestIdleTimeoutSparesHeldRequests
+// failing with "connection reset by peer").
+func TestIdleTimeoutSparesFrameInProgress(t *testing.T) {
+	const idle = time.Second
+	ts := startServer(t, newproto.Config{IdleTimeout: idle, Handler: newproto.HandlerFunc(heartbeatOK)})
+	c := dial(t, ts.addr)
+	hb := heartbeat()
+	corr := c.sendStraddling(hb, idle)
+	if got, _ := c.recv(hb.Key(), hb.GetVersion()); got != corr {
+		t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	c.expectClosed() // idle after that
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, cfg := range []newproto.Config{
 		{MaxFrameBytes: -1},

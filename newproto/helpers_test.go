@@ -107,6 +107,21 @@ func (c *client) write(b []byte) {
 	}
 }
 
+// sendStraddling writes req in two parts that straddle the idle deadline
+// a connection begins with: its size and the start of its header half an
+// idle period after the call, the rest three quarters of one later. It
+// returns the correlation id.
+func (c *client) sendStraddling(req kmsg.Request, idle time.Duration) int32 {
+	c.t.Helper()
+	c.corr++
+	b := c.fmtr.AppendRequest(nil, req, c.corr)
+	time.Sleep(idle / 2)
+	c.write(b[:6])
+	time.Sleep(idle * 3 / 4)
+	c.write(b[6:])
+	return c.corr
+}
+
 // recv reads one response and decodes it as key at version. It checks the
 // response header version and that the body re-encodes to the same bytes,
 // which catches a wrong version or a missing tagged-field section.

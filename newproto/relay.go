@@ -480,12 +480,12 @@ const (
 // readFrame's errors (errNoFrame included) for a frame not begun.
 func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte, err error) {
 	c := rc.c
-	n, err := readFrameSize(c.nc, c.s.cfg.MaxFrameBytes)
+	n, err := readFrameSize(c.in, c.s.cfg.MaxFrameBytes)
 	if err != nil {
 		return false, nil, nil, err
 	}
 	head := rc.p.bufs.get(int(min(n, relayHeadBytes)))
-	if _, err := io.ReadFull(c.nc, head); err != nil {
+	if _, err := io.ReadFull(c.in, head); err != nil {
 		return false, nil, nil, shortFrame(n, err)
 	}
 	// whole reads the rest of the frame after head.
@@ -497,7 +497,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 		got := copy(f, head)
 		rc.p.bufs.put(head)
 		head = f
-		if _, err := io.ReadFull(c.nc, f[got:]); err != nil {
+		if _, err := io.ReadFull(c.in, f[got:]); err != nil {
 			return nil, shortFrame(n, err)
 		}
 		return f, nil
@@ -561,7 +561,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 	if err != nil {
 		return false, nil, nil, err
 	}
-	queued, err := up.send(p, n, head, c.nc)
+	queued, err := up.send(p, n, head, c.in)
 	rc.p.bufs.put(head) // written: nothing refers to it
 	switch {
 	case err != nil && (queued || int(n) > len(head)):

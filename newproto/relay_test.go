@@ -54,6 +54,7 @@ type relayOpts struct {
 	topics         map[string]int32 // name → partitions; default orders:3
 	gated          []int32          // brokers reached through a tcpGate the test can cut
 	requestTimeout time.Duration
+	idleTimeout    time.Duration
 	logLevel       zerolog.Level
 	kfakeOpts      []kfake.Opt
 	coord          newproto.Coordinator
@@ -122,6 +123,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 		Logger:      log,
 		Registerer:  env.reg,
 		NodeID:      bridgeNode,
+		IdleTimeout: o.idleTimeout,
 		Coordinator: o.coord,
 		Proxy:       &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0"},
 	})
@@ -1006,6 +1008,31 @@ func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(9)
 	good.roundTrip(md)
+}
+
+// A relayed request whose rest arrives after the idle deadline its
+// connection began with is relayed whole (TestIdleTimeoutSparesFrameInProgress
+// for the requests the bridge answers itself).
+func TestRelayIdleTimeoutSparesFrameInProgress(t *testing.T) {
+	const idle = time.Second
+	e := startRelay(t, relayOpts{idleTimeout: idle})
+	c := dial(t, e.addr)
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(9)
+	corr := c.sendStraddling(md, idle)
+	got, resp := c.recv(md.Key(), md.GetVersion())
+	if got != corr {
+		t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	brokers := resp.(*kmsg.MetadataResponse).Brokers
+	if len(brokers) == 0 {
+		t.Fatal("no brokers in the relayed Metadata")
+	}
+	for _, b := range brokers {
+		if addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))); !e.bridgeAddrs()[addr] {
+			t.Errorf("broker %d at %s, not one of the bridge's addresses", b.NodeID, addr)
+		}
+	}
 }
 
 // Responses leave in request order when relayed requests and locally
