@@ -886,8 +886,8 @@ func (g *legacyGroup) begin(now time.Time) {
 	g.attempts++
 	g.att = &legacyAttempt{began: time.Now(), why: why, waiting: map[string]bool{}, final: map[legacy.TopicPartition]int64{}}
 
-	// Step 3 reads the current ownership from ZooKeeper.
-	view, err := g.readGroup(g.lifetime)
+	// Step 3 reads the current ownership from ZooKeeper; the offsets wait for the claim.
+	view, err := g.readGroup(g.lifetime, false)
 	if err != nil {
 		g.fail(now, fmt.Errorf("reading the owners (seed step 3): %w", err))
 		return
@@ -956,11 +956,13 @@ func (g *legacyGroup) claim(now time.Time) {
 	g.att.claiming = time.Now()
 	// Read again: the owners may have changed while the members stopped, and this is the
 	// check, right before claiming, that no owner znode to claim is another session's.
-	view, err := g.readGroup(g.lifetime)
+	readStart := time.Now()
+	view, err := g.readGroup(g.lifetime, true)
 	if err != nil {
 		g.fail(now, fmt.Errorf("reading the owners and offsets (seed step 4): %w", err))
 		return
 	}
+	reading := time.Since(readStart)
 	plan, err := legacyPlanRebalance(g.planInput(view, g.att.final))
 	if err != nil {
 		g.fail(now, err)
@@ -1014,6 +1016,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.watchRelease(zkstate.OwnerPath(g.name, first.Topic, first.Partition))
 		return
 	}
+	writeStart := time.Now()
 	if err := g.multi(plan.Ops); err != nil {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing
 		// about the owners until they are read again.
@@ -1027,6 +1030,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.fail(now, fmt.Errorf("writing ownership and final offsets (seed step 4): %w", err))
 		return
 	}
+	writing := time.Since(writeStart)
 	g.c.releases.released(g.name, g.wake) // the Multi deleted what moves to others
 	// The Multi is in: this is the current assignment now, and every owner znode of our
 	// partitions is ours: created by the Multi (version 0), or read and checked.
@@ -1063,6 +1067,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.send(m, legacyReqStart, parts)
 	}
 	g.log.Debug().Int("ops", len(plan.Ops)).Int("partitions", len(plan.Assignment)).
+		Dur("reading", reading).Dur("writing", writing).
 		Msg("ownership written; starting every member (seed step 4.2)")
 }
 
@@ -1766,7 +1771,9 @@ type legacyGroupView struct {
 	regs   map[string]string
 }
 
-// readGroup reads the group's registrations, owners and offsets: one zkstate Snapshot (batched
+// readGroup reads the group's registrations, owners and, with offsets, its committed offsets
+// (only the claim needs those, to start the members; step 3 decides on the owners): one zkstate
+// Snapshot (batched
 // with ZooKeeper's multiRead, a handful of requests whatever the group's size), then the stat of
 // every owner znode that is not one this actor's last Multi left in the current session with the
 // same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
@@ -1779,7 +1786,7 @@ type legacyGroupView struct {
 // version is known, and the session that holds them is still ours. Whatever else happened to
 // them makes the claim's Multi fail (a create of a taken path, a delete of a changed version),
 // after which nothing is trusted until read again.
-func (g *legacyGroup) readGroup(ctx context.Context) (legacyGroupView, error) {
+func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupView, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
 	defer cancel()
 	store := g.c.store
@@ -1789,7 +1796,11 @@ func (g *legacyGroup) readGroup(ctx context.Context) (legacyGroupView, error) {
 		committed: map[legacy.TopicPartition]int64{},
 		nodes:     map[legacy.TopicPartition]bool{},
 	}
-	snap, err := store.Snapshot(ctx, g.name)
+	parts := zkstate.WithOwners
+	if offsets {
+		parts |= zkstate.WithOffsets
+	}
+	snap, err := store.SnapshotOf(ctx, g.name, parts)
 	switch {
 	case errors.Is(err, zkstate.ErrNoNode):
 		snap = &zkstate.GroupSnapshot{} // no /consumers/<g> yet
@@ -2042,7 +2053,7 @@ func (g *legacyGroup) shutdown() {
 	}
 	var ops []zkstate.Op
 	if len(g.assignment) > 0 {
-		view, err := g.readGroup(ctx)
+		view, err := g.readGroup(ctx, false)
 		if err != nil {
 			g.log.Debug().Err(err).Msg("reading owner znodes at shutdown failed; they go with the session")
 		}

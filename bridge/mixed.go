@@ -12,7 +12,8 @@ package bridge
 //  1. register every member of the generation in /ids in the 0.8 format, with its hosted-member
 //     znode, and remove the registrations of members that are gone, so that zk members and
 //     legacy coordinators count exactly this generation's Kafka members;
-//  2. read the group (Snapshot) and compute the 0.8.2 assignment over every registration;
+//  2. read the group (Snapshot) and compute the 0.8.2 assignment over every registration (the
+//     first round reads no owner znodes and counts on step 5 to find one taken);
 //  3. delete the owner znodes of Kafka members' partitions that move;
 //  4. while a partition of a Kafka member is still owned by someone else (a zk member that has
 //     not noticed the change yet, a legacy member not yet stopped), wait with backoff and go
@@ -131,7 +132,17 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			continue
 		}
 		t1 := time.Now()
-		snap, err := mi.store.Snapshot(cctx, mi.group)
+		// The first round claims without reading the owners: the Multi's creates fail if
+		// someone holds one of them, and then the next round reads them and waits. In a
+		// rebalance that gives the Kafka members nothing another kind still holds (they only
+		// lose partitions, or gain free ones), that saves reading every owner znode, and the
+		// release of what moves away from them comes that much sooner.
+		optimistic := round == 1
+		parts := zkstate.WithOwners // offsets: see above
+		if optimistic {
+			parts = 0
+		}
+		snap, err := mi.store.SnapshotOf(cctx, mi.group, parts)
 		if err != nil {
 			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
 			if !wait("") {
@@ -165,6 +176,10 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			continue
 		}
 		if err := mi.claimOwners(cctx, held, plan.Claim); err != nil {
+			if optimistic && errors.Is(err, zkstate.ErrNodeExists) {
+				log.Debug().Msg("mixed group: an owner znode to claim is taken; reading the owners")
+				continue
+			}
 			e := log.Warn()
 			if errors.Is(err, zkstate.ErrNodeExists) || cctx.Err() != nil {
 				e = log.Debug() // taken between our read and our write: read again
@@ -633,7 +648,8 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 		case <-ctx.Done():
 			return
 		}
-		snap, err := store.Snapshot(ctx, g)
+		// The fingerprint and the count need the registrations and the partitions only.
+		snap, err := store.SnapshotOf(ctx, g, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

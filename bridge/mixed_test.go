@@ -39,6 +39,7 @@ type views struct {
 	mu         sync.Mutex
 	consuming  map[string]map[mtp]bool // member name → partitions
 	violations []string
+	changed    time.Time // of the last assign or revoke
 }
 
 func newViews() *views { return &views{consuming: map[string]map[mtp]bool{}} }
@@ -46,6 +47,7 @@ func newViews() *views { return &views{consuming: map[string]map[mtp]bool{}} }
 func (v *views) assign(name string, parts []mtp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.changed = time.Now()
 	for other, ps := range v.consuming {
 		if other == name {
 			continue
@@ -67,6 +69,7 @@ func (v *views) assign(name string, parts []mtp) {
 func (v *views) revoke(name string, parts []mtp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.changed = time.Now()
 	if parts == nil {
 		delete(v.consuming, name)
 		return
@@ -74,6 +77,13 @@ func (v *views) revoke(name string, parts []mtp) {
 	for _, p := range parts {
 		delete(v.consuming[name], p)
 	}
+}
+
+// lastChange is when a member's view last changed.
+func (v *views) lastChange() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.changed
 }
 
 func (v *views) of(name string) map[mtp]bool {
@@ -682,6 +692,34 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 	kafka["k3"] = k3
 	mc.waitConverged(30*time.Second, 4, kafka)
 	mc.ledger.check(t)
+}
+
+// A Kafka member is not handed a partition whose owner znode another session still holds (a
+// 0.8 consumer that crashed and whose session has not expired yet): the bridge's first claim,
+// which does not read the owners, fails on that znode; the next reads them and waits for it to
+// go (issue 5 item 4).
+func TestIntegration_MixedClaimWaitsForTakenOwner(t *testing.T) {
+	mc := newMixedCluster(t, "mt", map[string]int{"ta": 4})
+	ghost := openStore(t, mc.connect)
+	taken := zkstate.OwnerPath(mc.group, "ta", 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := ghost.Create(ctx, taken, []byte(mc.group+"_ghost-0"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	k1, _ := mc.kafkaMember("k1")
+	held := 700 * time.Millisecond
+	time.Sleep(held)
+	if got := mc.views.of("k1"); len(got) > 0 {
+		t.Fatalf("k1 was handed %v while ta-2 was still owned by another session", got)
+	}
+	if err := ghost.Delete(ctx, taken, -1); err != nil {
+		t.Fatal(err)
+	}
+	mc.waitConverged(20*time.Second, 1, map[string]*kgo.Client{"k1": k1})
+	if got := mc.views.of("k1"); len(got) != 4 {
+		t.Errorf("k1 consumes %v, want all 4 partitions", got)
+	}
 }
 
 // Every zk member replaced by a Kafka member, one at a time, while all of them consume and

@@ -223,6 +223,26 @@ func (r *reads) result(i int) (ok bool, err error) {
 // Malformed znodes do not fail it; they land in Problems. A group without /consumers/<g> is an
 // error wrapping ErrNoNode.
 func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, error) {
+	return s.SnapshotOf(ctx, group, WithOwners|WithOffsets)
+}
+
+// SnapshotPart is what a read of a group (Store.SnapshotOf) reads besides its registrations and
+// the partitions of the topics they subscribe to.
+type SnapshotPart uint8
+
+const (
+	// WithOwners reads /consumers/<g>/owners: GroupSnapshot.Owners, and the partitions of the
+	// topics found there.
+	WithOwners SnapshotPart = 1 << iota
+	// WithOffsets reads /consumers/<g>/offsets: GroupSnapshot.Offsets, and the partitions of
+	// the topics found there.
+	WithOffsets
+)
+
+// SnapshotOf is Snapshot reading only the given parts: an assignment needs the registrations
+// and the partitions, a claim the owners too, and only what starts consumers needs the offsets,
+// which are as many znodes as the owners. What is not read is left empty.
+func (s *Store) SnapshotOf(ctx context.Context, group string, parts SnapshotPart) (*GroupSnapshot, error) {
 	start := time.Now()
 	if group == "" {
 		return nil, errors.New("zkstate: snapshot: empty group name")
@@ -242,7 +262,18 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, err
 	// Wave 1: the group and its three directories.
 	w1 := &reads{children: true}
 	w1.add(GroupPath(group))
-	idsI, ownersI, offsetsI := w1.add(IDsPath(group)), w1.add(OwnersPath(group)), w1.add(OffsetsPath(group))
+	idsI := w1.add(IDsPath(group))
+	read := []int{idsI}
+	// A directory not asked for is read as one that does not exist: no children.
+	dir := func(part SnapshotPart, p string) int {
+		if parts&part == 0 {
+			return -1
+		}
+		i := w1.add(p)
+		read = append(read, i)
+		return i
+	}
+	ownersI, offsetsI := dir(WithOwners, OwnersPath(group)), dir(WithOffsets, OffsetsPath(group))
 	if err := s.runReads(ctx, &snap.Stats, w1); err != nil {
 		return fail(err)
 	}
@@ -251,10 +282,16 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, err
 	} else if !ok {
 		return nil, &notFoundError{what: fmt.Sprintf("group %q", group)}
 	}
-	for _, i := range []int{idsI, ownersI, offsetsI} {
+	for _, i := range read {
 		if _, err := w1.result(i); err != nil {
 			return fail(err)
 		}
+	}
+	kids := func(i int) []string {
+		if i < 0 {
+			return nil
+		}
+		return w1.kids[i]
 	}
 
 	// Wave 2: registrations, and the partitions under owners/<t> and offsets/<t>.
@@ -263,10 +300,10 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, err
 		regs.add(IDPath(group, id))
 	}
 	ownerTopics, offsetTopics := &reads{children: true}, &reads{children: true}
-	for _, t := range w1.kids[ownersI] {
+	for _, t := range kids(ownersI) {
 		ownerTopics.add(OwnersTopicPath(group, t))
 	}
-	for _, t := range w1.kids[offsetsI] {
+	for _, t := range kids(offsetsI) {
 		offsetTopics.add(OffsetsTopicPath(group, t))
 	}
 	if err := s.runReads(ctx, &snap.Stats, regs, ownerTopics, offsetTopics); err != nil {
@@ -309,8 +346,8 @@ func (s *Store) Snapshot(ctx context.Context, group string) (*GroupSnapshot, err
 		tps    *[]TopicPartition
 		path   func(t string, p int32) string
 	}{
-		{w1.kids[ownersI], ownerTopics, owners, &ownerTPs, func(t string, p int32) string { return OwnerPath(group, t, p) }},
-		{w1.kids[offsetsI], offsetTopics, offsets, &offsetTPs, func(t string, p int32) string { return OffsetPath(group, t, p) }},
+		{kids(ownersI), ownerTopics, owners, &ownerTPs, func(t string, p int32) string { return OwnerPath(group, t, p) }},
+		{kids(offsetsI), offsetTopics, offsets, &offsetTPs, func(t string, p int32) string { return OffsetPath(group, t, p) }},
 	} {
 		for i, t := range dir.topics {
 			ok, err := dir.r.result(i)

@@ -128,6 +128,58 @@ func TestIntegration_SnapshotOfExampleLayout(t *testing.T) {
 	}
 }
 
+// SnapshotOf reads only the parts asked for, and what it reads equals the full Snapshot's.
+// Registrations and partitions are always read: every assignment needs them.
+func TestIntegration_SnapshotOfParts(t *testing.T) {
+	s := openStore(t, zktest.Connect(t))
+	ctx := timeout(t, 30*time.Second)
+	l := zkstate.ExampleLayout()
+	if err := zkstate.LoadLayout(ctx, s, l); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.Snapshot(ctx, "billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := l.Groups[0]
+	for _, tc := range []struct {
+		name    string
+		parts   zkstate.SnapshotPart
+		owners  map[zkstate.TopicPartition]string
+		offsets map[zkstate.TopicPartition]int64
+		reads   int // directories, then registrations and topic directories, then znodes
+	}{
+		{"registrations", 0, nil, nil, 2 + 2 + 2},
+		{"owners", zkstate.WithOwners, g.Owners, nil, 3 + 4 + 12},
+		{"offsets", zkstate.WithOffsets, nil, g.Offsets, 3 + 4 + 12},
+		{"all", zkstate.WithOwners | zkstate.WithOffsets, g.Owners, g.Offsets, 4 + 6 + 22},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, err := s.SnapshotOf(ctx, "billing", tc.parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.EqualFunc(snap.Consumers, full.Consumers, func(a, b zkstate.Consumer) bool {
+				return a.ID == b.ID && maps.Equal(a.Registration.Subscription, b.Registration.Subscription)
+			}) {
+				t.Errorf("Consumers = %v, want %v", snap.Consumers, full.Consumers)
+			}
+			if !maps.EqualFunc(snap.Partitions, full.Partitions, slices.Equal) {
+				t.Errorf("Partitions = %v, want %v", snap.Partitions, full.Partitions)
+			}
+			if len(snap.Owners) != len(tc.owners) || !maps.Equal(snap.Owners, tc.owners) {
+				t.Errorf("Owners = %v, want %v", snap.Owners, tc.owners)
+			}
+			if len(snap.Offsets) != len(tc.offsets) || !maps.Equal(snap.Offsets, tc.offsets) {
+				t.Errorf("Offsets = %v, want %v", snap.Offsets, tc.offsets)
+			}
+			if snap.Stats.Reads != tc.reads {
+				t.Errorf("%d znodes read, want %d", snap.Stats.Reads, tc.reads)
+			}
+		})
+	}
+}
+
 func TestIntegration_SnapshotReportsMalformedZnodes(t *testing.T) {
 	s := openStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
