@@ -623,6 +623,15 @@ type legacyAttempt struct {
 	// directory (/owners/<t>, /offsets/<t>) that the Multi was about to create
 	// (legacyParentRace).
 	reclaimed bool
+	// waited is what the last claim read, as its Release left it, while the claim waits for
+	// the owner znodes of foreign partitions; nil when the next claim must read the group.
+	waited *legacyWaited
+}
+
+// legacyWaited is a claim waiting for other members to release partitions (legacyClaimWait).
+type legacyWaited struct {
+	view    legacyGroupView
+	foreign []legacy.TopicPartition
 }
 
 // legacyGroup is the actor of one group. Every field below quit is owned by run's goroutine.
@@ -887,6 +896,7 @@ func (g *legacyGroup) begin(now time.Time) {
 	g.att = &legacyAttempt{began: time.Now(), why: why, waiting: map[string]bool{}, final: map[legacy.TopicPartition]int64{}}
 
 	// Step 3 reads the current ownership from ZooKeeper; the offsets wait for the claim.
+	readStart := time.Now()
 	view, err := g.readGroup(g.lifetime, false)
 	if err != nil {
 		g.fail(now, fmt.Errorf("reading the owners (seed step 3): %w", err))
@@ -907,7 +917,8 @@ func (g *legacyGroup) begin(now time.Time) {
 		return
 	}
 	g.log.Info().Str("trigger", why).Str("reason", plan.Why()).Int("members", len(g.members)).
-		Int("others", len(view.regs)).Int("attempt", g.attempts).Msg("rebalancing: stopping every member (seed step 4.1)")
+		Int("others", len(view.regs)).Int("attempt", g.attempts).Dur("reading", time.Since(readStart)).Dur("queued", view.queued).
+		Msg("rebalancing: stopping every member (seed step 4.1)")
 	g.phase, g.att.stopping = legacyStopping, time.Now()
 	for _, m := range g.members {
 		// Once a StopRequest is on its way the member is, or soon will be, stopped.
@@ -957,7 +968,23 @@ func (g *legacyGroup) claim(now time.Time) {
 	// Read again: the owners may have changed while the members stopped, and this is the
 	// check, right before claiming, that no owner znode to claim is another session's.
 	readStart := time.Now()
-	view, err := g.readGroup(g.lifetime, true)
+	// After a wait, only what it waited for is read again: the owner znodes of the foreign
+	// partitions and their offsets, which their previous owner committed before releasing
+	// them. The rest of the read before the wait still holds as far as a claim can tell:
+	// changes of the membership or of the partitions mark the attempt dirty and restart it,
+	// our own owner znodes are ours, and a partition someone else took meanwhile makes the
+	// Multi's create fail, after which the group is read again in full.
+	w, refreshed := g.att.waited, g.att.waited != nil
+	g.att.waited = nil
+	var (
+		view legacyGroupView
+		err  error
+	)
+	if refreshed {
+		view, err = g.refreshWaited(w)
+	} else {
+		view, err = g.readGroup(g.lifetime, true)
+	}
 	if err != nil {
 		g.fail(now, fmt.Errorf("reading the owners and offsets (seed step 4): %w", err))
 		return
@@ -989,6 +1016,7 @@ func (g *legacyGroup) claim(now time.Time) {
 			g.released(plan, view)
 			g.c.releases.released(g.name, g.wake)
 		}
+		g.att.waited = g.waitedView(plan, view)
 		g.claimTries++
 		g.c.claimWaits.Add(1)
 		wait := g.backoff(g.claimTries)
@@ -1021,9 +1049,10 @@ func (g *legacyGroup) claim(now time.Time) {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing
 		// about the owners until they are read again.
 		g.written, g.writtenSession = nil, 0
-		if legacyParentRace(err) && !g.att.reclaimed {
+		if (legacyParentRace(err) || refreshed) && !g.att.reclaimed {
 			g.att.reclaimed = true
-			g.log.Debug().Err(err).Msg("another member created an owners directory meanwhile; claiming again")
+			g.log.Debug().Err(err).Bool("after_wait", refreshed).
+				Msg("the group changed between our read and our Multi; reading it again and claiming")
 			g.claim(now)
 			return
 		}
@@ -1067,7 +1096,7 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.send(m, legacyReqStart, parts)
 	}
 	g.log.Debug().Int("ops", len(plan.Ops)).Int("partitions", len(plan.Assignment)).
-		Dur("reading", reading).Dur("writing", writing).
+		Dur("reading", reading).Dur("queued", view.queued).Dur("writing", writing).
 		Msg("ownership written; starting every member (seed step 4.2)")
 }
 
@@ -1080,6 +1109,81 @@ func (g *legacyGroup) claim(now time.Time) {
 func legacyParentRace(err error) bool {
 	var me *zkstate.MultiError
 	return errors.As(err, &me) && me.Parent != "" && errors.Is(err, zkstate.ErrNodeExists)
+}
+
+// waitedView is the view a claim that waits keeps for the next one (legacyAttempt.waited): view
+// as the plan's Release Multi, if any, left it — the final offsets written, our owner znodes of
+// partitions no longer ours gone.
+func (g *legacyGroup) waitedView(plan legacyPlan, view legacyGroupView) *legacyWaited {
+	if len(plan.Release) > 0 {
+		in := g.planInput(view, g.att.final)
+		for tp, o := range view.owners {
+			if _, keep := plan.Assignment[tp]; !keep && in.ours(o) {
+				delete(view.owners, tp)
+			}
+		}
+		for tp, off := range g.att.final {
+			view.committed[tp], view.nodes[tp] = off, true
+		}
+	}
+	return &legacyWaited{view: view, foreign: plan.Foreign}
+}
+
+// refreshWaited reads again what a claim waited for: the owner znode and the offset of every
+// foreign partition, in one batch, into the view kept by the wait.
+func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
+	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
+	defer cancel()
+	store, v := g.c.store, w.view
+	if sid := store.SessionID(); sid != v.session {
+		return v, fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x while waiting to claim", v.session, sid)
+	}
+	paths := make([]string, 0, 2*len(w.foreign))
+	for _, tp := range w.foreign {
+		paths = append(paths, zkstate.OwnerPath(g.name, tp.Topic, tp.Partition), zkstate.OffsetPath(g.name, tp.Topic, tp.Partition))
+	}
+	reads, err := store.GetMany(ctx, paths)
+	g.countReads(len(paths), 1)
+	if err != nil {
+		return v, err
+	}
+	for i, tp := range w.foreign {
+		owner, offset := reads[2*i], reads[2*i+1]
+		switch {
+		case errors.Is(owner.Err, zkstate.ErrNoNode):
+			delete(v.owners, tp)
+		case owner.Err != nil:
+			return v, owner.Err
+		default:
+			thread := string(owner.Data)
+			o := legacyOwner{Thread: thread, Version: owner.Stat.Version, Session: owner.Stat.EphemeralOwner}
+			if _, other := v.others[legacy.ConsumerOf(thread)]; other {
+				o = legacyOwner{Thread: thread, Version: -1, Session: -1} // as readGroup: not ours
+			}
+			v.owners[tp] = o
+		}
+		switch {
+		case errors.Is(offset.Err, zkstate.ErrNoNode):
+			delete(v.committed, tp)
+			delete(v.nodes, tp)
+		case offset.Err != nil:
+			return v, offset.Err
+		default:
+			v.nodes[tp] = true
+			off, err := zkstate.ParseOffset(offset.Data)
+			if err != nil {
+				delete(v.committed, tp)
+				g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+				continue
+			}
+			v.committed[tp] = off
+		}
+	}
+	if after := store.SessionID(); after != v.session {
+		return v, fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x while reading the group", v.session, after)
+	}
+	v.queued = 0
+	return v, nil
 }
 
 // released records a plan's Release Multi: the final offsets are committed, and the partitions
@@ -1769,6 +1873,7 @@ type legacyGroupView struct {
 	// (legacyResolveOthers); regs holds the legacyRegKey of each, unreadable ones included.
 	others map[string]map[string]int
 	regs   map[string]string
+	queued time.Duration // of the read, waiting for the Store's multiRead connection
 }
 
 // readGroup reads the group's registrations, owners and, with offsets, its committed offsets
@@ -1809,6 +1914,7 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 		return v, err
 	default:
 		g.countReads(snap.Stats.Reads, snap.Stats.Requests)
+		v.queued = snap.Stats.Queued
 	}
 	own := func(id string) bool { return g.members[id] != nil }
 	topics := make([]string, 0, len(snap.Partitions))

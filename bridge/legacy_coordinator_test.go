@@ -1004,6 +1004,84 @@ func TestIntegration_LegacyForeignOwnerBlocksClaim(t *testing.T) {
 	legacyWaitStable(t, store, "g", []*legacyTestConsumer{a}, map[string][]int32{"t": {0, 1}})
 }
 
+// A claim that waited for a foreign owner reads that partition again when it is released, owner
+// and offset: the member starts where the previous owner committed before letting go (issue 5
+// item 5).
+func TestIntegration_LegacyClaimAfterWaitReadsTheOffset(t *testing.T) {
+	w := legacyStartWaiting(t)
+	if err := w.other.Create(w.ctx, zkstate.OffsetPath("g", "t", 1), []byte("42"), zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.other.Delete(w.ctx, w.owner(1), -1); err != nil {
+		t.Fatal(err)
+	}
+	legacyWaitStable(t, w.store, "g", []*legacyTestConsumer{w.a}, map[string][]int32{"t": {0, 1, 2}})
+	parts, _, _ := w.a.lastStart()
+	for _, p := range parts {
+		if p.Partition == 1 && p.Offset != 42 {
+			t.Errorf("a starts t-1 at %d, want 42, the offset its previous owner committed", p.Offset)
+		}
+	}
+}
+
+// A partition someone else took while a claim waited, which the claim had seen free, makes the
+// claim's Multi fail; the group is read again in full, and that partition is waited for too.
+func TestIntegration_LegacyClaimAfterWaitFindsANewOwner(t *testing.T) {
+	w := legacyStartWaiting(t)
+	third := legacyOpenStore(t, w.connect)
+	t.Cleanup(func() { third.Close() })
+	if err := third.Create(w.ctx, w.owner(2), []byte("zk-consumer-1"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.other.Delete(w.ctx, w.owner(1), -1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * legacyTestInterval)
+	if _, _, n := w.a.lastStart(); n != 0 {
+		t.Fatalf("a was started %d times while another session owned t-2", n)
+	}
+	if got := legacyOwnersInZK(t, w.store, "g"); got[legacy.TopicPartition{Topic: "t", Partition: 2}] != "zk-consumer-1" {
+		t.Fatalf("owners %v while waiting, want t-2 still the third session's", got)
+	}
+	if err := third.Delete(w.ctx, w.owner(2), -1); err != nil {
+		t.Fatal(err)
+	}
+	legacyWaitStable(t, w.store, "g", []*legacyTestConsumer{w.a}, map[string][]int32{"t": {0, 1, 2}})
+}
+
+// legacyWaiting is a coordinator whose only member, a, waits to claim t-1 of topic t (three
+// partitions), which another session (other) owns.
+type legacyWaiting struct {
+	ctx     context.Context
+	connect string
+	store   *zkstate.Store
+	other   *zkstate.Store
+	a       *legacyTestConsumer
+}
+
+func (w *legacyWaiting) owner(p int32) string { return zkstate.OwnerPath("g", "t", p) }
+
+func legacyStartWaiting(t *testing.T) *legacyWaiting {
+	t.Helper()
+	legacyCheckLeaks(t)
+	w := &legacyWaiting{ctx: t.Context(), connect: legacyConnect(t)}
+	w.store = legacyOpenStore(t, w.connect)
+	t.Cleanup(func() { w.store.Close() })
+	legacySetTopic(t, w.store, "t", 3)
+	w.other = legacyOpenStore(t, w.connect)
+	t.Cleanup(func() { w.other.Close() })
+	if err := w.other.Create(w.ctx, w.owner(1), []byte("zk-consumer-0"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	env := legacyStart(t, w.store, "", nil)
+	w.a = legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
+	time.Sleep(6 * legacyTestInterval)
+	if _, _, n := w.a.lastStart(); n != 0 {
+		t.Fatalf("a was started %d times while another session owned t-1", n)
+	}
+	return w
+}
+
 // TestLegacyConsult: seed 001 "ConsultResponse" — this bridge names itself coordinator and lists
 // the bridges serving the legacy port (itself added when the list lacks it); before Run and
 // after it, COORDINATOR_NOT_AVAILABLE (docs §6 ConsultResponse).

@@ -69,6 +69,8 @@ type claimResult struct {
 	rounds      int
 	// The steps of the last round, for the log: what a claim spends its time on.
 	regs, read, release, write time.Duration
+	// queued is the part of read spent waiting for the Store's multiRead connection.
+	queued time.Duration
 }
 
 // runClaim carries out a claim on the mirrorer's goroutine (see the file comment). It returns
@@ -192,7 +194,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 		}
 		res := claimResult{gen: c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
 			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round,
-			regs: t1.Sub(t0), read: t2.Sub(t1), release: t3.Sub(t2), write: time.Since(t3)}
+			regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
 		for id, part := range plan.Assignments {
 			res.assignments[id] = encodeAssignment(part)
 		}
@@ -549,7 +551,7 @@ func (a *actor) claimed(res claimResult) {
 	a.mx.claimFP = res.fingerprint
 	a.c.metrics.mixedClaimSeconds.Observe(res.took.Seconds())
 	e := a.log.Info().Int32("generation", int32(res.gen)).Dur("took", res.took).Int("rounds", res.rounds).
-		Dur("registrations", res.regs).Dur("reading", res.read).Dur("releasing", res.release).Dur("claiming", res.write)
+		Dur("registrations", res.regs).Dur("reading", res.read).Dur("queued", res.queued).Dur("releasing", res.release).Dur("claiming", res.write)
 	for id, part := range res.parts {
 		n := 0
 		for _, ps := range part {

@@ -463,12 +463,14 @@ type multiReads struct {
 // tryMultiRead runs ops as multiReads when the server supports them. ok=false means the caller
 // must use the pipelined path (never supported, disabled, or the connection failed this time:
 // a later call dials again).
-func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResult, requests int, ok bool) {
+func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResult, requests int, queued time.Duration, ok bool) {
 	mr := &s.mreads
+	start := time.Now()
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
+	queued = time.Since(start)
 	if mr.unsupported || s.closed.Load() {
-		return nil, 0, false
+		return nil, 0, queued, false
 	}
 	// Read on the server our main session uses: ZooKeeper orders a session's reads after its
 	// own writes, but another session on another server of an ensemble may lag them; a
@@ -491,7 +493,7 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 		m, err := dialMultiReader(ctx, servers, s.sessionTimeout)
 		if err != nil {
 			s.log.Debug().Err(err).Msg("multiRead connection failed; using pipelined reads")
-			return nil, 0, false
+			return nil, 0, queued, false
 		}
 		mr.m = m
 	}
@@ -506,16 +508,16 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 		} else {
 			s.log.Debug().Err(err).Msg("multiRead failed; using pipelined reads")
 		}
-		return nil, requests, false
+		return nil, requests, queued, false
 	}
 	for _, r := range res {
 		if errors.Is(r.err, zk.ErrNoAuth) {
 			// This connection never authenticates; the Store's own session may read what
 			// this one may not (Config.Digest), so let it.
-			return nil, requests, false
+			return nil, requests, queued, false
 		}
 	}
-	return res, requests, true
+	return res, requests, queued, true
 }
 
 func (s *Store) closeMultiRead() {

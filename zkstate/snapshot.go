@@ -61,6 +61,9 @@ type Stats struct {
 	Requests int
 	Waves    int
 	Elapsed  time.Duration
+	// Queued is the part of Elapsed spent waiting for the multiRead connection, which one
+	// read at a time uses: concurrent reads of the same Store queue there.
+	Queued time.Duration
 }
 
 // notFoundError is ErrNoNode with a message naming what is missing.
@@ -154,7 +157,11 @@ func (s *Store) runReads(ctx context.Context, st *Stats, waves ...*reads) error 
 	for k, rf := range all {
 		ops[k] = readOp{path: s.full(waves[rf.w].paths[rf.i]), children: waves[rf.w].children}
 	}
-	if res, requests, ok := s.tryMultiRead(ctx, ops); ok {
+	res, requests, queued, ok := s.tryMultiRead(ctx, ops)
+	if st != nil {
+		st.Queued += queued
+	}
+	if ok {
 		if st != nil {
 			st.Waves++
 			st.Requests += requests
