@@ -68,6 +68,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -660,6 +661,9 @@ type legacyGroup struct {
 	// regs is every other registration as the last read of the group saw it: consumer id →
 	// legacyRegKey. A registration whose watch shows another key changed since (in place).
 	regs map[string]string
+	// lastOthers are the other registrations, resolved, as the last read of the group saw them
+	// (legacyGroupView.others); nil before the first.
+	lastOthers map[string]map[string]int
 	// skipped names the registrations the last plan left out, unreadable, for logs.
 	skipped string
 
@@ -895,6 +899,15 @@ func (g *legacyGroup) begin(now time.Time) {
 	g.attempts++
 	g.att = &legacyAttempt{began: time.Now(), why: why, waiting: map[string]bool{}, final: map[legacy.TopicPartition]int64{}}
 
+	// Step 3 is decided without reading when what the actor knows makes the rebalance
+	// necessary whatever ZooKeeper holds: the claim reads the group after the Stops anyway.
+	if reason := g.certainNeed(); reason != "" {
+		g.log.Info().Str("trigger", why).Str("reason", reason).Int("members", len(g.members)).
+			Int("attempt", g.attempts).Msg("rebalancing: stopping every member (seed step 4.1)")
+		g.stopAll()
+		return
+	}
+
 	// Step 3 reads the current ownership from ZooKeeper; the offsets wait for the claim.
 	readStart := time.Now()
 	view, err := g.readGroup(g.lifetime, false)
@@ -907,7 +920,7 @@ func (g *legacyGroup) begin(now time.Time) {
 		g.fail(now, err)
 		return
 	}
-	g.regs = view.regs
+	g.regs, g.lastOthers = view.regs, view.others
 	if !plan.Needed() {
 		// Step 3.5: nothing to do.
 		g.log.Debug().Str("trigger", why).Msg("rebalance not necessary (seed step 3.5)")
@@ -919,12 +932,58 @@ func (g *legacyGroup) begin(now time.Time) {
 	g.log.Info().Str("trigger", why).Str("reason", plan.Why()).Int("members", len(g.members)).
 		Int("others", len(view.regs)).Int("attempt", g.attempts).Dur("reading", time.Since(readStart)).Dur("queued", view.queued).
 		Msg("rebalancing: stopping every member (seed step 4.1)")
+	g.stopAll()
+}
+
+// stopAll is step 4.1: a StopRequest to every member.
+func (g *legacyGroup) stopAll() {
 	g.phase, g.att.stopping = legacyStopping, time.Now()
 	for _, m := range g.members {
 		// Once a StopRequest is on its way the member is, or soon will be, stopped.
 		m.started, m.running = false, nil
 		g.send(m, legacyReqStop, nil)
 	}
+}
+
+// certainNeed says why the rebalance is necessary whatever the owner znodes hold, or "" when
+// only reading them can tell (seed step 3):
+//   - a member of ours is not started: it must get its StartRequest (legacyPlan.NotRunning),
+//     which only a rebalance sends — a member that just registered, or members a failed attempt
+//     stopped;
+//   - a partition of ours belongs to a member that is gone: its owner znode holds a thread no
+//     new assignment can have (step 3.4).
+//
+// The Stops then go out at once, not after a read of the whole group, which the claim repeats
+// after them. It also needs the others' registrations as the last read saw them, to check
+// that the assignor does not fail on them (roundrobin over unequal subscriptions): members are
+// not stopped for a rebalance that cannot be computed.
+func (g *legacyGroup) certainNeed() string {
+	if g.lastOthers == nil || len(g.members) == 0 {
+		return ""
+	}
+	reason := ""
+	for _, id := range slices.Sorted(maps.Keys(g.members)) {
+		if !g.members[id].started {
+			reason = "member " + id + " not started (seed step 3 needs no read)"
+			break
+		}
+	}
+	if reason == "" {
+		for _, tp := range legacySortedTPs(g.owner) {
+			if id := g.owner[tp]; g.members[id] == nil {
+				reason = fmt.Sprintf("3.4 partition %s owned by %s, which left (seed step 3 needs no read)", tp, id)
+				break
+			}
+		}
+	}
+	if reason == "" {
+		return ""
+	}
+	in := g.planInput(legacyGroupView{session: g.writtenSession, owners: map[legacy.TopicPartition]legacyOwner{}, others: g.lastOthers}, nil)
+	if _, err := legacyPlanRebalance(in); err != nil {
+		return ""
+	}
+	return reason
 }
 
 // advance moves to the next phase once every answer of the current one is in.
@@ -996,6 +1055,9 @@ func (g *legacyGroup) claim(now time.Time) {
 		return
 	}
 	g.regs = view.regs
+	if !refreshed {
+		g.lastOthers = view.others
+	}
 	if len(plan.Foreign) > 0 {
 		// Another member (a zk member that has not noticed the change yet, a member of
 		// another coordinator, a previous coordinator whose session has not expired) still

@@ -234,6 +234,8 @@ func (t *stabTotals) report(b *testing.B, prefix string) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(s.toStable)/n, prefix+"ms-to-stable")
 	b.ReportMetric(ms(slices.Max(t.toStable)), prefix+"ms-to-stable-max")
+	sorted := slices.Sorted(slices.Values(t.toStable))
+	b.ReportMetric(ms((sorted[(t.n-1)/2]+sorted[t.n/2])/2), prefix+"ms-to-stable-p50")
 	b.ReportMetric(ms(s.toLastView)/n, prefix+"ms-to-last-view")
 	b.ReportMetric(s.ops/n, prefix+"zk-ops")
 	b.ReportMetric(s.net/n, prefix+"zk-ops-net")
