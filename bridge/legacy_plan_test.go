@@ -686,3 +686,56 @@ func TestLegacyOffsetOps(t *testing.T) {
 		t.Errorf("ops %v, want %v", got, want)
 	}
 }
+
+// Seed 001 step 3 decided from memory (legacyGroup.certainNeed): the rebalance is necessary
+// whatever the owner znodes hold when a member of ours has not been started (it must get a
+// StartRequest) or a partition of ours belongs to a member that left (3.4); otherwise, or before
+// the group was ever read, or when the assignor would fail, only a read can tell.
+func TestLegacyCertainNeed(t *testing.T) {
+	member := func(started bool, topics ...string) *legacyMember {
+		return &legacyMember{reg: legacy.RegisterRequest{Subscription: legacySub(topics...)}, started: started}
+	}
+	for _, tc := range []struct {
+		name     string
+		strategy legacy.Strategy
+		members  map[string]*legacyMember
+		owner    map[legacy.TopicPartition]string
+		others   map[string]map[string]int
+		want     string // a substring of the reason; "" for none
+	}{
+		{"never read", legacy.StrategyRange, map[string]*legacyMember{"a": member(false, "t")}, nil, nil, ""},
+		{"every member running", legacy.StrategyRange,
+			map[string]*legacyMember{"a": member(true, "t")},
+			map[legacy.TopicPartition]string{legacyTP("t", 0): "a", legacyTP("t", 1): "a"},
+			map[string]map[string]int{}, ""},
+		{"a member registered", legacy.StrategyRange,
+			map[string]*legacyMember{"a": member(true, "t"), "b": member(false, "t")},
+			map[legacy.TopicPartition]string{legacyTP("t", 0): "a", legacyTP("t", 1): "a"},
+			map[string]map[string]int{"zk": {"t": 1}}, "member b not started"},
+		{"a member with partitions left", legacy.StrategyRange,
+			map[string]*legacyMember{"a": member(true, "t")},
+			map[legacy.TopicPartition]string{legacyTP("t", 0): "a", legacyTP("t", 1): "b"},
+			map[string]map[string]int{}, "3.4 partition t-1 owned by b"},
+		{"the assignor fails", legacy.StrategyRoundRobin,
+			map[string]*legacyMember{"a": member(false, "t")},
+			nil, map[string]map[string]int{"zk": {"u": 1}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &legacyGroup{
+				c:          &LegacyCoordinator{cfg: LegacyConfig{Strategy: tc.strategy}},
+				name:       "g",
+				members:    tc.members,
+				owner:      tc.owner,
+				lastOthers: tc.others,
+				topics: map[string]*legacyTopic{
+					"t": {partitions: []int32{0, 1}},
+					"u": {partitions: []int32{0, 1}},
+				},
+			}
+			got := g.certainNeed()
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("certainNeed() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
