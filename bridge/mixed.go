@@ -635,7 +635,7 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 			}
 			// A registration of another kind came or went: rebalance at once, while the
 			// group is read (the Snapshot may wait behind the legacy coordinator's reads on
-			// the multiRead connection). The read's fingerprint follows and replaces this
+			// the multiRead connections). The read's fingerprint follows and replaces this
 			// one; the next claim reads the group again anyway.
 			if ev.Type == zkstate.Initial || ev.Type == zkstate.ChildrenChanged {
 				ours := mi.oursNow()

@@ -580,7 +580,7 @@ func (e *stabEnv) stabByKind(before, after map[int64]int64) (zkMembers, mine, ot
 }
 
 // findMultiReadSession finds the session the benchmark's Snapshots use (zkstate sends multiReads
-// on a connection and session of its own): the one that received about as many requests as five
+// on connections and sessions of their own; one after the other, Snapshots reuse one): the one that received about as many requests as five
 // Snapshots made, while the group is at rest.
 func (e *stabEnv) findMultiReadSession() {
 	b := e.b

@@ -18,7 +18,8 @@ import (
 // ZooKeeper 3.6+, ZOOKEEPER-3409): a group of 1,000 partitions is ~2,100 znodes, and even
 // pipelined one request each they cost the server ~2,100 request dispatches; as a handful of
 // multiReads they cost a handful. go-zookeeper has no multiRead, so this file speaks the jute
-// wire format itself, on a connection (and session) of its own used only for these reads.
+// wire format itself, on connections (and sessions) of their own used only for these reads
+// (multiReadConns of them).
 //
 // Wire format (ZooKeeper's jute records, big-endian; see zookeeper.jute):
 //
@@ -72,7 +73,7 @@ type readResult struct {
 }
 
 // multiReader is one raw ZooKeeper connection used only for multiRead. It is not safe for
-// concurrent use; the Store serialises calls with its mutex.
+// concurrent use; the Store hands each to one read at a time (multiReads).
 type multiReader struct {
 	addr    string // the server this connection talks to
 	conn    net.Conn
@@ -453,23 +454,71 @@ func (d *decoder) stat() *zk.Stat {
 	return s
 }
 
-// multiReads is the Store's lazily opened multiRead connection.
+// multiReadConns is how many multiRead connections a Store keeps. Each carries one request at a
+// time; with two, a small read (a claim's registrations) does not wait on the client for a
+// large one (another coordinator's read of a whole group) to be sent, answered and decoded.
+// The server still runs them in the order they arrive.
+const multiReadConns = 2
+
+// multiReads are the Store's lazily opened multiRead connections.
 type multiReads struct {
+	slots       chan struct{} // one per connection in use; multiReadConns of them
 	mu          sync.Mutex
-	m           *multiReader
+	idle        []*multiReader // open and not in use
 	unsupported bool
+}
+
+func (mr *multiReads) init(unsupported bool) {
+	mr.slots = make(chan struct{}, multiReadConns)
+	mr.unsupported = unsupported
+}
+
+// take returns an open connection to reuse, or nil when one must be dialed; ok is false when
+// multiRead is not to be used.
+func (mr *multiReads) take() (m *multiReader, ok bool) {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.unsupported {
+		return nil, false
+	}
+	if n := len(mr.idle); n > 0 {
+		m, mr.idle = mr.idle[n-1], mr.idle[:n-1]
+	}
+	return m, true
+}
+
+// put gives back a connection that still works, or closes it once multiRead is off.
+func (mr *multiReads) put(m *multiReader) {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.unsupported {
+		m.close()
+		return
+	}
+	mr.idle = append(mr.idle, m)
 }
 
 // tryMultiRead runs ops as multiReads when the server supports them. ok=false means the caller
 // must use the pipelined path (never supported, disabled, or the connection failed this time:
-// a later call dials again).
+// a later call dials again). queued is how long it waited for a connection.
 func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResult, requests int, queued time.Duration, ok bool) {
 	mr := &s.mreads
+	if mr.slots == nil {
+		return nil, 0, 0, false // a Store not made by Open
+	}
 	start := time.Now()
-	mr.mu.Lock()
-	defer mr.mu.Unlock()
+	select {
+	case mr.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, time.Since(start), false
+	}
+	defer func() { <-mr.slots }()
 	queued = time.Since(start)
-	if mr.unsupported || s.closed.Load() {
+	m, use := mr.take()
+	if !use || s.closed.Load() {
+		if m != nil {
+			m.close()
+		}
 		return nil, 0, queued, false
 	}
 	// Read on the server our main session uses: ZooKeeper orders a session's reads after its
@@ -478,38 +527,39 @@ func (s *Store) tryMultiRead(ctx context.Context, ops []readOp) (res []readResul
 	servers := s.servers
 	if cur := s.conn.Server(); cur != "" {
 		servers = append([]string{cur}, servers...)
-		if mr.m != nil && mr.m.addr != cur {
-			mr.m.close()
-			mr.m = nil
+		if m != nil && m.addr != cur {
+			m.close()
+			m = nil
 		}
 	}
-	if mr.m != nil && mr.m.stale() {
-		if err := mr.m.ping(ctx); err != nil {
-			mr.m.conn.Close()
-			mr.m = nil
+	if m != nil && m.stale() {
+		if err := m.ping(ctx); err != nil {
+			m.conn.Close()
+			m = nil
 		}
 	}
-	if mr.m == nil {
-		m, err := dialMultiReader(ctx, servers, s.sessionTimeout)
-		if err != nil {
+	if m == nil {
+		var err error
+		if m, err = dialMultiReader(ctx, servers, s.sessionTimeout); err != nil {
 			s.log.Debug().Err(err).Msg("multiRead connection failed; using pipelined reads")
 			return nil, 0, queued, false
 		}
-		mr.m = m
 	}
-	res, requests, err := mr.m.read(ctx, ops)
+	res, requests, err := m.read(ctx, ops)
 	s.reqs.add(ReqMultiRead, requests)
 	if err != nil {
-		mr.m.conn.Close()
-		mr.m = nil
+		m.conn.Close()
 		if errors.Is(err, errMultiReadUnsupported) {
+			mr.mu.Lock()
 			mr.unsupported = true
+			mr.mu.Unlock()
 			s.log.Info().Err(err).Msg("ZooKeeper has no multiRead (before 3.6); snapshots use pipelined reads")
 		} else {
 			s.log.Debug().Err(err).Msg("multiRead failed; using pipelined reads")
 		}
 		return nil, requests, queued, false
 	}
+	mr.put(m)
 	for _, r := range res {
 		if errors.Is(r.err, zk.ErrNoAuth) {
 			// This connection never authenticates; the Store's own session may read what
@@ -524,9 +574,9 @@ func (s *Store) closeMultiRead() {
 	mr := &s.mreads
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
-	if mr.m != nil {
-		mr.m.close()
-		mr.m = nil
+	for _, m := range mr.idle {
+		m.close()
 	}
-	mr.unsupported = true
+	mr.idle = nil
+	mr.unsupported = true // connections in use are closed when they come back (put)
 }

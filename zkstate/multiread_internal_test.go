@@ -8,6 +8,10 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // fakeOldServer accepts one connection, completes the session handshake as ZooKeeper 3.4
@@ -114,4 +118,57 @@ func FuzzDecodeMultiRead(f *testing.F) {
 			t.Fatalf("%d results for %d reads without error", len(res), n)
 		}
 	})
+}
+
+// A read does not wait for another to finish with the multiRead connection while a second one
+// is free (multiReadConns): a claim's few znodes do not queue behind another coordinator's whole
+// group. Only when every connection is taken does a read wait, and then its context bounds the
+// wait: it falls back to pipelined reads on the Store's own connection.
+func TestIntegration_MultiReadConnectionsServeReadsSideBySide(t *testing.T) {
+	s := openInternalStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Create(ctx, "/a", []byte("x"), CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(ctx context.Context) (time.Duration, bool) {
+		_, _, queued, ok := s.tryMultiRead(ctx, []readOp{{path: s.full("/a")}})
+		return queued, ok
+	}
+	if _, ok := read(ctx); !ok {
+		t.Fatal("no multiRead on a 3.8 server")
+	}
+	// A read in progress on the connection just opened.
+	s.mreads.slots <- struct{}{}
+	busy, _ := s.mreads.take()
+	if busy == nil {
+		t.Fatal("the first read left no connection open")
+	}
+	if queued, ok := read(ctx); !ok || queued > 100*time.Millisecond {
+		t.Errorf("with one connection in use, a read went through %v after %v; want at once on the other", ok, queued)
+	}
+	s.mreads.slots <- struct{}{} // and on the other
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if queued, ok := read(short); ok || queued < 50*time.Millisecond {
+		t.Errorf("with every connection in use, a read went through %v after %v; want it to wait until its context ends", ok, queued)
+	}
+	s.mreads.put(busy)
+	<-s.mreads.slots
+	<-s.mreads.slots
+	if n := len(s.mreads.idle); n != multiReadConns {
+		t.Errorf("%d connections kept open, want %d", n, multiReadConns)
+	}
+}
+
+func openInternalStore(t *testing.T) *Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Config{Connect: zktest.Connect(t), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

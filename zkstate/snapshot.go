@@ -61,7 +61,7 @@ type Stats struct {
 	Requests int
 	Waves    int
 	Elapsed  time.Duration
-	// Queued is the part of Elapsed spent waiting for the multiRead connection, which one
+	// Queued is the part of Elapsed spent waiting for a multiRead connection, each of which one
 	// read at a time uses: concurrent reads of the same Store queue there.
 	Queued time.Duration
 }

@@ -312,7 +312,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		reclaimCh:      make(chan struct{}, 1),
 		drained:        make(chan struct{}),
 	}
-	s.mreads.unsupported = cfg.NoMultiRead
+	s.mreads.init(cfg.NoMultiRead)
 	s.events.init()
 	s.eph.init()
 	s.ownACL = s.openACL
