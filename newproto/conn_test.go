@@ -347,16 +347,16 @@ func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
 	h := newproto.HandlerFunc(func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
 		if req.CorrelationID == 1 {
 			select {
-			case <-time.After(400 * time.Millisecond):
+			case <-time.After(1200 * time.Millisecond):
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
-	ts := startServer(t, newproto.Config{IdleTimeout: 100 * time.Millisecond, Handler: h})
+	ts := startServer(t, newproto.Config{IdleTimeout: 300 * time.Millisecond, Handler: h})
 	c := dial(t, ts.addr)
-	c.roundTrip(heartbeat()) // held 400ms, four idle periods
+	c.roundTrip(heartbeat()) // held 1.2 s, four idle periods
 	c.roundTrip(heartbeat())
 	c.expectClosed() // now idle
 }
@@ -369,7 +369,7 @@ func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
 // connection closed (seen in CI as TestIdleTimeoutSparesHeldRequests
 // failing with "connection reset by peer").
 func TestIdleTimeoutSparesFrameInProgress(t *testing.T) {
-	const idle = time.Second
+	const idle = 2 * time.Second // the parts land a quarter of it from either deadline
 	ts := startServer(t, newproto.Config{IdleTimeout: idle, Handler: newproto.HandlerFunc(heartbeatOK)})
 	c := dial(t, ts.addr)
 	hb := heartbeat()

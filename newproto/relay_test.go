@@ -1014,7 +1014,7 @@ func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 // connection began with is relayed whole (TestIdleTimeoutSparesFrameInProgress
 // for the requests the bridge answers itself).
 func TestRelayIdleTimeoutSparesFrameInProgress(t *testing.T) {
-	const idle = time.Second
+	const idle = 2 * time.Second
 	e := startRelay(t, relayOpts{idleTimeout: idle})
 	c := dial(t, e.addr)
 	md := kmsg.NewPtrMetadataRequest()
