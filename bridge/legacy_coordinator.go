@@ -16,13 +16,17 @@ package bridge
 // A rebalance follows seed 001 "rebalance (group)" with the additions of
 // docs/legacy-protocol.md §8:
 //
-//	steps 1-3   read the group (owners, offsets), plan; stop here when nothing is necessary (3.5)
+//	steps 1-3   read the group (owners), plan; stop here when nothing is necessary (3.5).
+//	            No read when the answer cannot be "not necessary" (certainNeed: a member of
+//	            ours not started, a partition of a member that left)
 //	step 4.1    StopRequest to every member; wait for every StopResponse
 //	§8 Coord. 2 PingRequest to every auto_commit member: its final offsets
-//	step 4      read the group again; while another member holds an owner znode we must
-//	            claim, let go of what is no longer ours (final offsets, our owners that moved:
-//	            legacyPlan.Release) and wait with backoff; then ONE Multi: final offsets,
-//	            released owners deleted, new owners created
+//	step 4      read the group again (owners, offsets); while another member holds an owner
+//	            znode we must claim, let go of what is no longer ours (final offsets, our
+//	            owners that moved: legacyPlan.Release) and wait with backoff, then read again
+//	            only the partitions waited for; then ONE Multi: final offsets, released owners
+//	            deleted, new owners created (a Multi that fails after such a partial read
+//	            reads the group in full and tries once more)
 //	step 4.2    StartRequest to every member with its part and starting offsets
 //	step 4.3    wait for every StartResponse
 //	step 5      a member that does not answer in time fails the attempt: log it, retry after a
