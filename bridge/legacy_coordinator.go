@@ -1939,7 +1939,7 @@ type legacyGroupView struct {
 	// (legacyResolveOthers); regs holds the legacyRegKey of each, unreadable ones included.
 	others map[string]map[string]int
 	regs   map[string]string
-	queued time.Duration // of the read, waiting for the Store's multiRead connection
+	queued time.Duration // of the read, waiting for one of the Store's multiRead connections
 }
 
 // readGroup reads the group's registrations, owners and, with offsets, its committed offsets

@@ -69,7 +69,7 @@ type claimResult struct {
 	rounds      int
 	// The steps of the last round, for the log: what a claim spends its time on.
 	regs, read, release, write time.Duration
-	// queued is the part of read spent waiting for the Store's multiRead connection.
+	// queued is the part of read spent waiting for one of the Store's multiRead connections.
 	queued time.Duration
 }
 
