@@ -1201,8 +1201,8 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
 	defer cancel()
 	store, v := g.c.store, w.view
-	if sid := store.SessionID(); sid != v.session {
-		return v, fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x while waiting to claim", v.session, sid)
+	if err := legacySameSession(store, v.session, "while waiting to claim"); err != nil {
+		return v, err
 	}
 	paths := make([]string, 0, 2*len(w.foreign))
 	for _, tp := range w.foreign {
@@ -1239,14 +1239,14 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 			off, err := zkstate.ParseOffset(offset.Data)
 			if err != nil {
 				delete(v.committed, tp)
-				g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+				g.warnBadOffset(tp, err)
 				continue
 			}
 			v.committed[tp] = off
 		}
 	}
-	if after := store.SessionID(); after != v.session {
-		return v, fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x while reading the group", v.session, after)
+	if err := legacySameSession(store, v.session, "while reading the group"); err != nil {
+		return v, err
 	}
 	v.queued = 0
 	return v, nil
@@ -2048,13 +2048,27 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 		if p, err := strconv.ParseInt(part, 10, 32); ok && ok2 && err == nil {
 			tp := legacy.TopicPartition{Topic: topic, Partition: int32(p)}
 			v.nodes[tp] = true
-			g.log.Warn().Str("partition", tp.String()).Err(pr.Err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+			g.warnBadOffset(tp, pr.Err)
 		}
 	}
-	if after := store.SessionID(); after != v.session {
-		return v, fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x while reading the group", v.session, after)
+	if err := legacySameSession(store, v.session, "while reading the group"); err != nil {
+		return v, err
 	}
 	return v, nil
+}
+
+// legacySameSession fails when the Store's session is no longer the one a read ran in: what
+// that session owned may be gone.
+func legacySameSession(store *zkstate.Store, session int64, when string) error {
+	if now := store.SessionID(); now != session {
+		return fmt.Errorf("ZooKeeper session changed from 0x%x to 0x%x %s", session, now, when)
+	}
+	return nil
+}
+
+// warnBadOffset reports an offset znode whose data does not parse.
+func (g *legacyGroup) warnBadOffset(tp legacy.TopicPartition, err error) {
+	g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
 }
 
 // refreshOffsetNodes looks up which offset znodes of tps exist.
