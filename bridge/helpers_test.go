@@ -25,7 +25,12 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
-func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(runChildBridge(spec)) // crash_test.go: this process is a bridge to be killed
+	}
+	os.Exit(zktest.Main(m))
+}
 
 // groups is the contract newproto consumes (newproto.Groups, implemented by *bridge.Bridge).
 type groups = newproto.Groups

@@ -180,9 +180,12 @@ type mixedCluster struct {
 	group   string
 	topics  []string
 	// seed is where Kafka members bootstrap (the bridge's listener, or a proxy in front of it);
-	// lostOK lets them lose their partitions without failing the test (the bridge crashed).
+	// lostOK lets them lose their partitions, and fail their commits, without failing the test
+	// (the bridge crashed).
 	seed   string
 	lostOK bool
+	// records, when set, is given what each Kafka member's poll returned.
+	records func(name string, fs kgo.Fetches)
 }
 
 func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluster {
@@ -436,6 +439,9 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 			var cerr error
 			cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 				cerr = err
+				if resp == nil {
+					return
+				}
 				for _, tt := range resp.Topics {
 					for _, pp := range tt.Partitions {
 						if pp.ErrorCode != 0 && cerr == nil {
@@ -444,7 +450,7 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 					}
 				}
 			})
-			if cerr != nil {
+			if cerr != nil && !mc.lostOK {
 				t.Errorf("%s: commit at revoke: %v", name, cerr)
 			}
 			for _, p := range kgoParts(m) {
@@ -473,7 +479,10 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 	go func() {
 		defer close(done)
 		for pctx.Err() == nil {
-			cl.PollFetches(pctx)
+			fs := cl.PollFetches(pctx)
+			if mc.records != nil {
+				mc.records(name, fs)
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()

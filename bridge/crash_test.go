@@ -1,0 +1,355 @@
+package bridge_test
+
+// A bridge killed with SIGKILL in front of a mixed group (issue 5, the crash window noted in
+// its closing notes). The bridge runs in a child process, this test binary started again with
+// childEnv set, so that the kill is a real one: the kernel closes every socket of the process,
+// and ZooKeeper expires its session after the session timeout, which hands the Kafka members'
+// partitions to the zk members. The Kafka members are not told: with their own session timeout
+// (45 s, kgo's and librdkafka's default) they keep their assignment for that long. What they
+// can still consume decides whether two members consume one partition at once.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// childEnv carries a childSpec (JSON) to a child process of the test binary; TestMain then
+// runs a bridge instead of the tests.
+const childEnv = "ZKBRIDGE_TEST_CHILD_BRIDGE"
+
+// childSpec is what a test sets of the child's bridge.Config; the rest is startBridge's.
+type childSpec struct {
+	ZKConnect        string
+	NodeID           int32
+	ZKSessionTimeout time.Duration
+	HeartbeatHold    time.Duration
+	UpstreamFromZK   bool // the data path, with proxy listeners on system-chosen ports
+}
+
+// runChildBridge runs the bridge spec describes until the process is killed; it prints
+// "ready <kafka listener>" on stdout once the bridge is ready and logs JSON lines on stderr.
+func runChildBridge(spec string) int {
+	var s childSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
+		return 2
+	}
+	cfg := bridge.Config{
+		ZKConnect:        s.ZKConnect,
+		ZKSessionTimeout: s.ZKSessionTimeout,
+		KafkaListen:      "127.0.0.1:0",
+		AdminListen:      "127.0.0.1:0",
+		NodeID:           s.NodeID,
+		Group:            testGroupConfig(),
+		WriteTimeout:     3 * time.Second,
+		MirrorRetry:      200 * time.Millisecond,
+		DrainTimeout:     time.Second,
+		HeartbeatHold:    s.HeartbeatHold,
+		UpstreamFromZK:   s.UpstreamFromZK,
+		Logger:           zerolog.New(os.Stderr).With().Timestamp().Logger(),
+	}
+	if s.UpstreamFromZK {
+		cfg.ProxyListen = "127.0.0.1:0"
+		cfg.MetadataMaxAge = time.Second
+	}
+	b, err := bridge.New(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bridge.New: %v\n", err)
+		return 2
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Run(context.Background()) }()
+	select {
+	case <-b.Ready():
+		fmt.Printf("ready %s\n", b.Addr())
+	case err := <-done:
+		fmt.Fprintf(os.Stderr, "Run: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "Run: %v\n", <-done) // only if Run fails: the parent kills us
+	return 1
+}
+
+// childBridge is a bridge in a child process.
+type childBridge struct {
+	cmd  *exec.Cmd
+	addr string // its Kafka listener
+	log  string // its stderr, a file
+}
+
+// startChildBridge starts a bridge in a child process and waits until it is ready; the child
+// is killed at cleanup (and by the kernel if this process dies first), and its log is shown
+// if the test failed.
+func startChildBridge(t *testing.T, s childSpec) *childBridge {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &childBridge{log: filepath.Join(t.TempDir(), "bridge.log")}
+	logf, err := os.Create(c.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	c.cmd = exec.Command(exe, "-test.run=^$")
+	c.cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	c.cmd.Stderr = logf
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("starting the child bridge: %v", err)
+	}
+	t.Cleanup(func() {
+		c.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(c.log); err == nil {
+				t.Logf("the child bridge's log:\n%s", b)
+			}
+		}
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- addr
+			}
+		}
+	}()
+	select {
+	case c.addr = <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child bridge was not ready after 30s")
+	}
+	return c
+}
+
+// kill sends SIGKILL and reaps the child; it may be called more than once.
+func (c *childBridge) kill() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		_ = c.cmd.Wait()
+	}
+}
+
+// receipts records when the Kafka members received records, by member.
+type receipts struct {
+	mu   sync.Mutex
+	at   map[string][]time.Time
+	last time.Time
+}
+
+func (r *receipts) add(name string, fs kgo.Fetches) {
+	n := fs.NumRecords()
+	if n == 0 {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range n {
+		r.at[name] = append(r.at[name], now)
+	}
+	r.last = now
+}
+
+// since counts the records received at or after t, and gives the time of the last one.
+func (r *receipts) since(t time.Time) (n int, last time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ts := range r.at {
+		for _, at := range ts {
+			if !at.Before(t) {
+				n++
+			}
+		}
+	}
+	return n, r.last
+}
+
+func (r *receipts) of(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.at[name])
+}
+
+// Two Kafka members (kgo, 45 s session timeout) and a zk member share a mixed group whose
+// Kafka members fetch through the bridge's proxy listeners (the data path, as deployed:
+// Metadata names only the bridge); records are produced to every partition all along. Then the
+// bridge dies: its ZooKeeper session expires after 4 s and the zk member takes every partition.
+// No record may reach a Kafka member after that, whatever its session timeout:
+//
+//   - killed (SIGKILL): the kernel resets every connection of the bridge; kgo gives its
+//     partitions up within a few seconds anyway;
+//   - hung (SIGSTOP, a process or host that stops answering): the connections stay open and
+//     silent, and the Kafka members hold their assignment past the takeover (45 s); their
+//     fetches wait on the silent bridge.
+func TestIntegration_MixedBridgeKilled(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
+		name := map[syscall.Signal]string{syscall.SIGKILL: "killed", syscall.SIGSTOP: "hung"}[sig]
+		t.Run(name, func(t *testing.T) { testMixedBridgeKilled(t, sig) })
+	}
+}
+
+func testMixedBridgeKilled(t *testing.T, sig syscall.Signal) {
+	const g = "killed"
+	topics := []string{"ta", "tb"}
+	const perTopic = 6
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("killed-upstream"), kfake.SeedTopics(perTopic, topics...))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(kf.Close)
+	kfAddr := kf.ListenAddrs()[0]
+	host, port, err := net.SplitHostPort(kfAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+
+	// ZooKeeper holds the same cluster, 0.8 style: the zk member reads its topics there, and the
+	// bridge its upstream brokers.
+	connect := zktest.Connect(t)
+	zk := openStore(t, connect)
+	layout := zkstate.Layout{
+		Brokers: []zkstate.BrokerRegistration{{ID: 0, Version: 1, Host: host, Port: int32(p), JMXPort: -1, Timestamp: "1700000000000"}},
+		Topics:  map[string]zkstate.TopicAssignment{},
+		States:  map[zkstate.TopicPartition]zkstate.PartitionState{},
+	}
+	for _, tp := range topics {
+		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
+		for p := range int32(perTopic) {
+			a.Partitions[p] = []int32{0}
+			layout.States[mtp{Topic: tp, Partition: p}] = zkstate.PartitionState{Version: 1, Leader: 0, ISR: []int32{0}}
+		}
+		layout.Topics[tp] = a
+	}
+	if err := zkstate.LoadLayout(t.Context(), zk, layout); err != nil {
+		t.Fatalf("LoadLayout: %v", err)
+	}
+	if _, _, err := zkstate.InitMode(t.Context(), zk, bridge.DefaultRoot, g, zkstate.ModeMixed, "test", "kill test"); err != nil {
+		t.Fatalf("InitMode: %v", err)
+	}
+	child := startChildBridge(t, childSpec{
+		ZKConnect: connect, NodeID: dfNode, ZKSessionTimeout: 4 * time.Second,
+		HeartbeatHold: mixedHeartbeatHold, UpstreamFromZK: true,
+	})
+
+	// Records to every partition, straight to the cluster, all along.
+	producer, err := kgo.NewClient(kgo.SeedBrokers(kfAddr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	var produced atomic.Int64 // when the last record was acknowledged, Unix ns
+	pctx, stopProducing := context.WithCancel(context.Background())
+	t.Cleanup(stopProducing)
+	go func() {
+		for i := 0; pctx.Err() == nil; i++ {
+			for _, tp := range topics {
+				for p := range int32(perTopic) {
+					producer.Produce(pctx, &kgo.Record{Topic: tp, Partition: p, Value: []byte(strconv.Itoa(i))}, func(_ *kgo.Record, err error) {
+						if err == nil {
+							produced.Store(time.Now().UnixNano())
+						}
+					})
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	got := &receipts{at: map[string][]time.Time{}}
+	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), ledger: newLedger(), group: g,
+		topics: topics, seed: child.addr, lostOK: true, records: got.add}
+	mc.zkMember("z1")
+	// The clients' context ends before they are closed at cleanup (cleanups run last first), so
+	// that Close does not retry its LeaveGroup against the dead bridge for the retry timeout.
+	cctx, cancelClients := context.WithCancel(context.Background())
+	long := []kgo.Opt{kgo.WithContext(cctx), kgo.SessionTimeout(45 * time.Second), kgo.RetryTimeout(45 * time.Second)}
+	k1, _ := mc.kafkaMember("k1", long...)
+	k2, _ := mc.kafkaMember("k2", long...)
+	t.Cleanup(cancelClients)
+	mc.waitConverged(30*time.Second, 3, map[string]*kgo.Client{"k1": k1, "k2": k2})
+	eventually(t, 10*time.Second, "both Kafka members receive records", func() (bool, string) {
+		return got.of("k1") > 0 && got.of("k2") > 0, fmt.Sprintf("k1 %d, k2 %d records", got.of("k1"), got.of("k2"))
+	})
+	z1 := mc.group + "_z1"
+	kafkaParts := map[mtp]bool{}
+	for _, k := range []string{"k1", "k2"} {
+		for p := range mc.views.of(k) {
+			kafkaParts[p] = true
+		}
+	}
+
+	killed := time.Now()
+	if err := child.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	var took time.Time // when z1 first consumed a partition of a Kafka member
+	gaveUp := map[string]time.Duration{}
+	eventually(t, 30*time.Second, "z1 consumes every partition", func() (bool, string) {
+		for _, k := range []string{"k1", "k2"} {
+			if _, ok := gaveUp[k]; !ok && len(mc.views.of(k)) == 0 {
+				gaveUp[k] = time.Since(killed)
+			}
+		}
+		mine := mc.views.of(z1)
+		if took.IsZero() {
+			for p := range mine {
+				if kafkaParts[p] {
+					took = time.Now()
+					break
+				}
+			}
+		}
+		return len(mine) == 2*perTopic, fmt.Sprintf("z1 consumes %d of %d", len(mine), 2*perTopic)
+	})
+	time.Sleep(time.Second) // what the Kafka members receive meanwhile counts too
+	if sig == syscall.SIGSTOP {
+		for _, k := range []string{"k1", "k2"} {
+			if len(mc.views.of(k)) == 0 {
+				t.Errorf("%s gave its partitions up (%v after the bridge hung): the test needs members that hold them past the takeover", k, gaveUp[k])
+			}
+		}
+	}
+	after, last := got.since(took)
+	t.Logf("%v at 0; last record to a Kafka member at %v; the Kafka members gave up at %v; z1 took a Kafka member's partition at %v; records to Kafka members after that: %d",
+		sig, last.Sub(killed).Round(time.Millisecond), gaveUp, took.Sub(killed).Round(time.Millisecond), after)
+	if last := time.Unix(0, produced.Load()); !last.After(took) {
+		t.Errorf("no record was produced after z1 took the Kafka members' partitions (last at %v): nothing to consume, the test proves nothing", last.Sub(killed))
+	}
+	if after > 0 {
+		t.Errorf("the Kafka members received %d records after z1 took their partitions (the last %v after the bridge died): two members consumed one partition",
+			after, last.Sub(killed).Round(time.Millisecond))
+	}
+}
