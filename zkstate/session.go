@@ -186,9 +186,11 @@ func (s *Store) handleSessionEvent(ev queuedEvent) {
 		t.current, t.expiredKnown = id, false
 		s.emit(SessionEvent{State: Connected, SessionID: id})
 		s.hasOnce.Do(func() { close(s.hasSess) })
-		select {
-		case s.reclaimCh <- struct{}{}:
-		default:
+		for _, ch := range []chan struct{}{s.reclaimCh, s.leaseCh} {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	case zk.StateDisconnected:
 		// go-zookeeper reports Disconnected after every failed connection attempt too; only

@@ -253,6 +253,10 @@ type Store struct {
 	hasOnce   sync.Once
 	sess      sessionTracker // owned by the session goroutine
 
+	// lease is what the last lease probe vouched for, leaseCh asks for a probe now (lease.go).
+	lease   atomic.Pointer[lease]
+	leaseCh chan struct{}
+
 	// eph remembers the ephemerals of CreateEphemeral; see session.go.
 	eph       ephemerals
 	reclaimCh chan struct{}
@@ -310,6 +314,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		onSession:      cfg.OnSession,
 		hasSess:        make(chan struct{}),
 		reclaimCh:      make(chan struct{}, 1),
+		leaseCh:        make(chan struct{}, 1),
 		drained:        make(chan struct{}),
 	}
 	s.mreads.init(cfg.NoMultiRead)
@@ -371,6 +376,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("zkstate: connect %s: create chroot %s: %w", cfg.Connect, chroot, err)
 		}
 	}
+	s.probeLease() // vouched for from the start: the loop's first probe is a sixth of the timeout away
+	s.wg.Add(1)
+	go s.leaseLoop()
 	s.log.Debug().Str("connect", cfg.Connect).Int64("session", s.SessionID()).Msg("zookeeper session established")
 	return s, nil
 }

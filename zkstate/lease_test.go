@@ -1,0 +1,81 @@
+package zkstate_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// A healthy connection keeps the lease about four fifths of a session timeout ahead, from
+// the moment Open returns (lease.go).
+func TestIntegration_LeaseVouchesWhileConnected(t *testing.T) {
+	s := openStore(t, zktest.Connect(t), func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
+	timeout := s.SessionTimeout()
+	first := s.LeaseUntil()
+	if !s.Vouched(time.Now()) {
+		t.Fatalf("not vouched right after Open (lease until %v)", first)
+	}
+	if ahead := time.Until(first); ahead < timeout/2 || ahead > timeout {
+		t.Errorf("lease %v ahead right after Open, want between half and all of the %v timeout", ahead, timeout)
+	}
+	time.Sleep(timeout / 2)
+	if later := s.LeaseUntil(); !later.After(first) || !s.Vouched(time.Now()) {
+		t.Errorf("lease not extended after half a timeout: %v, then %v", first, later)
+	}
+	if s.Vouched(time.Now().Add(timeout)) {
+		t.Errorf("vouched a whole timeout from now: no probe can vouch for that")
+	}
+}
+
+// Cut from the server, the Store stops vouching for its session before the server expires it
+// (the observer sees its ephemeral go), and vouches for the next session as soon as it has one.
+func TestIntegration_LeaseLapsesBeforeTheServerExpires(t *testing.T) {
+	connect := zktest.Connect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	s := openStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
+	observer := openStore(t, connect)
+	ctx := timeout(t, 45*time.Second)
+	const eph = "/consumers/g/ids/c1"
+	if err := s.CreateEphemeral(ctx, eph, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	old := s.SessionID()
+
+	cut := time.Now()
+	proxy.Freeze()
+	var lapsed, expired time.Time
+	for deadline := time.Now().Add(20 * time.Second); expired.IsZero(); time.Sleep(20 * time.Millisecond) {
+		now := time.Now()
+		if lapsed.IsZero() && !s.Vouched(now) {
+			lapsed = now
+		}
+		if ok, _, err := observer.Exists(ctx, eph); err == nil && !ok {
+			expired = time.Now()
+		}
+		if now.After(deadline) {
+			t.Fatalf("%s still exists 20s after cutting the connection", eph)
+		}
+	}
+	t.Logf("cut at 0: lease lapsed at %v, the server expired the session by %v",
+		lapsed.Sub(cut).Round(time.Millisecond), expired.Sub(cut).Round(time.Millisecond))
+	if lapsed.IsZero() || !lapsed.Before(expired) {
+		t.Fatalf("the lease lapsed at %v, not before the server expired the session (%v)", lapsed.Sub(cut), expired.Sub(cut))
+	}
+
+	proxy.Thaw()
+	eventually(t, 20*time.Second, func() bool { return s.SessionID() != 0 && s.SessionID() != old && s.Vouched(time.Now()) })
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+	}
+}
