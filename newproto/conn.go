@@ -334,6 +334,19 @@ func (c *conn) write(ends <-chan readEnd) string {
 					Int32("correlation_id", r.corr).Msg("request not answered; closing connection")
 				return "request failed"
 			}
+			if r.key == int16(kmsg.Fetch) && (r.raw != nil || r.stream != nil) {
+				if err := c.fetchGate(); err != nil {
+					c.log.Warn().Err(err).Int32("correlation_id", r.corr).
+						Msg("relayed Fetch response withheld; closing connection")
+					c.relay.p.metrics.failure("fetch_gated")
+					if r.raw != nil {
+						c.relay.p.bufs.put(r.raw) // never written
+					}
+					// A streamed response is left unread: the
+					// upstream side gives up when the relay closes.
+					return "fetch gated"
+				}
+			}
 			if r.resp != nil || r.raw != nil || r.stream != nil {
 				var err error
 				switch {
@@ -372,6 +385,15 @@ func (c *conn) write(ends <-chan readEnd) string {
 			return "cancelled"
 		}
 	}
+}
+
+// fetchGate asks ProxyConfig.FetchGate whether a relayed Fetch response
+// may be written now.
+func (c *conn) fetchGate() error {
+	if c.relay == nil || c.relay.p.cfg.FetchGate == nil {
+		return nil
+	}
+	return c.relay.p.cfg.FetchGate(time.Now())
 }
 
 // writeStream writes a streamed response under the same deadline as a

@@ -78,6 +78,10 @@ package newproto
 //     it. A broker that closes an idle upstream connection loses nothing;
 //     the next request dials again.
 //   - A garbled client frame closes that client connection only (conn.go).
+//   - While ProxyConfig.FetchGate refuses, a relayed Fetch response is
+//     withheld and its client connection closed (conn.go), since the
+//     bridge cannot then vouch that the fetching member still owns its
+//     partitions; other requests are relayed as usual.
 //
 // Not implemented: SASL and TLS toward the brokers (the bridge dials
 // PLAINTEXT; a client's SaslHandshake is relayed like any request, on its
@@ -118,6 +122,17 @@ type ProxyConfig struct {
 	// failed, its proxy listener closed) is dialed to see whether it is
 	// back; 0: DefaultProbeInterval.
 	ProbeInterval time.Duration
+	// FetchGate, when set, is asked before each relayed Fetch response
+	// is written to its client; while it returns an error the response
+	// is withheld and the client's connection closed, and the client
+	// retries as after any broken connection. The bridge closes it while
+	// it cannot vouch that its groups' members still own what they fetch
+	// (its ZooKeeper session in doubt, or lost and its groups not yet
+	// rebalanced): a fetch then could hand out records of a partition
+	// another consumer has taken. It runs on every relayed Fetch
+	// response, on the connection's writer, so it must be cheap and
+	// must not block.
+	FetchGate func(now time.Time) error
 }
 
 // DefaultProbeInterval is what a zero ProxyConfig.ProbeInterval means:
@@ -813,8 +828,10 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		}, []string{"api_key", "api"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "relay_failures_total",
-			Help: "Upstream failures that closed a client connection (dial: no broker reachable; " +
-				"lost: the broker went away or did not answer in time with requests in flight).",
+			Help: "Relay failures that closed a client connection (dial: no broker reachable; " +
+				"lost: the broker went away or did not answer in time with requests in flight; " +
+				"fetch_gated: a Fetch response withheld because the bridge could not vouch for its groups' " +
+				"partition ownership, ProxyConfig.FetchGate).",
 		}, []string{"reason"}),
 		upstreamOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "upstream_connections_open",
@@ -825,7 +842,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Help: "Upstream brokers whose last dial failed; their proxy listeners refuse connections until one succeeds.",
 		}),
 	}
-	for _, reason := range []string{"dial", "lost"} {
+	for _, reason := range []string{"dial", "lost", "fetch_gated"} {
 		m.failures.WithLabelValues(reason)
 	}
 	for k := range int16(128) {
