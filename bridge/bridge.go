@@ -159,7 +159,9 @@ type Config struct {
 	// MixedSessionCheck says what a mixed group does with a Kafka member whose session timeout
 	// is not below the ZooKeeper session timeout the server granted the bridge (mixed.go:
 	// checkCrashSafety): SessionCheckWarn (the default) admits, counts and logs it;
-	// SessionCheckRefuse answers its JoinGroup INVALID_SESSION_TIMEOUT.
+	// SessionCheckRefuse answers its JoinGroup INVALID_SESSION_TIMEOUT. It applies only
+	// without the data path: with it, the members fetch through the bridge, which withholds
+	// their fetches once it cannot vouch for its session (fetchgate.go).
 	MixedSessionCheck SessionCheck
 	// HeartbeatHold lets a Stable member's heartbeat wait up to this long for its group to
 	// rebalance, so that the member hears of a rebalance at once instead of at its next

@@ -85,6 +85,10 @@ type coordinator struct {
 	// znodes (releases.go); nil without a Bridge.
 	releases *ownerReleases
 
+	// gate withholds relayed fetches while the bridge cannot vouch for its mixed groups'
+	// owners (fetchgate.go).
+	gate fetchGate
+
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
 	actors map[string]*actor
@@ -117,6 +121,7 @@ func (c *coordinator) start(store *zkstate.Store) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.store = store
+	c.gate.lease.Store(voucher(store))
 }
 
 // close unloads every group (their parked requests are answered NOT_COORDINATOR) and waits for
@@ -278,7 +283,12 @@ func (c *coordinator) fenceAll(err error) {
 	if len(c.actors) > 0 {
 		c.log.Warn().Err(err).Int("groups", len(c.actors)).Msg("fencing every group")
 	}
+	now := time.Now()
 	for _, a := range c.actors {
+		if d := a.claimedFor.Load(); d > 0 {
+			// Its Kafka members hold partitions the other kinds may take now (fetchgate.go).
+			c.gate.fence(a.group, now.Add(time.Duration(d)))
+		}
 		select {
 		case a.fence <- err:
 		default: // already told
@@ -301,6 +311,9 @@ type actor struct {
 	// state and loaded are read by ListGroups from other goroutines.
 	state  atomic.Int32
 	loaded atomic.Bool
+	// claimedFor is, while the Kafka members of a mixed group hold partitions by a claim, the
+	// longest session timeout among them (ns); read by fenceAll (fetchgate.go).
+	claimedFor atomic.Int64
 
 	m       *group.Machine
 	waiting map[group.Token]*request
@@ -612,6 +625,9 @@ func (a *actor) written(res writeResult) {
 func (a *actor) publish() {
 	st := a.m.State()
 	a.state.Store(int32(st))
+	if st == group.Empty && a.claimedFor.Swap(0) > 0 {
+		a.c.gate.clear(a.group) // no member left to fetch what it no longer owns
+	}
 	if n := a.m.Members(); n != a.members {
 		a.members = n
 		a.c.metrics.members.WithLabelValues(a.group, zkstate.KindKafka).Set(float64(n))

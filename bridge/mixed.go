@@ -336,10 +336,12 @@ type mixedState struct {
 	claimCancel context.CancelFunc // the claim in flight
 	results     chan claimResult
 	claimFP     string // fingerprint of the last claim; "" before the first
-	othersFP    string // latest fingerprint from the watcher
-	crashUnsafe int    // members counted by checkCrashSafety at the last claim
-	others      chan string
-	watchCancel context.CancelFunc
+	// claimSession is the longest session timeout among the members of the claim in flight.
+	claimSession time.Duration
+	othersFP     string // latest fingerprint from the watcher
+	crashUnsafe  int    // members counted by checkCrashSafety at the last claim
+	others       chan string
+	watchCancel  context.CancelFunc
 
 	// Hand-off at shutdown (handOff): the members still to give their partitions back, and
 	// the channel to close when none is left.
@@ -394,6 +396,8 @@ func (a *actor) syncAssignMode() {
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindZK)
 		a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
 		a.mx.crashUnsafe = 0
+		a.claimedFor.Store(0) // a Kafka or legacy group now: its owners are not claimed ahead
+		a.c.gate.clear(a.group)
 	}
 }
 
@@ -419,7 +423,7 @@ func (a *actor) admitMixed(req *request) bool {
 			why = "the member offers no eager assignor (range, roundrobin or sticky); cooperative rebalancing cannot hand partitions over to zk and legacy members"
 		}
 	}
-	if why == "" && a.c.cfg.MixedSessionCheck == SessionCheckRefuse {
+	if why == "" && a.c.cfg.MixedSessionCheck == SessionCheckRefuse && !a.c.cfg.relayEnabled() {
 		if zs := a.c.zkSessionTimeout(); ev.SessionTimeout >= zs {
 			a.c.modes.refused("kafka_join_mixed_session")
 			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
@@ -478,6 +482,10 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 		c.ids[p] = data
 	}
 	a.checkCrashSafety(req.Members)
+	a.mx.claimSession = 0
+	for _, m := range req.Members {
+		a.mx.claimSession = max(a.mx.claimSession, m.SessionTimeout)
+	}
 	ctx, cancel := context.WithCancel(a.writeCtx)
 	c.ctx, a.mx.claimCancel = ctx, cancel
 	a.log.Info().Int32("generation", int32(req.Generation)).Int("members", len(req.Members)).
@@ -487,13 +495,19 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 
 // checkCrashSafety reports the Kafka members that could outlive a crash of this bridge: their
 // owner znodes are ephemerals of the bridge's ZooKeeper session, so zk and legacy members take
-// their partitions once that session expires, and nothing stops a member consuming before it
-// gives up on its coordinator — for franz-go and librdkafka, by default, after its session
-// timeout. A member whose session timeout is not below the bridge's session timeout is counted
-// (zkbridge_mixed_crash_unsafe_members) and logged, once per change of the count. The bridge
-// cannot shorten a client's timeout; the operator can lengthen --zk-session-timeout (ZooKeeper
-// caps it at its maxSessionTimeout, 20 ticks, 40 s by default) or lower session.timeout.ms.
+// their partitions once that session expires, and without the data path nothing stops a
+// member consuming before it gives up on its coordinator — for franz-go and librdkafka, by
+// default, after its session timeout. A member whose session timeout is not below the
+// bridge's session timeout is counted (zkbridge_mixed_crash_unsafe_members) and logged, once
+// per change of the count. The bridge cannot shorten a client's timeout; the operator can
+// lengthen --zk-session-timeout (ZooKeeper caps it at its maxSessionTimeout, 20 ticks, 40 s
+// by default) or lower session.timeout.ms. With the data path no member is at risk: its
+// fetches go through this bridge, which relays none once it is dead and withholds them while
+// it cannot vouch for its session (fetchgate.go).
 func (a *actor) checkCrashSafety(members []group.JoinMember) {
+	if a.c.cfg.relayEnabled() {
+		members = nil
+	}
 	limit := a.c.zkSessionTimeout()
 	var unsafe []string
 	longest := time.Duration(0)
@@ -560,6 +574,8 @@ func (a *actor) claimed(res claimResult) {
 		e = e.Int(string(id), n)
 	}
 	e.Msg("mixed group: partitions claimed for the Kafka members")
+	a.claimedFor.Store(int64(a.mx.claimSession))
+	a.c.gate.clear(a.group) // claimed in the current session: the fetches are the members' again
 	a.step(group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
 }
 

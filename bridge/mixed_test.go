@@ -40,6 +40,44 @@ type views struct {
 	consuming  map[string]map[mtp]bool // member name → partitions
 	violations []string
 	changed    time.Time // of the last assign or revoke
+	// history is every assign and revoke, in order (ownedAt replays it).
+	history []viewChange
+}
+
+// viewChange is one assign or revoke of views; nil parts revokes everything.
+type viewChange struct {
+	at     time.Time
+	name   string
+	parts  []mtp
+	assign bool
+}
+
+// ownedAt is the set of partitions member name consumed at t, by its own view.
+func (v *views) ownedAt(name string, t time.Time) map[mtp]bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[mtp]bool{}
+	for _, c := range v.history {
+		if c.at.After(t) {
+			break
+		}
+		if c.name != name {
+			continue
+		}
+		switch {
+		case c.assign:
+			for _, p := range c.parts {
+				out[p] = true
+			}
+		case c.parts == nil:
+			clear(out)
+		default:
+			for _, p := range c.parts {
+				delete(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func newViews() *views { return &views{consuming: map[string]map[mtp]bool{}} }
@@ -48,6 +86,7 @@ func (v *views) assign(name string, parts []mtp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.changed = time.Now()
+	v.history = append(v.history, viewChange{at: v.changed, name: name, parts: slices.Clone(parts), assign: true})
 	for other, ps := range v.consuming {
 		if other == name {
 			continue
@@ -70,6 +109,7 @@ func (v *views) revoke(name string, parts []mtp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.changed = time.Now()
+	v.history = append(v.history, viewChange{at: v.changed, name: name, parts: slices.Clone(parts)})
 	if parts == nil {
 		delete(v.consuming, name)
 		return

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
@@ -16,7 +17,9 @@ import (
 // session timeout could go on consuming after a crash of the bridge while zk and legacy members
 // take its partitions (issue 5, "Noticed": the crash window). With --mixed-session-check=refuse
 // its JoinGroup is answered INVALID_SESSION_TIMEOUT (26); a member with a shorter session is
-// admitted; with the default (warn) both are.
+// admitted; with the default (warn) both are. With the data path on both are admitted under
+// refuse too: a member that fetches through the bridge fetches nothing once it is dead, and
+// nothing while it cannot vouch for its session (fetchgate.go, TestIntegration_MixedBridgeKilled).
 func TestIntegration_MixedSessionCheck(t *testing.T) {
 	connect := zktest.Connect(t)
 	zk := openStore(t, connect)
@@ -29,29 +32,41 @@ func TestIntegration_MixedSessionCheck(t *testing.T) {
 		req.SessionTimeoutMillis = int32(session.Milliseconds())
 		return kafkaRoundTrip(t, addr, req).(*kmsg.JoinGroupResponse).ErrorCode
 	}
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
 	// startBridge asks ZooKeeper for a 4 s session, which the test server grants.
 	for _, tc := range []struct {
 		check       bridge.SessionCheck
+		relay       bool
 		long, short int16
 	}{
-		{bridge.SessionCheckRefuse, 26, 79},
-		{bridge.SessionCheckWarn, 79, 79},
+		{bridge.SessionCheckRefuse, false, 26, 79},
+		{bridge.SessionCheckWarn, false, 79, 79},
+		{bridge.SessionCheckRefuse, true, 79, 79},
 	} {
-		b := startBridge(t, connect, 1, func(c *bridge.Config) { c.MixedSessionCheck = tc.check })
+		b := startBridge(t, connect, 1, func(c *bridge.Config) {
+			c.MixedSessionCheck = tc.check
+			if tc.relay {
+				c.Upstream, c.ProxyListen = kf.ListenAddrs(), "127.0.0.1:0"
+			}
+		})
 		addr := b.Addr().String()
 		if got := join(addr, 4*time.Second); got != tc.long {
-			t.Errorf("%s: JoinGroup with a 4 s session timeout: error %d, want %d", tc.check, got, tc.long)
+			t.Errorf("%s (relay %v): JoinGroup with a 4 s session timeout: error %d, want %d", tc.check, tc.relay, got, tc.long)
 		}
 		if got := join(addr, 3*time.Second); got != tc.short {
-			t.Errorf("%s: JoinGroup with a 3 s session timeout: error %d, want %d", tc.check, got, tc.short)
+			t.Errorf("%s (relay %v): JoinGroup with a 3 s session timeout: error %d, want %d", tc.check, tc.relay, got, tc.short)
 		}
 		body := modeMetrics(t, b)
 		want := `zkbridge_groups_mode_refusals_total{request="kafka_join_mixed_session"} 0`
-		if tc.check == bridge.SessionCheckRefuse {
+		if tc.long == 26 {
 			want = `zkbridge_groups_mode_refusals_total{request="kafka_join_mixed_session"} 1`
 		}
 		if !strings.Contains(body, want) {
-			t.Errorf("%s: /metrics lacks %s", tc.check, want)
+			t.Errorf("%s (relay %v): /metrics lacks %s", tc.check, tc.relay, want)
 		}
 		if err := b.stop(); err != nil {
 			t.Fatal(err)

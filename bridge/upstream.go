@@ -207,7 +207,7 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 			b.log.Warn().Err(err).Msg("some upstream brokers are unreachable; their proxy listeners refuse connections until they answer")
 		}
 	}
-	pc := &newproto.ProxyConfig{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap}
+	pc := &newproto.ProxyConfig{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap, FetchGate: b.coord.gate.allow}
 	if pc.Listen == "" && len(pc.Listeners) == 0 {
 		pc.Listen = defaultProxyListen(kafka)
 	}

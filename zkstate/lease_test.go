@@ -79,3 +79,13 @@ func eventually(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 }
+
+// Vouched runs on every relayed Fetch response (bridge/fetchgate.go).
+func BenchmarkVouched(b *testing.B) {
+	s := openStore(b, zktest.Connect(b))
+	for b.Loop() {
+		if !s.Vouched(time.Now()) {
+			b.Fatal("not vouched")
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package bridge
+
+// The fetch gate: with the data path on, the Kafka members of a mixed group fetch through this
+// bridge, and the bridge withholds a fetched response while it cannot vouch that the members
+// still own what they fetch (newproto.ProxyConfig.FetchGate closes the connection instead).
+//
+// A mixed group's Kafka members own their partitions through owner znodes that are ephemerals
+// of the bridge's ZooKeeper session. When that session expires, zk and legacy members take the
+// partitions, while the Kafka members keep their assignment until they hear of a rebalance (a
+// heartbeat answered REBALANCE_IN_PROGRESS) or give up on the bridge (their session timeout,
+// 45 s by default). A bridge that dies takes its proxy listeners with it, so its members fetch
+// nothing more (TestIntegration_MixedBridgeKilled). A bridge that was paused or cut off and
+// comes back does not: its relay would serve the members' fetches again before it has even
+// read that its session expired, and after that until the members have rejoined. So:
+//
+//   - while zkstate's session lease has lapsed (no probe answered in the session for nine
+//     tenths of its timeout: the server may have expired it, zkstate/lease.go), no Fetch
+//     response is relayed;
+//   - a mixed group whose members held a claim when the session was lost stays fenced for
+//     fetches until it has claimed again in the new session (its members rejoined and the
+//     previous owners let go), or has no member left, or the longest session timeout of its
+//     members has passed (they gave up by then).
+//
+// The relay cannot tell which group a Fetch is for (Fetch names partitions, not groups), so a
+// fenced group closes the gate for every fetch through the bridge: a lost session is rare and
+// costs every group its rebalance anyway.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// errFetchGated is wrapped by the gate's errors.
+var errFetchGated = errors.New("fetch withheld")
+
+// voucher is what the gate needs of the Store: its session lease (zkstate/lease.go).
+type voucher interface{ Vouched(now time.Time) bool }
+
+var _ voucher = (*zkstate.Store)(nil)
+
+// fetchGate holds the mixed groups fenced by a lost session.
+type fetchGate struct {
+	lease atomic.Value // a voucher; none until the bridge serves groups
+
+	mu     sync.Mutex
+	fenced map[string]time.Time // group → when its members gave up at the latest
+	n      atomic.Int32         // len(fenced): the common case takes no lock
+}
+
+// allow is newproto.ProxyConfig.FetchGate.
+func (g *fetchGate) allow(now time.Time) error {
+	lease, _ := g.lease.Load().(voucher)
+	if lease == nil {
+		return nil // no group has members yet
+	}
+	if !lease.Vouched(now) {
+		return fmt.Errorf("%w: no ZooKeeper reply in this session for nine tenths of its timeout; it may have expired, and the Kafka members' partitions with it", errFetchGated)
+	}
+	if g.n.Load() == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, until := range g.fenced {
+		if now.Before(until) {
+			return fmt.Errorf("%w: mixed group %q lost its owner znodes with a ZooKeeper session and has not claimed them again", errFetchGated, name)
+		}
+		g.clearLocked(name)
+	}
+	return nil
+}
+
+// fence closes the gate for group name until it claims again, at most until until.
+func (g *fetchGate) fence(name string, until time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fenced == nil {
+		g.fenced = map[string]time.Time{}
+	}
+	if _, ok := g.fenced[name]; !ok {
+		g.n.Add(1)
+	}
+	g.fenced[name] = until
+}
+
+// clear reopens the gate for group name: it claimed in the current session, or has no member.
+func (g *fetchGate) clear(name string) {
+	if g.n.Load() == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.clearLocked(name)
+}
+
+func (g *fetchGate) clearLocked(name string) {
+	if _, ok := g.fenced[name]; ok {
+		delete(g.fenced, name)
+		g.n.Add(-1)
+	}
+}
