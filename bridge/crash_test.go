@@ -242,22 +242,35 @@ func (r *receipts) overlaps(v *views, other string, since time.Time) (bad []stri
 //   - paused (SIGSTOP, then SIGCONT once the zk member took over: a long GC or VM pause, a
 //     healed partition): the bridge comes back with its relay's connections open before it
 //     has read that its session expired; the fetch gate (fetchgate.go) withholds the
-//     members' fetches until they have rejoined and the partitions are theirs again.
+//     members' fetches until they have rejoined and the partitions are theirs again;
+//   - cut (the bridge's connection to ZooKeeper cut, then restored): the bridge runs on and
+//     keeps relaying, and the members keep heartbeating; the gate closes when its session
+//     lease lapses, before the server expires the session, and opens again once the group
+//     has claimed in the new session.
 func TestIntegration_MixedBridgeKilled(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		sig    syscall.Signal
-		resume bool
-	}{
-		{"killed", syscall.SIGKILL, false},
-		{"hung", syscall.SIGSTOP, false},
-		{"paused", syscall.SIGSTOP, true},
+	signal := func(sig syscall.Signal) func(*childBridge, *zktest.Proxy) error {
+		return func(c *childBridge, _ *zktest.Proxy) error { return c.cmd.Process.Signal(sig) }
+	}
+	freeze := func(_ *childBridge, p *zktest.Proxy) error { p.Freeze(); return nil }
+	thaw := func(_ *childBridge, p *zktest.Proxy) error { p.Thaw(); return nil }
+	for _, tc := range []killScenario{
+		{name: "killed", stop: signal(syscall.SIGKILL)},
+		{name: "hung", stop: signal(syscall.SIGSTOP), holds: true},
+		{name: "paused", stop: signal(syscall.SIGSTOP), resume: signal(syscall.SIGCONT), holds: true},
+		{name: "cut", stop: freeze, resume: thaw},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMixedBridgeKilled(t, tc.sig, tc.resume) })
+		t.Run(tc.name, func(t *testing.T) { testMixedBridgeKilled(t, tc) })
 	}
 }
 
-func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
+// killScenario is how the bridge goes (stop) and, if it comes back, how (resume).
+type killScenario struct {
+	name         string
+	stop, resume func(*childBridge, *zktest.Proxy) error
+	holds        bool // the Kafka members keep their assignment past the takeover
+}
+
+func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	const g = "killed"
 	topics := []string{"ta", "tb"}
 	const perTopic = 6
@@ -296,8 +309,10 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 	if _, _, err := zkstate.InitMode(t.Context(), zk, bridge.DefaultRoot, g, zkstate.ModeMixed, "test", "kill test"); err != nil {
 		t.Fatalf("InitMode: %v", err)
 	}
+	i := strings.IndexByte(connect, '/')
+	zkProxy := zktest.StartProxy(t, connect[:i]) // the bridge's way to ZooKeeper (cut)
 	child := startChildBridge(t, childSpec{
-		ZKConnect: connect, NodeID: dfNode, ZKSessionTimeout: 4 * time.Second,
+		ZKConnect: zkProxy.Addr() + connect[i:], NodeID: dfNode, ZKSessionTimeout: 4 * time.Second,
 		HeartbeatHold: mixedHeartbeatHold, UpstreamFromZK: true,
 	})
 
@@ -349,7 +364,7 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 	}
 
 	killed := time.Now()
-	if err := child.cmd.Process.Signal(sig); err != nil {
+	if err := sc.stop(child, zkProxy); err != nil {
 		t.Fatal(err)
 	}
 	var took time.Time // when z1 first consumed a partition of a Kafka member
@@ -372,7 +387,7 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 		return len(mine) == 2*perTopic, fmt.Sprintf("z1 consumes %d of %d", len(mine), 2*perTopic)
 	})
 	time.Sleep(time.Second) // what the Kafka members receive meanwhile counts too
-	if sig == syscall.SIGSTOP {
+	if sc.holds {
 		for _, k := range []string{"k1", "k2"} {
 			if len(mc.views.of(k)) == 0 {
 				t.Errorf("%s gave its partitions up (%v after the bridge hung): the test needs members that hold them past the takeover", k, gaveUp[k])
@@ -380,9 +395,9 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 		}
 	}
 	var resumed time.Time
-	if resume {
+	if sc.resume != nil {
 		resumed = time.Now()
-		if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := sc.resume(child, zkProxy); err != nil {
 			t.Fatal(err)
 		}
 		// The bridge finds its session expired, registers its members again in a new one, and
@@ -397,9 +412,9 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 		time.Sleep(time.Second)
 	}
 	bad, after := got.overlaps(mc.views, z1, took)
-	t.Logf("%v at 0; z1 took a Kafka member's partition at %v; the Kafka members gave up at %v; records to Kafka members since the takeover: %d, the last at %v",
-		sig, took.Sub(killed).Round(time.Millisecond), gaveUp, after, got.last.Sub(killed).Round(time.Millisecond))
-	if resume {
+	t.Logf("%s at 0; z1 took a Kafka member's partition at %v; the Kafka members gave up at %v; records to Kafka members since the takeover: %d, the last at %v",
+		sc.name, took.Sub(killed).Round(time.Millisecond), gaveUp, after, got.last.Sub(killed).Round(time.Millisecond))
+	if sc.resume != nil {
 		log, _ := os.ReadFile(child.log)
 		t.Logf("resumed at %v; the bridge withheld %d Fetch responses; the Kafka members' first record after it at %v",
 			resumed.Sub(killed).Round(time.Millisecond), strings.Count(string(log), "relayed Fetch response withheld"),
@@ -408,7 +423,7 @@ func testMixedBridgeKilled(t *testing.T, sig syscall.Signal, resume bool) {
 	if last := time.Unix(0, produced.Load()); !last.After(took) {
 		t.Errorf("no record was produced after z1 took the Kafka members' partitions (last at %v): nothing to consume, the test proves nothing", last.Sub(killed))
 	}
-	if resume && after == 0 {
+	if sc.resume != nil && after == 0 {
 		t.Errorf("the Kafka members received nothing after the bridge resumed and the group converged")
 	}
 	for i, b := range bad {
