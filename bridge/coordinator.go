@@ -312,7 +312,8 @@ type actor struct {
 	state  atomic.Int32
 	loaded atomic.Bool
 	// claimedFor is, while the Kafka members of a mixed group hold partitions by a claim, the
-	// longest session timeout among them (ns); read by fenceAll (fetchgate.go).
+	// longest session timeout among them (ns); read by fenceAll (fetchgate.go). Set through
+	// setClaimed.
 	claimedFor atomic.Int64
 
 	m       *group.Machine
@@ -367,6 +368,7 @@ func newActor(c *coordinator, name string) *actor {
 func (a *actor) run(ctx context.Context) {
 	a.c.metrics.groupsLoaded.Inc()
 	defer a.c.metrics.groupsLoaded.Dec()
+	defer a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
 	a.writeCtx, a.stopPut = context.WithCancel(ctx)
 	defer a.stopPut()
 	a.timer = time.NewTimer(time.Hour)
@@ -625,7 +627,8 @@ func (a *actor) written(res writeResult) {
 func (a *actor) publish() {
 	st := a.m.State()
 	a.state.Store(int32(st))
-	if st == group.Empty && a.claimedFor.Swap(0) > 0 {
+	if st == group.Empty && a.claimedFor.Load() > 0 {
+		a.setClaimed(0)
 		a.c.gate.clear(a.group) // no member left to fetch what it no longer owns
 	}
 	if n := a.m.Members(); n != a.members {

@@ -23,7 +23,9 @@ package bridge
 //
 // The relay cannot tell which group a Fetch is for (Fetch names partitions, not groups), so a
 // fenced group closes the gate for every fetch through the bridge: a lost session is rare and
-// costs every group its rebalance anyway.
+// costs every group its rebalance anyway. A bridge with no mixed group holding a claim has no
+// ownership to protect, and relays whatever its lease says: a ZooKeeper outage then does not
+// stop consumers of Kafka-mode groups or without a group.
 
 import (
 	"errors"
@@ -45,7 +47,8 @@ var _ voucher = (*zkstate.Store)(nil)
 
 // fetchGate holds the mixed groups fenced by a lost session.
 type fetchGate struct {
-	lease atomic.Value // a voucher; none until the bridge serves groups
+	lease  atomic.Value // a voucher; none until the bridge serves groups
+	claims atomic.Int32 // mixed groups whose Kafka members hold a claim (actor.setClaimed)
 
 	mu     sync.Mutex
 	fenced map[string]time.Time // group → when its members gave up at the latest
@@ -54,11 +57,10 @@ type fetchGate struct {
 
 // allow is newproto.ProxyConfig.FetchGate.
 func (g *fetchGate) allow(now time.Time) error {
-	lease, _ := g.lease.Load().(voucher)
-	if lease == nil {
-		return nil // no group has members yet
+	if g.claims.Load() == 0 && g.n.Load() == 0 {
+		return nil // no Kafka member owns a partition the other kinds could take
 	}
-	if !lease.Vouched(now) {
+	if lease, _ := g.lease.Load().(voucher); lease == nil || !lease.Vouched(now) {
 		return fmt.Errorf("%w: no ZooKeeper reply in this session for nine tenths of its timeout; it may have expired, and the Kafka members' partitions with it", errFetchGated)
 	}
 	if g.n.Load() == 0 {
@@ -102,5 +104,16 @@ func (g *fetchGate) clearLocked(name string) {
 	if _, ok := g.fenced[name]; ok {
 		delete(g.fenced, name)
 		g.n.Add(-1)
+	}
+}
+
+// setClaimed records that the group's Kafka members hold a claim, d being their longest
+// session timeout, or no longer do (0), and keeps the gate's count of such groups.
+func (a *actor) setClaimed(d time.Duration) {
+	switch old := a.claimedFor.Swap(int64(max(d, 0))); {
+	case old == 0 && d > 0:
+		a.c.gate.claims.Add(1)
+	case old > 0 && d <= 0:
+		a.c.gate.claims.Add(-1)
 	}
 }

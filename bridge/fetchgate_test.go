@@ -11,9 +11,10 @@ type fakeLease struct{ ok bool }
 
 func (f *fakeLease) Vouched(time.Time) bool { return f.ok }
 
-// The fetch gate's decisions (fetchgate.go), step by step: a lapsed lease closes it; a group
-// fenced by a lost session closes it until it claims again, has no member, or its members'
-// longest session timeout has passed.
+// The fetch gate's decisions (fetchgate.go), step by step: with no mixed group holding a
+// claim it is open; with one, a lapsed lease closes it; a group fenced by a lost session
+// closes it until it claims again, has no member, or its members' longest session timeout has
+// passed.
 func TestFetchGate(t *testing.T) {
 	var g fetchGate
 	lease := &fakeLease{ok: true}
@@ -26,12 +27,15 @@ func TestFetchGate(t *testing.T) {
 	}{
 		{"before the store opens", nil, 0, ""},
 		{"vouched", func() { g.lease.Store(voucher(lease)) }, 0, ""},
-		{"lease lapsed", func() { lease.ok = false }, 0, "nine tenths"},
-		{"new session, a group fenced", func() { lease.ok = true; g.fence("g1", t0.Add(45*time.Second)) }, time.Second, `"g1"`},
-		{"another group fenced", func() { g.fence("g2", t0.Add(10*time.Second)) }, time.Second, "not claimed"},
-		{"g1 claimed again", func() { g.clear("g1") }, 2 * time.Second, `"g2"`},
+		{"lease lapsed, no claim to protect", func() { lease.ok = false }, 0, ""},
+		{"a mixed group claimed", func() { g.claims.Add(1) }, 0, "nine tenths"},
+		{"session lost: the group fenced", func() { g.claims.Add(-1); lease.ok = true; g.fence("g1", t0.Add(45*time.Second)) }, time.Second, `"g1"`},
+		{"fenced, lease lapsed again", func() { lease.ok = false }, time.Second, "nine tenths"},
+		{"another group fenced", func() { lease.ok = true; g.fence("g2", t0.Add(10*time.Second)) }, time.Second, "not claimed"},
+		{"g1 claimed again", func() { g.clear("g1"); g.claims.Add(1) }, 2 * time.Second, `"g2"`},
 		{"g2's members gave up by now", nil, 11 * time.Second, ""},
-		{"g2 was forgotten", func() { g.fence("g1", t0.Add(time.Minute)); g.clear("g1") }, 0, ""},
+		{"g1 emptied", func() { g.claims.Add(-1) }, 12 * time.Second, ""},
+		{"g1 fenced and cleared", func() { g.fence("g1", t0.Add(time.Minute)); g.clear("g1") }, 0, ""},
 	}
 	for _, s := range steps {
 		if s.do != nil {
@@ -50,10 +54,11 @@ func TestFetchGate(t *testing.T) {
 	}
 }
 
-// The gate runs on every relayed Fetch response: open, it is two atomic loads and a call.
+// The gate runs on every relayed Fetch response: open, it is a few atomic loads and a call.
 func BenchmarkFetchGateAllow(b *testing.B) {
 	var g fetchGate
 	g.lease.Store(voucher(&fakeLease{ok: true}))
+	g.claims.Add(1) // the whole path: a mixed group holds a claim
 	now := time.Now()
 	for b.Loop() {
 		if err := g.allow(now); err != nil {

@@ -396,7 +396,7 @@ func (a *actor) syncAssignMode() {
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindZK)
 		a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
 		a.mx.crashUnsafe = 0
-		a.claimedFor.Store(0) // a Kafka or legacy group now: its owners are not claimed ahead
+		a.setClaimed(0) // a Kafka or legacy group now: its owners are not claimed ahead
 		a.c.gate.clear(a.group)
 	}
 }
@@ -574,7 +574,7 @@ func (a *actor) claimed(res claimResult) {
 		e = e.Int(string(id), n)
 	}
 	e.Msg("mixed group: partitions claimed for the Kafka members")
-	a.claimedFor.Store(int64(a.mx.claimSession))
+	a.setClaimed(a.mx.claimSession)
 	a.c.gate.clear(a.group) // claimed in the current session: the fetches are the members' again
 	a.step(group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
 }
