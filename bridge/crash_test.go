@@ -192,6 +192,13 @@ func (r *receipts) add(name string, fs kgo.Fetches) {
 	r.last = now
 }
 
+// lastAt is when the last record was received.
+func (r *receipts) lastAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
 // firstSince is when the first record at or after t was received (zero if none).
 func (r *receipts) firstSince(t time.Time) time.Time {
 	r.mu.Lock()
@@ -413,7 +420,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	}
 	bad, after := got.overlaps(mc.views, z1, took)
 	t.Logf("%s at 0; z1 took a Kafka member's partition at %v; the Kafka members gave up at %v; records to Kafka members since the takeover: %d, the last at %v",
-		sc.name, took.Sub(killed).Round(time.Millisecond), gaveUp, after, got.last.Sub(killed).Round(time.Millisecond))
+		sc.name, took.Sub(killed).Round(time.Millisecond), gaveUp, after, got.lastAt().Sub(killed).Round(time.Millisecond))
 	if sc.resume != nil {
 		log, _ := os.ReadFile(child.log)
 		t.Logf("resumed at %v; the bridge withheld %d Fetch responses; the Kafka members' first record after it at %v",
