@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,13 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/zkbridge/zkbridge/newproto"
 )
 
 // ProxyConfig.FetchGate: while it refuses, relayed Fetch responses are
@@ -65,57 +59,12 @@ func (b *logBuffer) count(s string) int {
 	return strings.Count(b.buf.String(), s)
 }
 
-// startGatedRelay is startRelay's setup (three kfake brokers, topic
-// orders with three partitions) with gate as the FetchGate. Its log goes
-// to t and to logs.
+// startGatedRelay is startRelay (three kfake brokers, topic orders with
+// three partitions) with gate as the FetchGate and the log also to logs;
+// each partition of orders is led by its own broker.
 func startGatedRelay(t *testing.T, gate func(time.Time) error, logs io.Writer) *relayEnv {
 	t.Helper()
-	kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("kfake-upstream"), kfake.SeedTopics(3, "orders"))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(kf.Close)
-	log := zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs)).Level(zerolog.InfoLevel)
-	up, err := newproto.NewUpstream(newproto.UpstreamConfig{Logger: log, DialTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := up.Discover(ctx, kf.ListenAddrs()[:1]); err != nil {
-		t.Fatalf("Discover: %v", err)
-	}
-	if err := up.Probe(ctx); err != nil {
-		t.Fatalf("Probe: %v", err)
-	}
-	e := &relayEnv{kf: kf, up: up, reg: prometheus.NewRegistry()}
-	srv, err := newproto.New(newproto.Config{
-		Logger:     log,
-		Registerer: e.reg,
-		NodeID:     bridgeNode,
-		Proxy:      &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0", FetchGate: gate},
-	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv, e.addr = srv, ln.Addr().String()
-	sctx, scancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	go func() { done <- srv.ServeProxy(sctx) }()
-	t.Cleanup(func() {
-		scancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("Serve/ServeProxy: %v", err)
-			}
-		}
-	})
-	e.waitProxies(t, 3)
+	e := startRelay(t, relayOpts{fetchGate: gate, logs: logs})
 	e.pinLeaders(t, "orders", 3)
 	return e
 }

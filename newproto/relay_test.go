@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -58,6 +59,8 @@ type relayOpts struct {
 	logLevel       zerolog.Level
 	kfakeOpts      []kfake.Opt
 	coord          newproto.Coordinator
+	fetchGate      func(time.Time) error // ProxyConfig.FetchGate
+	logs           io.Writer             // also gets the log, when set
 }
 
 func startRelay(t testing.TB, o relayOpts) *relayEnv {
@@ -81,7 +84,11 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 		if level == zerolog.DebugLevel-1 || level == 0 {
 			level = zerolog.InfoLevel
 		}
-		log = zerolog.New(zerolog.NewTestWriter(tt)).Level(level)
+		var w io.Writer = zerolog.NewTestWriter(tt)
+		if o.logs != nil {
+			w = zerolog.MultiLevelWriter(w, o.logs)
+		}
+		log = zerolog.New(w).Level(level)
 	} else {
 		log = zerolog.Nop()
 	}
@@ -125,7 +132,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 		NodeID:      bridgeNode,
 		IdleTimeout: o.idleTimeout,
 		Coordinator: o.coord,
-		Proxy:       &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0"},
+		Proxy:       &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0", FetchGate: o.fetchGate},
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
