@@ -909,15 +909,7 @@ func TestRelayLargeFrames(t *testing.T) {
 	join.SetVersion(5)
 	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "g", 10000, 10000, "consumer"
 	joinCorr := c.send(join)
-	fetch := kmsg.NewPtrFetchRequest()
-	fetch.SetVersion(11)
-	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MaxBytes = -1, 100, 4<<20
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "orders"
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 0, 0, 4<<20, -1, -1
-	ft.Partitions = append(ft.Partitions, fp)
-	fetch.Topics = append(fetch.Topics, ft)
+	fetch := fetchRequest(0) // relay_gate_test.go
 	fetchCorr := c.send(fetch)
 	time.Sleep(100 * time.Millisecond) // the fetch response is ready upstream
 	close(release)
