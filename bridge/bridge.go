@@ -610,7 +610,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		}
 	}
 	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID, Root: b.cfg.Root, Strategy: b.cfg.Strategy,
-		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg})
+		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg, SessionCheck: b.cfg.MixedSessionCheck})
 	if err != nil {
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)

@@ -159,6 +159,10 @@ type LegacyConfig struct {
 	// Registerer, when set, receives the coordinator's Prometheus metrics
 	// (zkbridge_legacy_*). Stats returns the same figures either way.
 	Registerer prometheus.Registerer
+	// SessionCheck says what Register does with a consumer that would outlive a crash of the
+	// bridge (checkCrashSafety): SessionCheckWarn (the default) admits, counts and logs it,
+	// SessionCheckRefuse refuses it with INVALID_PING_SETTINGS.
+	SessionCheck SessionCheck
 }
 
 // Validate reports the first setting NewLegacyCoordinator would refuse.
@@ -178,6 +182,8 @@ func (c LegacyConfig) Validate() error {
 		return fmt.Errorf("bridge: LegacyConfig.Strategy: %w %q", legacy.ErrUnknownStrategy, string(c.Strategy))
 	case c.StartTimeout < 0 || c.RetryBackoff < 0 || c.RetryBackoffMax < 0 || c.RebalanceDelay < 0 || c.ZKTimeout < 0:
 		return errors.New("bridge: LegacyConfig durations must not be negative")
+	case c.SessionCheck != "" && c.SessionCheck != SessionCheckWarn && c.SessionCheck != SessionCheckRefuse:
+		return fmt.Errorf("bridge: LegacyConfig.SessionCheck %q: want %q or %q", c.SessionCheck, SessionCheckWarn, SessionCheckRefuse)
 	}
 	return nil
 }
@@ -258,6 +264,7 @@ type legacyMetrics struct {
 	offsets    *prometheus.CounterVec
 	members    prometheus.Gauge
 	zkOps      *prometheus.CounterVec
+	unsafe     *prometheus.CounterVec
 }
 
 func newLegacyMetrics(reg prometheus.Registerer) (*legacyMetrics, error) {
@@ -283,9 +290,16 @@ func newLegacyMetrics(reg prometheus.Registerer) (*legacyMetrics, error) {
 			Name: "zkbridge_legacy_zookeeper_operations_total",
 			Help: "ZooKeeper operations issued by the legacy coordinator: read (znodes read), read_request (requests carrying them), write (each op of a multi), multi (multi requests).",
 		}, []string{"kind"}),
+		unsafe: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zkbridge_legacy_crash_unsafe_registrations_total",
+			Help: "Legacy registrations whose (max_ping_retries + 1) × ping_interval is not below the bridge's ZooKeeper session timeout, by result (admitted, refused: --mixed-session-check=refuse): such a consumer could go on consuming after a crash of the bridge while zk and Kafka members take its partitions.",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"admitted", "refused"} {
+		m.unsafe.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.rebalances, m.duration, m.offsets, m.members, m.zkOps} {
+		for _, c := range []prometheus.Collector{m.rebalances, m.duration, m.offsets, m.members, m.zkOps, m.unsafe} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("bridge: registering legacy metrics: %w", err)
 			}
@@ -427,6 +441,9 @@ func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) err
 	if err := c.modes.admitLegacy(ctx, reg.GroupID); err != nil {
 		return err
 	}
+	if err := c.checkCrashSafety(reg); err != nil {
+		return err
+	}
 	g, err := c.group(reg.GroupID)
 	if err != nil {
 		return err
@@ -449,6 +466,32 @@ func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) err
 		// and the actor removes the member when it sees the session end.
 		return ctx.Err()
 	}
+}
+
+// checkCrashSafety looks at how long a consumer would go on after its coordinator went quiet.
+// A legacy consumer treats its coordinator as failed only after (max_ping_retries + 1) ×
+// ping_interval without a request (docs/legacy-protocol.md §8), and stops consuming then. Its
+// owner znodes are ephemerals of the bridge's ZooKeeper session, so when a dead or silent bridge's
+// session expires, zk and Kafka members take its partitions: if the consumer's silence is not
+// below the session timeout, it consumes them too meanwhile. It cannot fetch through the
+// bridge (legacy consumers fetch from the brokers themselves), so the fetch gate does not help.
+func (c *LegacyCoordinator) checkCrashSafety(reg legacy.RegisterRequest) error {
+	silence := time.Duration(int64(reg.MaxPingRetries)+1) * time.Duration(reg.PingIntervalMs) * time.Millisecond
+	limit := c.store.SessionTimeout()
+	if silence < limit {
+		return nil
+	}
+	log := c.log.Warn().Str("group", reg.GroupID).Str("consumer", reg.ConsumerID).
+		Int32("ping_interval_ms", reg.PingIntervalMs).Int16("max_ping_retries", reg.MaxPingRetries).Dur("zk_session_timeout", limit)
+	if c.cfg.SessionCheck == SessionCheckRefuse {
+		c.metrics.unsafe.WithLabelValues("refused").Inc()
+		log.Msg("refusing a legacy consumer with INVALID_PING_SETTINGS (--mixed-session-check=refuse): it would take (max_ping_retries + 1) × ping_interval to stop after a crash of this bridge, and zk and Kafka members would take its partitions after the ZooKeeper session timeout")
+		return fmt.Errorf("bridge: (max_ping_retries %d + 1) × ping_interval %d ms = %v is not below the coordinator's ZooKeeper session timeout %v: %w",
+			reg.MaxPingRetries, reg.PingIntervalMs, silence, limit, legacy.CodeInvalidPingSettings.Err())
+	}
+	c.metrics.unsafe.WithLabelValues("admitted").Inc()
+	log.Msg("legacy consumer admitted, but if this bridge crashed it would go on consuming for (max_ping_retries + 1) × ping_interval, while zk and Kafka members take its partitions after the ZooKeeper session timeout; lower its ping settings or raise --zk-session-timeout")
+	return nil
 }
 
 // OnSession takes the Store's session events (zkstate.Config.OnSession; the daemon forwards
