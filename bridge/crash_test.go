@@ -48,7 +48,8 @@ type childSpec struct {
 }
 
 // runChildBridge runs the bridge spec describes until the process is killed; it prints
-// "ready <kafka listener>" on stdout once the bridge is ready and logs JSON lines on stderr.
+// "ready <kafka listener> <legacy listener>" on stdout once the bridge is ready and logs JSON
+// lines on stderr.
 func runChildBridge(spec string) int {
 	var s childSpec
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
@@ -59,6 +60,7 @@ func runChildBridge(spec string) int {
 		ZKConnect:        s.ZKConnect,
 		ZKSessionTimeout: s.ZKSessionTimeout,
 		KafkaListen:      "127.0.0.1:0",
+		LegacyListen:     "127.0.0.1:0",
 		AdminListen:      "127.0.0.1:0",
 		NodeID:           s.NodeID,
 		Group:            testGroupConfig(),
@@ -82,7 +84,7 @@ func runChildBridge(spec string) int {
 	go func() { done <- b.Run(context.Background()) }()
 	select {
 	case <-b.Ready():
-		fmt.Printf("ready %s\n", b.Addr())
+		fmt.Printf("ready %s %s\n", b.Addr(), b.LegacyAddr())
 	case err := <-done:
 		fmt.Fprintf(os.Stderr, "Run: %v\n", err)
 		return 1
@@ -93,9 +95,10 @@ func runChildBridge(spec string) int {
 
 // childBridge is a bridge in a child process.
 type childBridge struct {
-	cmd  *exec.Cmd
-	addr string // its Kafka listener
-	log  string // its stderr, a file
+	cmd    *exec.Cmd
+	addr   string // its Kafka listener
+	legacy string // its legacy listener
+	log    string // its stderr, a file
 }
 
 // startChildBridge starts a bridge in a child process and waits until it is ready; the child
@@ -140,13 +143,14 @@ func startChildBridge(t *testing.T, s childSpec) *childBridge {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if addr, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- addr
+			if addrs, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- addrs
 			}
 		}
 	}()
 	select {
-	case c.addr = <-ready:
+	case addrs := <-ready:
+		c.addr, c.legacy, _ = strings.Cut(addrs, " ")
 	case <-time.After(30 * time.Second):
 		t.Fatal("the child bridge was not ready after 30s")
 	}
@@ -349,8 +353,11 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 
 	got := &receipts{n: map[string]int{}}
 	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), ledger: newLedger(), group: g,
-		topics: topics, seed: child.addr, lostOK: true, records: got.add}
+		topics: topics, seed: child.addr, legacyAddr: child.legacy, lostOK: true, records: got.add}
 	mc.zkMember("z1")
+	// A legacy member that stops in time: it gives its coordinator up after 6 pings of 100 ms,
+	// well inside the 4 s session (LegacyCoordinator.checkCrashSafety).
+	mc.legacyMember("l1")
 	// The clients' context ends before they are closed at cleanup (cleanups run last first), so
 	// that Close does not retry its LeaveGroup against the dead bridge for the retry timeout.
 	cctx, cancelClients := context.WithCancel(context.Background())
@@ -358,7 +365,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	k1, _ := mc.kafkaMember("k1", long...)
 	k2, _ := mc.kafkaMember("k2", long...)
 	t.Cleanup(cancelClients)
-	mc.waitConverged(30*time.Second, 3, map[string]*kgo.Client{"k1": k1, "k2": k2})
+	mc.waitConverged(30*time.Second, 4, map[string]*kgo.Client{"k1": k1, "k2": k2})
 	eventually(t, 10*time.Second, "both Kafka members receive records", func() (bool, string) {
 		return got.of("k1") > 0 && got.of("k2") > 0, fmt.Sprintf("k1 %d, k2 %d records", got.of("k1"), got.of("k2"))
 	})
@@ -414,7 +421,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 		eventually(t, 30*time.Second, "the mixed group converged again", func() (bool, string) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
-			return mc.converged(ctx, 3, map[string]*kgo.Client{"k1": k1, "k2": k2})
+			return mc.converged(ctx, 4, map[string]*kgo.Client{"k1": k1, "k2": k2})
 		})
 		time.Sleep(time.Second)
 	}
@@ -432,6 +439,13 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	}
 	if sc.resume != nil && after == 0 {
 		t.Errorf("the Kafka members received nothing after the bridge resumed and the group converged")
+	}
+	// The legacy member's view is what it consumes (it stops on its Stop handler, or when its
+	// coordinator goes quiet): no partition may be handed to another member before it did.
+	// (The Kafka members' views are their assignments, held past the takeover: the receipts
+	// above are what they consumed.)
+	for _, v := range mc.views.violationsOf("l1") {
+		t.Errorf("consumed by two members at once: %s", v)
 	}
 	for i, b := range bad {
 		if i == 10 {

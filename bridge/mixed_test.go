@@ -132,6 +132,19 @@ func (v *views) of(name string) map[mtp]bool {
 	return maps.Clone(v.consuming[name])
 }
 
+// violationsOf lists the violations in which member name still consumed the partition.
+func (v *views) violationsOf(name string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for _, s := range v.violations {
+		if strings.HasSuffix(s, " while "+name+" consumes it") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (v *views) check(t *testing.T) {
 	t.Helper()
 	v.mu.Lock()
@@ -226,6 +239,8 @@ type mixedCluster struct {
 	lostOK bool
 	// records, when set, is given what each Kafka member's poll returned.
 	records func(name string, fs kgo.Fetches)
+	// legacyAddr is where legacy members connect when there is no b (a bridge elsewhere).
+	legacyAddr string
 }
 
 func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluster {
@@ -281,6 +296,9 @@ func newMixedClusterWith(t *testing.T, g string, topics map[string]int, mode zks
 		}
 	})
 	mc.seed = mc.b.Addr().String()
+	if a := mc.b.LegacyAddr(); a != nil {
+		mc.legacyAddr = a.String()
+	}
 	return mc
 }
 
@@ -372,7 +390,7 @@ func (mc *mixedCluster) legacyMember(name string) (stop func()) {
 	owned := map[mtp]int64{}
 	paused := false
 	cl, err := legacy.NewClient(legacy.ClientConfig{
-		Brokers: []string{mc.b.LegacyAddr().String()}, GroupID: mc.group, ConsumerID: name, Subscription: sub,
+		Brokers: []string{mc.legacyAddr}, GroupID: mc.group, ConsumerID: name, Subscription: sub,
 		AutoCommit: true, PingInterval: ping, MaxPingRetries: 5,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Logger: newLogger(t).With().Str("legacy_member", name).Logger(),
