@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -82,5 +83,14 @@ func TestIntegration_LegacySessionCheck(t *testing.T) {
 		}
 		raw.conn.Close()
 		env.stop()
+	}
+}
+
+// The legacy client's defaults stop a consumer, after its coordinator went quiet, before the
+// bridge's default ZooKeeper session expires and 0.8 consumers take its partitions.
+func TestLegacyClientDefaultsAreCrashSafe(t *testing.T) {
+	silence := time.Duration(legacy.DefaultMaxPingRetries+1) * legacy.DefaultPingInterval
+	if silence >= DefaultZKSessionTimeout {
+		t.Errorf("(DefaultMaxPingRetries + 1) × DefaultPingInterval = %v, not below the default session timeout %v", silence, DefaultZKSessionTimeout)
 	}
 }

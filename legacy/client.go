@@ -30,7 +30,10 @@ var ErrAllBrokersUnavailable = errors.New("all known brokers unavailable")
 
 // Defaults for the zero values of ClientConfig.
 const (
-	DefaultPingInterval   = 3 * time.Second // the docs' worked example
+	// DefaultPingInterval keeps the silence after which a consumer stops, (DefaultMaxPingRetries
+	// + 1) × DefaultPingInterval = 8 s, below the bridge's default ZooKeeper session timeout
+	// (10 s): a consumer of a crashed bridge stops before 0.8 consumers take its partitions.
+	DefaultPingInterval   = 2 * time.Second
 	DefaultMaxPingRetries = 3
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultBackoffMin     = 100 * time.Millisecond

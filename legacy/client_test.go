@@ -431,7 +431,7 @@ func TestNewClientValidates(t *testing.T) {
 	if id := c.ConsumerID(); !strings.HasPrefix(id, "g_") || len(id) < len("g_h-1-12345678") {
 		t.Errorf("made-up consumer id %q", id)
 	}
-	if c.reg.AutoOffsetReset != ResetLargest || c.reg.PingIntervalMs != 3000 || c.reg.MaxPingRetries != DefaultMaxPingRetries {
+	if c.reg.AutoOffsetReset != ResetLargest || c.reg.PingIntervalMs != int32(DefaultPingInterval.Milliseconds()) || c.reg.MaxPingRetries != DefaultMaxPingRetries {
 		t.Errorf("defaults: %+v", c.reg)
 	}
 }
