@@ -38,7 +38,7 @@ import (
 // runs a bridge instead of the tests.
 const childEnv = "ZKBRIDGE_TEST_CHILD_BRIDGE"
 
-// childSpec is what a test sets of the child's bridge.Config; the rest is startBridge's.
+// childSpec is what a test sets of the child's bridge.Config; the rest is testBridgeConfig's.
 type childSpec struct {
 	ZKConnect        string
 	NodeID           int32
@@ -56,21 +56,9 @@ func runChildBridge(spec string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
 		return 2
 	}
-	cfg := bridge.Config{
-		ZKConnect:        s.ZKConnect,
-		ZKSessionTimeout: s.ZKSessionTimeout,
-		KafkaListen:      "127.0.0.1:0",
-		LegacyListen:     "127.0.0.1:0",
-		AdminListen:      "127.0.0.1:0",
-		NodeID:           s.NodeID,
-		Group:            testGroupConfig(),
-		WriteTimeout:     3 * time.Second,
-		MirrorRetry:      200 * time.Millisecond,
-		DrainTimeout:     time.Second,
-		HeartbeatHold:    s.HeartbeatHold,
-		UpstreamFromZK:   s.UpstreamFromZK,
-		Logger:           zerolog.New(os.Stderr).With().Timestamp().Logger(),
-	}
+	cfg := testBridgeConfig(s.ZKConnect, s.NodeID, zerolog.New(os.Stderr).With().Timestamp().Logger())
+	cfg.ZKSessionTimeout, cfg.HeartbeatHold, cfg.UpstreamFromZK = s.ZKSessionTimeout, s.HeartbeatHold, s.UpstreamFromZK
+	cfg.LegacyListen = "127.0.0.1:0"
 	if s.UpstreamFromZK {
 		cfg.ProxyListen = "127.0.0.1:0"
 		cfg.MetadataMaxAge = time.Second

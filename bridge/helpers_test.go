@@ -83,7 +83,21 @@ type running struct {
 // is stopped at cleanup.
 func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Config)) *running {
 	t.Helper()
-	cfg := bridge.Config{
+	cfg := testBridgeConfig(connect, node, newLogger(t).With().Int32("test_node", node).Logger())
+	if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_TEST_HEARTBEAT_HOLD")); err == nil {
+		// A compatibility sweep: every test's clients against held heartbeats.
+		cfg.HeartbeatHold = d
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return runBridge(t, cfg)
+}
+
+// testBridgeConfig is a bridge on loopback ports with a 4 s ZooKeeper session and the test
+// engine's short timers.
+func testBridgeConfig(connect string, node int32, log zerolog.Logger) bridge.Config {
+	return bridge.Config{
 		ZKConnect:        connect,
 		ZKSessionTimeout: 4 * time.Second,
 		KafkaListen:      "127.0.0.1:0",
@@ -93,16 +107,8 @@ func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Conf
 		WriteTimeout:     3 * time.Second,
 		MirrorRetry:      200 * time.Millisecond,
 		DrainTimeout:     time.Second,
-		Logger:           newLogger(t).With().Int32("test_node", node).Logger(),
+		Logger:           log,
 	}
-	if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_TEST_HEARTBEAT_HOLD")); err == nil {
-		// A compatibility sweep: every test's clients against held heartbeats.
-		cfg.HeartbeatHold = d
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	return runBridge(t, cfg)
 }
 
 // runBridge runs a bridge with cfg, waits until it is ready and stops it at cleanup.
