@@ -444,6 +444,11 @@ func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) err
 	if err := c.checkCrashSafety(reg); err != nil {
 		return err
 	}
+	if !c.store.Vouched(time.Now()) {
+		// Its owner znodes could not be trusted (fenceUnvouched): the consumer backs off and
+		// consults again.
+		return fmt.Errorf("bridge: the ZooKeeper session of the coordinator of group %q cannot be vouched for: %w", reg.GroupID, legacy.CodeCoordinatorNotAvailable.Err())
+	}
 	g, err := c.group(reg.GroupID)
 	if err != nil {
 		return err
@@ -805,8 +810,32 @@ func (g *legacyGroup) handle(ev any) {
 	}
 }
 
+// errLegacyUnvouched closes the members' connections in fenceUnvouched.
+var errLegacyUnvouched = errors.New("the coordinator cannot vouch for its ZooKeeper session")
+
+// fenceUnvouched closes every member's connection while the coordinator cannot vouch for its
+// ZooKeeper session (zkstate's lease: no reply for nine tenths of the session timeout). Its
+// owner znodes may be about to go, and 0.8 consumers take the partitions then. A legacy
+// consumer stops consuming when its connection closes (docs §8 "Consumer"), so it stops before
+// the server can expire the session. Pings alone need no ZooKeeper: without this a coordinator
+// cut from ZooKeeper would keep its members consuming (TestIntegration_MixedBridgeKilled/cut).
+// The consumers register again once the session is vouched for (Register refuses them until
+// then).
+func (g *legacyGroup) fenceUnvouched(now time.Time) {
+	if len(g.members) == 0 || g.c.store.Vouched(now) {
+		return
+	}
+	for _, m := range g.members {
+		if m.sess.Err() == nil {
+			g.log.Warn().Str("consumer", m.id).Msg("closing a legacy member's connection: the ZooKeeper session cannot be vouched for, so it must stop consuming before its partitions are handed to others")
+			m.sess.Close(errLegacyUnvouched)
+		}
+	}
+}
+
 // step advances the rebalance as far as it can go now, then sends the pings that are due.
 func (g *legacyGroup) step(now time.Time) {
+	g.fenceUnvouched(now)
 	for range 16 { // each pass moves one phase; a rebalance has fewer than 16
 		before, att := g.phase, g.att
 		switch g.phase {
@@ -857,6 +886,11 @@ func (g *legacyGroup) nextWake() time.Time {
 	for _, m := range g.members {
 		if !m.pinging && !m.inAttempt {
 			earlier(m.nextPing)
+		}
+	}
+	if len(g.members) > 0 {
+		if until := g.c.store.LeaseUntil(); !until.IsZero() {
+			earlier(until) // fenceUnvouched, if no probe extends it by then
 		}
 	}
 	return wake

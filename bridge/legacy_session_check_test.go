@@ -1,14 +1,20 @@
 package bridge
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // A legacy consumer stops consuming only after (max_ping_retries + 1) × ping_interval without a
@@ -93,4 +99,65 @@ func TestLegacyClientDefaultsAreCrashSafe(t *testing.T) {
 	if silence >= DefaultZKSessionTimeout {
 		t.Errorf("(DefaultMaxPingRetries + 1) × DefaultPingInterval = %v, not below the default session timeout %v", silence, DefaultZKSessionTimeout)
 	}
+}
+
+// A coordinator cut from ZooKeeper stops its consumers before the server can expire its session
+// and 0.8 consumers take their partitions (fenceUnvouched): it closes their connections once its
+// session lease lapses. A consumer that commits nothing gets pings that need no ZooKeeper, so
+// without this it would go on consuming after its owner znodes were gone.
+func TestIntegration_LegacyUnvouchedSessionStopsConsumers(t *testing.T) {
+	legacyCheckLeaks(t)
+	connect := legacyConnect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store, err := zkstate.Open(ctx, zkstate.Config{Connect: proxy.Addr() + connect[i:], SessionTimeout: 4 * time.Second, Logger: legacyTestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	observer := legacyOpenStore(t, connect)
+	t.Cleanup(func() { observer.Close() })
+	legacySetTopic(t, observer, "t", 1)
+	env := legacyStart(t, store, "", nil)
+
+	var mu sync.Mutex
+	var stopped time.Time
+	c := legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{
+		onStop: func(string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped.IsZero() {
+				stopped = time.Now()
+			}
+		},
+	})
+	legacyWaitStable(t, observer, "g", []*legacyTestConsumer{c}, map[string][]int32{"t": {0}})
+	mu.Lock()
+	stopped = time.Time{} // the Stops of the first rebalance do not count
+	mu.Unlock()
+
+	cut := time.Now()
+	proxy.Freeze()
+	owner := zkstate.OwnerPath("g", "t", 0)
+	var gone time.Time
+	legacyEventually(t, "the server expires the coordinator's session", func() (bool, string) {
+		ok, _, err := observer.Exists(context.Background(), owner)
+		if err == nil && !ok {
+			gone = time.Now()
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s still there: %v", owner, err)
+	})
+	mu.Lock()
+	at := stopped
+	mu.Unlock()
+	t.Logf("cut at 0: the consumer stopped at %v, its owner znode went at %v", at.Sub(cut).Round(time.Millisecond), gone.Sub(cut).Round(time.Millisecond))
+	if at.IsZero() || !at.Before(gone) {
+		t.Fatalf("the consumer did not stop before its owner znode went (stopped %v, gone %v after the cut)", at.Sub(cut), gone.Sub(cut))
+	}
+
+	proxy.Thaw()
+	legacyWaitStable(t, observer, "g", []*legacyTestConsumer{c}, map[string][]int32{"t": {0}})
 }
