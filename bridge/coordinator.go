@@ -361,7 +361,7 @@ func newActor(c *coordinator, name string) *actor {
 		writes:  make(chan writeResult, 1),
 		seen:    map[group.MemberID]int64{},
 		lastGen: -1,
-		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1)},
+		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
 	}
 }
 
@@ -645,6 +645,9 @@ func (a *actor) publish() {
 		if key.generation != a.lastGen {
 			a.lastGen = key.generation
 			a.c.metrics.generations.Inc()
+		}
+		if a.unclaimedMixed(key.generation) {
+			return
 		}
 		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log, a.hosted)) // modes.go: none when finalized
 	case group.Empty:

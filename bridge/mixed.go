@@ -336,6 +336,8 @@ type mixedState struct {
 	claimCancel context.CancelFunc // the claim in flight
 	results     chan claimResult
 	claimFP     string // fingerprint of the last claim; "" before the first
+	// claimedGen is the generation of the last claim that completed; -1 before the first.
+	claimedGen group.Generation
 	// claimSession is the longest session timeout among the members of the claim in flight.
 	claimSession time.Duration
 	othersFP     string // latest fingerprint from the watcher
@@ -575,8 +577,23 @@ func (a *actor) claimed(res claimResult) {
 	}
 	e.Msg("mixed group: partitions claimed for the Kafka members")
 	a.setClaimed(a.mx.claimSession)
+	a.mx.claimedGen = res.gen
 	a.c.gate.clear(a.group) // claimed in the current session: the fetches are the members' again
 	a.step(group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
+}
+
+// unclaimedMixed reports whether gen is a Stable generation of a mixed group that no claim of
+// this actor produced: one restored from ZooKeeper after a restart or a lost session. Its owner
+// znodes are not mirrored: in a mixed group only a claim may create them, after the previous
+// owners let go (DESIGN §3), and the group rebalances at once anyway (checkOthers). Mirroring
+// the restored assignment instead created owner znodes outside the claim, which the next claim
+// then took for its own and another claimer could delete as its stale one.
+func (a *actor) unclaimedMixed(gen group.Generation) bool {
+	if a.c.modes == nil || gen == a.mx.claimedGen {
+		return false
+	}
+	mode, known := a.c.modes.modeOf(a.group)
+	return known && mode == zkstate.ModeMixed
 }
 
 // checkOthers rebalances a Stable mixed group whose other kinds or topics changed since its
