@@ -411,6 +411,48 @@ func (m *groupModes) ensure(ctx context.Context, g string, kind memberKind) (zks
 	return mode, nil
 }
 
+// confirm re-reads the mode of group g from ZooKeeper before the bridge refuses a member on the
+// strength of its cached mode: a refusal is final for the client (legacy consumers stop and
+// report GROUP_MODE_REFUSED, Kafka clients fail on INCONSISTENT_GROUP_PROTOCOL), and a member
+// that joins right after `zkbridge migrate` or `rollback` changed the mode can arrive before the
+// watch has delivered the change. A newer version read here updates the cache and tells
+// onChange, as the watch would have (the watch then finds nothing new); on a failed read the
+// cached mode stands.
+func (m *groupModes) confirm(ctx context.Context, g string, cached zkstate.Mode) zkstate.Mode {
+	m.mu.Lock()
+	store := m.store
+	m.mu.Unlock()
+	if store == nil {
+		return cached
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	rec, v, exists, err := zkstate.ReadMode(ctx, store, m.root, g)
+	if err != nil || !exists {
+		return cached
+	}
+	m.mu.Lock()
+	e := m.entry(g)
+	if e.known && e.exists && v <= e.version {
+		mode := e.mode
+		m.mu.Unlock()
+		return mode
+	}
+	old, wasKnown := e.mode, e.known
+	e.known, e.exists, e.rec, e.mode, e.version = true, true, rec, rec.Mode, v
+	e.zxid = 0
+	m.countMode(old, wasKnown, rec.Mode)
+	m.mu.Unlock()
+	if rec.Mode != old {
+		m.log.Info().Str("group", g).Str("from", string(old)).Str("to", string(rec.Mode)).
+			Msg("group mode changed (read before refusing a member; the watch had not delivered it yet)")
+		if m.onChange != nil {
+			m.onChange(g)
+		}
+	}
+	return rec.Mode
+}
+
 // defaultFor decides the mode of a group served for the first time (see the file comment).
 func (m *groupModes) defaultFor(ctx context.Context, store *zkstate.Store, g string, kind memberKind) (zkstate.Mode, string, error) {
 	for _, p := range []string{recordPath(m.root, g), ownOffsetsPath(m.root, g)} {
@@ -500,6 +542,9 @@ func (m *groupModes) admitLegacy(ctx context.Context, g string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, legacy.CodeCoordinatorNotAvailable.Err())
 	}
+	if mode == zkstate.ModeKafka || mode == zkstate.ModeFinalized {
+		mode = m.confirm(ctx, g, mode)
+	}
 	if mode != zkstate.ModeKafka && mode != zkstate.ModeFinalized {
 		return nil
 	}
@@ -547,6 +592,9 @@ func (a *actor) modeGate(req *request) bool {
 		a.log.Warn().Err(err).Msg("cannot read the group's mode; answering COORDINATOR_NOT_AVAILABLE")
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
 		return true
+	}
+	if _, join := req.ev.(group.JoinGroup); join && mode == zkstate.ModeLegacy {
+		mode = m.confirm(a.writeCtx, a.group, mode)
 	}
 	if mode == zkstate.ModeMixed {
 		return a.admitMixed(req) // mixed.go
