@@ -396,19 +396,26 @@ func (m *groupModes) ensure(ctx context.Context, g string, kind memberKind) (zks
 			m.log.Info().Str("group", g).Str("mode", string(rec.Mode)).Str("why", why).Msg("group mode initialised to its default")
 		}
 	}
+	mode, _ := m.cacheRead(g, rec, v)
+	m.watch(g)
+	return mode, nil
+}
+
+// cacheRead takes a mode record read from ZooKeeper (version v) into the cache when the watch
+// has not delivered that version yet (it will, and then it is the truth), and returns the mode
+// now cached and the one it replaced.
+func (m *groupModes) cacheRead(g string, rec zkstate.ModeRecord, v int32) (mode, old zkstate.Mode) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	e := m.entry(g)
+	old = e.mode
 	if !e.known || !e.exists || v > e.version {
-		// The watch has not delivered this version yet; it will, and then it is the truth.
-		old, wasKnown := e.mode, e.known
+		wasKnown := e.known
 		e.known, e.exists, e.rec, e.mode, e.version = true, true, rec, rec.Mode, v
 		e.zxid = 0 // unknown here: lookup reads it when it needs it
 		m.countMode(old, wasKnown, rec.Mode)
 	}
-	mode := e.mode
-	m.mu.Unlock()
-	m.watch(g)
-	return mode, nil
+	return e.mode, old
 }
 
 // confirm re-reads the mode of group g from ZooKeeper before the bridge refuses a member on the
@@ -431,26 +438,15 @@ func (m *groupModes) confirm(ctx context.Context, g string, cached zkstate.Mode)
 	if err != nil || !exists {
 		return cached
 	}
-	m.mu.Lock()
-	e := m.entry(g)
-	if e.known && e.exists && v <= e.version {
-		mode := e.mode
-		m.mu.Unlock()
-		return mode
-	}
-	old, wasKnown := e.mode, e.known
-	e.known, e.exists, e.rec, e.mode, e.version = true, true, rec, rec.Mode, v
-	e.zxid = 0
-	m.countMode(old, wasKnown, rec.Mode)
-	m.mu.Unlock()
-	if rec.Mode != old {
-		m.log.Info().Str("group", g).Str("from", string(old)).Str("to", string(rec.Mode)).
+	mode, old := m.cacheRead(g, rec, v)
+	if mode != old {
+		m.log.Info().Str("group", g).Str("from", string(old)).Str("to", string(mode)).
 			Msg("group mode changed (read before refusing a member; the watch had not delivered it yet)")
 		if m.onChange != nil {
 			m.onChange(g)
 		}
 	}
-	return rec.Mode
+	return mode
 }
 
 // defaultFor decides the mode of a group served for the first time (see the file comment).
