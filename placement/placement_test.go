@@ -1,0 +1,173 @@
+package placement
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/owners.golden")
+
+func groups(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("orders-consumer-%d", i)
+	}
+	return out
+}
+
+// The owners are a fact every bridge must compute alike, across versions: a change here is a new
+// placement Version (see the package comment), never a silent edit of the golden file.
+func TestOwnerGolden(t *testing.T) {
+	nodes := []int32{9001, 9002, 9003}
+	var b strings.Builder
+	for _, g := range append([]string{"", "a", "billing", "billing-v2", "demo-migrate"}, groups(40)...) {
+		o, _ := Owner(g, nodes)
+		fmt.Fprintf(&b, "%q %d\n", g, o)
+	}
+	golden := filepath.Join("testdata", "owners.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		t.Fatalf("owners changed (run with -update only for a new placement Version):\n%s", diffLines(string(want), got))
+	}
+}
+
+func diffLines(want, got string) string {
+	var out strings.Builder
+	w := bufio.NewScanner(strings.NewReader(want))
+	g := bufio.NewScanner(strings.NewReader(got))
+	for w.Scan() {
+		g.Scan()
+		if w.Text() != g.Text() {
+			fmt.Fprintf(&out, "- %s\n+ %s\n", w.Text(), g.Text())
+		}
+	}
+	return out.String()
+}
+
+func TestOwnerNone(t *testing.T) {
+	if _, ok := Owner("g", nil); ok {
+		t.Fatal("an empty node set has an owner")
+	}
+	if r := Ranked("g", nil); len(r) != 0 {
+		t.Fatalf("Ranked(nil) = %v", r)
+	}
+}
+
+// Every bridge reads the live set in its own order (ZooKeeper's children are unordered).
+func TestOwnerIgnoresOrderAndDuplicates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	nodes := []int32{9001, 9002, 9003, 9004, 9005}
+	for _, g := range groups(500) {
+		want, _ := Owner(g, nodes)
+		shuffled := append([]int32(nil), nodes...)
+		shuffled = append(shuffled, nodes[rng.IntN(len(nodes))])
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if got, _ := Owner(g, shuffled); got != want {
+			t.Fatalf("group %q: owner %d in %v, %d in %v", g, got, shuffled, want, nodes)
+		}
+		r := Ranked(g, shuffled)
+		if len(r) != len(nodes) || r[0] != want {
+			t.Fatalf("group %q: Ranked %v, owner %d", g, r, want)
+		}
+	}
+}
+
+// Ranked names the successor: removing the owner makes the second-ranked node the owner.
+func TestRankedIsTheFailoverOrder(t *testing.T) {
+	nodes := []int32{1, 2, 3, 4}
+	for _, g := range groups(300) {
+		r := Ranked(g, nodes)
+		rest := r[1:]
+		if got, _ := Owner(g, rest); got != r[1] {
+			t.Fatalf("group %q: ranked %v, owner without %d is %d", g, r, r[0], got)
+		}
+	}
+}
+
+func TestBalance(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5} {
+		nodes := make([]int32, n)
+		for i := range nodes {
+			nodes[i] = int32(9001 + i)
+		}
+		gs := groups(30000)
+		count := map[int32]int{}
+		for _, g := range gs {
+			o, _ := Owner(g, nodes)
+			count[o]++
+		}
+		fair := float64(len(gs)) / float64(n)
+		for _, id := range nodes {
+			if dev := (float64(count[id]) - fair) / fair; dev > 0.05 || dev < -0.05 {
+				t.Errorf("%d nodes: node %d owns %d groups, %.1f%% off the fair %.0f", n, id, count[id], 100*dev, fair)
+			}
+		}
+	}
+}
+
+// A joining node takes groups only for itself; a leaving node gives up only its own.
+func TestMinimalMovement(t *testing.T) {
+	gs := groups(20000)
+	three := []int32{9001, 9002, 9003}
+	four := append(append([]int32(nil), three...), 9004)
+	moved := 0
+	for _, g := range gs {
+		a, _ := Owner(g, three)
+		b, _ := Owner(g, four)
+		if a != b {
+			moved++
+			if b != 9004 {
+				t.Fatalf("group %q moved from %d to %d when 9004 joined", g, a, b)
+			}
+		}
+	}
+	if share := float64(moved) / float64(len(gs)); share < 0.22 || share > 0.28 {
+		t.Errorf("a 4th node took %.1f%% of the groups, want about 25%%", 100*share)
+	}
+	if got := Moves(gs, three, four); got != moved {
+		t.Errorf("Moves = %d, counted %d", got, moved)
+	}
+	for _, g := range gs {
+		a, _ := Owner(g, four)
+		b, _ := Owner(g, three)
+		if a != 9004 && a != b {
+			t.Fatalf("group %q moved from %d to %d when 9004 left", g, a, b)
+		}
+	}
+}
+
+func BenchmarkOwner3(b *testing.B) {
+	nodes := []int32{9001, 9002, 9003}
+	gs := groups(1024)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		Owner(gs[i&1023], nodes)
+	}
+}
+
+// BenchmarkJoinMoves reports the share of 10,000 groups that move when a 4th bridge joins three
+// (issue target: at most 30 %).
+func BenchmarkJoinMoves(b *testing.B) {
+	gs := groups(10000)
+	three := []int32{9001, 9002, 9003}
+	four := []int32{9001, 9002, 9003, 9004}
+	var moved int
+	for b.Loop() {
+		moved = Moves(gs, three, four)
+	}
+	b.ReportMetric(100*float64(moved)/float64(len(gs)), "%moved")
+}
