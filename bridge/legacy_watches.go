@@ -1,0 +1,342 @@
+package bridge
+
+// What a legacy group follows in ZooKeeper: the partitions of its topics, the registrations in
+// /consumers/<g>/ids (the other members of the group), and the session; and the hosted-member
+// znodes it writes beside its own members' registrations.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// onTopic takes a firing of the watch on /brokers/topics/<t>: a change of a subscribed topic's
+// partitions triggers a rebalance; a session expiry (every owner znode of ours is gone) a check.
+func (g *legacyGroup) onTopic(now time.Time, ev legacyTopicEv) {
+	w := g.topics[ev.topic]
+	if w == nil || w != ev.watch {
+		return // unwatched since
+	}
+	if ev.ev.Type == zkstate.SessionExpired {
+		g.noteTrigger(now, "ZooKeeper session expired")
+	}
+	parts, err := legacyTopicPartitions(ev.ev)
+	if err != nil {
+		// Keep the partitions we knew: a bad write must not unassign the topic.
+		g.log.Warn().Err(err).Str("topic", ev.topic).Msg("topic assignment does not parse; keeping its partitions")
+		return
+	}
+	if !slices.Equal(parts, w.partitions) {
+		g.log.Info().Str("topic", ev.topic).Int("from", len(w.partitions)).Int("to", len(parts)).Msg("partitions changed")
+		w.partitions = parts
+		g.noteTrigger(now, fmt.Sprintf("partitions of topic %s changed to %d", ev.topic, len(parts)))
+	}
+}
+
+func (g *legacyGroup) onSession(now time.Time, ev zkstate.SessionEvent) {
+	switch ev.State {
+	case zkstate.Expired:
+		g.noteTrigger(now, "ZooKeeper session expired")
+	case zkstate.Reclaimed:
+		// An /ids znode (or its hosted-member znode) another session took while ours was
+		// gone: that consumer id is now someone else's in the group (0.8 would have failed to
+		// register it).
+		for _, rc := range ev.ReclaimConflicts() {
+			for _, m := range g.members {
+				if rc.Path == zkstate.IDPath(g.name, m.id) || rc.Path == zkstate.HostedMemberPath(g.c.cfg.Root, g.name, m.id) {
+					g.remove(now, m, fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", rc.Path, rc.Owner, legacy.CodeConsumerIDInUse.Err()))
+				}
+			}
+		}
+	}
+}
+
+func legacyTopicPartitions(ev zkstate.WatchEvent) ([]int32, error) {
+	if !ev.Exists {
+		return nil, nil
+	}
+	a, err := zkstate.ParseTopicAssignment(ev.Data)
+	if err != nil {
+		return nil, err
+	}
+	return a.PartitionIDs(), nil
+}
+
+// watchTopic starts watching /brokers/topics/<t> unless it is watched already.
+func (g *legacyGroup) watchTopic(topic string) error {
+	if g.topics[topic] != nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(g.lifetime)
+	ch, err := g.c.store.WatchData(wctx, zkstate.TopicPath(topic))
+	g.countReads(1, 1)
+	if err != nil {
+		cancel()
+		return err
+	}
+	var first zkstate.WatchEvent
+	select {
+	case first = <-ch: // the Initial event is delivered at once
+	case <-g.lifetime.Done():
+		cancel()
+		return g.lifetime.Err()
+	}
+	parts, err := legacyTopicPartitions(first)
+	if err != nil {
+		g.log.Warn().Err(err).Str("topic", topic).Msg("topic assignment does not parse; no partitions until it does")
+	}
+	w := &legacyTopic{cancel: cancel, partitions: parts}
+	g.topics[topic] = w
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyTopicEv{topic: topic, watch: w, ev: ev} })
+	}()
+	return nil
+}
+
+// forward hands every firing of a watch to the group's goroutine as msg(ev), until the watch's
+// channel closes (its context ended) or the group quits (then it cancels the watch).
+func (g *legacyGroup) forward(ch <-chan zkstate.WatchEvent, cancel context.CancelFunc, msg func(zkstate.WatchEvent) any) {
+	for ev := range ch {
+		g.c.addReads(1, 1) // every firing re-arms the watch with a read
+		select {
+		case g.inbox <- msg(ev):
+		case <-g.quit:
+			cancel()
+		}
+	}
+}
+
+// syncTopics stops the watches of topics no member subscribes to any more.
+func (g *legacyGroup) syncTopics() {
+	wanted := map[string]bool{}
+	for _, m := range g.members {
+		for _, s := range m.reg.Subscription {
+			wanted[s.Topic] = true
+		}
+	}
+	for t, w := range g.topics {
+		if !wanted[t] {
+			w.cancel()
+			delete(g.topics, t)
+		}
+	}
+}
+
+// syncWatches stops the watches the members no longer need: of unsubscribed topics, and of the
+// group's registrations once no member is left.
+func (g *legacyGroup) syncWatches() {
+	g.syncTopics()
+	if len(g.members) > 0 || g.ids == nil {
+		return
+	}
+	g.ids.cancel()
+	g.ids = nil
+	for id, w := range g.others {
+		w.cancel()
+		delete(g.others, id)
+	}
+}
+
+// watchIDs starts watching the children of /consumers/<g>/ids unless it is watched already, and
+// the data of every other registration there.
+func (g *legacyGroup) watchIDs() error {
+	if g.ids != nil {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(g.lifetime)
+	ch, err := g.c.store.WatchChildren(wctx, zkstate.IDsPath(g.name))
+	g.countReads(1, 1)
+	if err != nil {
+		cancel()
+		return err
+	}
+	var first zkstate.WatchEvent
+	select {
+	case first = <-ch: // the Initial event is delivered at once
+	case <-g.lifetime.Done():
+		cancel()
+		return g.lifetime.Err()
+	}
+	w := &legacyWatch{cancel: cancel}
+	g.ids = w
+	// No trigger: the Register that started the watch rebalances anyway.
+	g.syncOthers(time.Now(), first.Children, false)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyIDsEv{watch: w, ev: ev} })
+	}()
+	return nil
+}
+
+// onIDs takes a firing of the watch on /consumers/<g>/ids's children. A 0.8.2 consumer
+// rebalances on every change of them (ZCC:561-564); we check the group when the set of other
+// registrations changed — our own members' registrations are ours to know, and their Register
+// and removal trigger already.
+func (g *legacyGroup) onIDs(now time.Time, ev legacyIDsEv) {
+	if g.ids == nil || ev.watch != g.ids {
+		return // unwatched since
+	}
+	var children []string
+	if ev.ev.Exists {
+		children = ev.ev.Children
+	}
+	g.syncOthers(now, children, true)
+}
+
+// syncOthers makes the watched other registrations those of children that are not our
+// members', and with trigger, checks the group when they changed.
+func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool) {
+	present := make(map[string]bool, len(children))
+	var added, removed []string
+	for _, id := range children {
+		if g.members[id] != nil {
+			continue
+		}
+		present[id] = true
+		if g.others[id] == nil {
+			g.others[id] = g.watchRegistration(id)
+			added = append(added, id)
+		}
+	}
+	for id, w := range g.others {
+		if !present[id] {
+			w.cancel()
+			delete(g.others, id)
+			removed = append(removed, id)
+		}
+	}
+	if !trigger || len(added)+len(removed) == 0 {
+		return
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	g.log.Info().Strs("registered", legacyFirst(added, 10)).Strs("left", legacyFirst(removed, 10)).
+		Int("others", len(g.others)).Msg("other members' registrations in /ids changed")
+	g.noteTrigger(now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
+}
+
+// watchRegistration watches the data of another member's registration, /consumers/<g>/ids/<id>,
+// until the returned watch is cancelled: 0.8.2 consumers only watch the children, but a
+// registration can change in place (its subscription rewritten), and the assignment depends on
+// it. Setting the watch is retried, with backoff, on a goroutine of its own.
+func (g *legacyGroup) watchRegistration(id string) *legacyWatch {
+	wctx, cancel := context.WithCancel(g.lifetime)
+	w := &legacyWatch{cancel: cancel}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		var ch <-chan zkstate.WatchEvent
+		for backoff := g.c.cfg.RetryBackoff; ; backoff = min(2*backoff, g.c.cfg.RetryBackoffMax) {
+			var err error
+			ch, err = g.c.store.WatchData(wctx, zkstate.IDPath(g.name, id))
+			if err == nil {
+				break
+			}
+			if wctx.Err() != nil {
+				return
+			}
+			g.log.Debug().Err(err).Str("consumer", id).Dur("retry_in", backoff).Msg("watching a registration failed")
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-wctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyRegEv{id: id, watch: w, ev: ev} })
+	}()
+	return w
+}
+
+// onRegistration takes a firing of the watch on another member's registration: a subscription
+// other than the one the last read of the group saw changes the assignment.
+func (g *legacyGroup) onRegistration(now time.Time, ev legacyRegEv) {
+	if g.others[ev.id] != ev.watch || !ev.ev.Exists {
+		return // unwatched since, or gone (the children watch tells)
+	}
+	key := legacyRegKey(zkstate.ParseConsumerRegistration(ev.ev.Data))
+	if seen, ok := g.regs[ev.id]; ok && seen != key {
+		g.regs[ev.id] = key
+		g.log.Info().Str("consumer", ev.id).Bytes("registration", ev.ev.Data).Msg("another member's registration changed")
+		g.noteTrigger(now, "registration of "+ev.id+" changed")
+	}
+}
+
+// legacyRegKey is what of a registration the assignment depends on: the pattern and the
+// subscription (its JSON without the timestamp), or that it cannot be read.
+func legacyRegKey(reg zkstate.ConsumerRegistration, err error) string {
+	if err != nil {
+		return "unreadable"
+	}
+	return string(zkstate.ConsumerRegistration{Version: 1, Subscription: reg.Subscription, Pattern: reg.Pattern}.Encode())
+}
+
+// noteSkipped logs the registrations a read of the group could not count, once per change.
+func (g *legacyGroup) noteSkipped(skipped []zkstate.Problem) {
+	var b strings.Builder
+	for _, pr := range skipped {
+		b.WriteString(pr.Path)
+		b.WriteByte(' ')
+	}
+	if b.String() == g.skipped {
+		return
+	}
+	g.skipped = b.String()
+	for _, pr := range skipped {
+		g.log.Warn().Str("path", pr.Path).Err(pr.Err).
+			Msg("registration cannot be read: left out of the assignment (the group's zk members fail their rebalance on it)")
+	}
+}
+
+// createHosted writes the hosted-member znode of consumer id (zkstate/hosted.go), an ephemeral
+// re-created after a session expiry like the registration. A hosted znode our session already
+// holds is taken over only when it says the same (an earlier member of ours whose delete
+// failed); one of another kind or node — another coordinator of this bridge hosting a member
+// under that consumer id — is the id in use: an error wrapping ErrNodeExists.
+func (g *legacyGroup) createHosted(ctx context.Context, id string) error {
+	p := zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id)
+	want := zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: g.c.cfg.NodeID, Member: id}
+	data, st, err := g.c.store.Get(ctx, p)
+	g.countReads(1, 1)
+	switch {
+	case errors.Is(err, zkstate.ErrNoNode):
+	case err != nil:
+		return err
+	case st.EphemeralOwner == g.c.store.SessionID():
+		if h, err := zkstate.ParseHostedMember(data); err != nil || h != want {
+			return fmt.Errorf("%s is held by this bridge for another member (%s): %w", p, data, zkstate.ErrNodeExists)
+		}
+	default:
+		return fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", p, st.EphemeralOwner, zkstate.ErrNodeExists)
+	}
+	err = g.c.store.CreateEphemeral(ctx, p, want.Encode())
+	g.countWrites(1, 0)
+	return err
+}
+
+// deleteHosted deletes the hosted-member znode of consumer id, if our session holds it.
+func (g *legacyGroup) deleteHosted(ctx context.Context, id string) {
+	err := g.c.store.DeleteEphemeral(ctx, zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id))
+	g.countWrites(1, 0)
+	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && g.lifetime.Err() == nil {
+		g.log.Warn().Err(err).Str("consumer", id).Msg("deleting the hosted-member znode failed")
+	}
+}
+
+func legacyFirst(ids []string, n int) []string {
+	if len(ids) > n {
+		return append(ids[:n:n], fmt.Sprintf("(%d more)", len(ids)-n))
+	}
+	return ids
+}

@@ -1,0 +1,298 @@
+package bridge
+
+// The claim of one generation of a mixed group's Kafka members, run on the mirrorer's goroutine:
+// steps 1 to 6 of mixed.go's comment, with what they write in /consumers/<g>.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Waits of a claim for owner znodes someone else holds.
+const (
+	claimBackoff    = 50 * time.Millisecond
+	claimBackoffMax = time.Second
+	claimWarnAfter  = 10 * time.Second
+)
+
+// claim is one generation's server-side assignment, run by the mirrorer.
+type claim struct {
+	ctx     context.Context // cancelled when the generation is over
+	gen     group.Generation
+	in      mixedInput // without Snap, Ours and Held, which the mirrorer fills in
+	ids     map[string][]byte
+	results chan<- claimResult
+}
+
+type claimResult struct {
+	gen         group.Generation
+	assignments map[group.MemberID][]byte
+	parts       map[group.MemberID]map[string][]int32
+	fingerprint string
+	took        time.Duration
+	rounds      int
+	// The steps of the last round, for the log: what a claim spends its time on.
+	regs, read, release, write time.Duration
+	// queued is the part of read spent waiting for one of the Store's multiRead connections.
+	queued time.Duration
+}
+
+// runClaim carries out a claim on the mirrorer's goroutine (see the file comment). It returns
+// when the claim is done or its generation is over.
+func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
+	cctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	start := time.Now()
+	log := mi.log.With().Int32("generation", int32(c.gen)).Logger()
+
+	backoff := claimBackoff
+	// wait sleeps until the backoff's end, another actor of this bridge releasing owner znodes,
+	// or, with held set, that owner znode going away: 0.8 consumers and other bridges release
+	// at their own pace, and a watch sees it when it happens rather than at the backoff's end
+	// (one request per wait).
+	wait := func(held string) bool {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(2*backoff, claimBackoffMax)
+		var gone <-chan zkstate.WatchEvent
+		if held != "" {
+			wctx, wcancel := context.WithCancel(cctx)
+			defer wcancel()
+			if ch, err := mi.store.WatchData(wctx, held); err == nil {
+				gone = ch
+			}
+		}
+		for {
+			select {
+			case <-t.C:
+				return true
+			case <-mi.wake: // another actor of this bridge let go of owner znodes: look now
+				return true
+			case ev, ok := <-gone:
+				switch {
+				case !ok:
+					gone = nil
+				case ev.Exists:
+					// Still held (the first event, or its data was rewritten).
+				default:
+					return true
+				}
+			case <-cctx.Done():
+				return false
+			}
+		}
+	}
+	for round := 1; ; round++ {
+		if cctx.Err() != nil {
+			return
+		}
+		// Members that left give up their partitions before their registrations go: an owner
+		// znode whose consumer is not registered would look like nobody's.
+		t0 := time.Now()
+		mi.releaseDeparted(cctx, held, c.ids)
+		if !mi.claimRegistrations(cctx, held, c.ids) {
+			if !wait("") {
+				return
+			}
+			continue
+		}
+		t1 := time.Now()
+		// The first round claims without reading the owners: the Multi's creates fail if
+		// someone holds one of them, and then the next round reads them and waits. In a
+		// rebalance that gives the Kafka members nothing another kind still holds (they only
+		// lose partitions, or gain free ones), that saves reading every owner znode, and the
+		// release of what moves away from them comes that much sooner.
+		optimistic := round == 1
+		parts := zkstate.WithOwners // offsets: see above
+		if optimistic {
+			parts = 0
+		}
+		snap, err := mi.store.SnapshotOf(cctx, mi.group, parts)
+		if err != nil {
+			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
+			if !wait("") {
+				return
+			}
+			continue
+		}
+		in := c.in
+		in.Snap, in.Ours, in.Held = snap, mi.oursNow(), ownersHeld(held)
+		plan, err := planMixed(in)
+		if err != nil {
+			log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
+			if !wait("") {
+				return
+			}
+			continue
+		}
+		t2 := time.Now()
+		mi.releaseOwners(cctx, held, plan.Release)
+		t3 := time.Now()
+		if len(plan.Foreign) > 0 {
+			e := log.Debug()
+			if time.Since(start) > claimWarnAfter {
+				e = log.Warn()
+			}
+			e.Int("partitions", len(plan.Foreign)).Str("first", plan.Foreign[0]).
+				Msg("mixed group: waiting for other members to release partitions of Kafka members")
+			if !wait(plan.Foreign[0]) {
+				return
+			}
+			continue
+		}
+		if err := mi.claimOwners(cctx, held, plan.Claim); err != nil {
+			if optimistic && errors.Is(err, zkstate.ErrNodeExists) {
+				log.Debug().Msg("mixed group: an owner znode to claim is taken; reading the owners")
+				continue
+			}
+			e := log.Warn()
+			if errors.Is(err, zkstate.ErrNodeExists) || cctx.Err() != nil {
+				e = log.Debug() // taken between our read and our write: read again
+			}
+			e.Err(err).Msg("mixed group: claiming owner znodes failed; retrying")
+			if !wait("") {
+				return
+			}
+			continue
+		}
+		res := claimResult{gen: c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
+			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round,
+			regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
+		for id, part := range plan.Assignments {
+			res.assignments[id] = encodeAssignment(part)
+		}
+		select {
+		case c.results <- res:
+		case <-cctx.Done():
+		}
+		return
+	}
+}
+
+// releaseThreads deletes the held owner znodes of the given threads.
+func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threads []string) {
+	var paths []string
+	for _, p := range sortedPaths(held.owners) {
+		if slices.Contains(threads, string(held.owners[p])) {
+			paths = append(paths, p)
+		}
+	}
+	mi.releaseOwners(ctx, held, paths)
+}
+
+// releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
+// costs an exists and a delete per znode — 600 requests when a 300-partition group reshuffles),
+// or, when that fails (a znode already gone: a 0.8.2 consumer deletes every owner it believes
+// its own, ZCC:580-590), one by one with the ownership check of DeleteEphemeral. The Multi needs
+// no ownership check: held znodes are ephemerals of our session, and only a 0.8 consumer that
+// believes it owns the partition deletes another session's owner znode.
+func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	ops := make([]zkstate.Op, len(paths))
+	for i, p := range paths {
+		ops[i] = zkstate.DeleteOp(p, -1)
+	}
+	defer mi.releases.released(mi.group, mi.wake)
+	if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+		for _, p := range paths {
+			delete(held.owners, p)
+		}
+		return
+	}
+	for _, p := range paths {
+		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			mi.failed(err, p, "releasing")
+			continue // the next claim releases it
+		}
+		delete(held.owners, p)
+	}
+}
+
+// releaseDeparted deletes the held owner znodes of threads whose consumer is not registered in
+// want.
+func (mi *mirrorer) releaseDeparted(ctx context.Context, held *mirrorState, want map[string][]byte) {
+	var gone []string
+	for _, d := range held.owners {
+		cid, _, err := zkstate.ParseThreadID(string(d))
+		if err != nil || want[zkstate.IDPath(mi.group, cid)] == nil {
+			gone = append(gone, string(d))
+		}
+	}
+	if len(gone) > 0 {
+		mi.releaseThreads(ctx, held, gone)
+	}
+}
+
+// claimRegistrations makes the held registrations (and hosted znodes) exactly want. Owner
+// znodes are left alone: those of departed members are released by the plan.
+func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
+	ok := true
+	for _, p := range sortedPaths(held.ids) {
+		if d, still := want[p]; still && string(d) == string(held.ids[p]) {
+			continue
+		}
+		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			mi.failed(err, p, "removing")
+			ok = false
+			continue
+		}
+		delete(held.ids, p)
+	}
+	mi.publishOurs(held.ids, want)
+	for _, p := range hostedFirst(sortedPaths(want)) {
+		if _, there := held.ids[p]; there {
+			continue
+		}
+		if err := mi.store.CreateEphemeral(ctx, p, want[p]); err != nil {
+			mi.failed(err, p, "creating")
+			ok = false
+			continue
+		}
+		held.ids[p] = want[p]
+	}
+	mi.publishOurs(held.ids, nil)
+	return ok
+}
+
+// claimOwners creates the owner znodes in one atomic Multi.
+func (mi *mirrorer) claimOwners(ctx context.Context, held *mirrorState, claim map[string]string) error {
+	if len(claim) == 0 {
+		return nil
+	}
+	ops := make([]zkstate.Op, 0, len(claim))
+	for _, p := range sortedKeys(claim) {
+		ops = append(ops, zkstate.CreateOp(p, []byte(claim[p]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
+	}
+	if err := mi.store.MultiAtomic(ctx, ops...); err != nil {
+		return err
+	}
+	for p, th := range claim {
+		held.owners[p] = []byte(th)
+	}
+	return nil
+}
+
+func ownersHeld(held *mirrorState) map[string]string {
+	out := make(map[string]string, len(held.owners))
+	for p, d := range held.owners {
+		out[p] = string(d)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,88 @@
+package bridge
+
+// Hand-off at shutdown of a mixed group's Kafka members.
+//
+// A bridge's registrations and owner znodes are ephemerals of its ZooKeeper session, so they go
+// when the bridge does, and the zk and legacy members of its mixed groups take the partitions
+// over at once — while the Kafka members still consume them: they only learn that their
+// coordinator is gone at their next heartbeat, and even then they keep their partitions until a
+// rebalance. So a bridge that shuts down first asks the Kafka members of its mixed groups to
+// give them back: their heartbeats are answered REBALANCE_IN_PROGRESS, and each member's
+// JoinGroup — which an eager member sends only after revoking everything and committing — releases
+// its owner znodes and is answered NOT_COORDINATOR, which sends it looking for the next
+// coordinator. The session closes when every such member has rejoined, or after
+// Config.HandoffTimeout. (A bridge that crashes cannot do this; see the closing note of issue 5.)
+
+import (
+	"time"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// handOff runs the hand-off of every loaded group and waits for it, at most timeout.
+func (c *coordinator) handOff(timeout time.Duration) {
+	c.mu.Lock()
+	var dones []chan struct{}
+	for _, a := range c.actors {
+		done := make(chan struct{})
+		select {
+		case a.mx.handoff <- done:
+			dones = append(dones, done)
+		default:
+		}
+	}
+	c.mu.Unlock()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-deadline.C:
+			c.log.Warn().Dur("timeout", timeout).Msg("shutdown: Kafka members of mixed groups did not all give their partitions back in time")
+			return
+		}
+	}
+}
+
+// startHandoff begins the group's hand-off; done is closed when it is over.
+func (a *actor) startHandoff(done chan struct{}) {
+	if !a.m.ServerAssigns() || a.m.Members() == 0 {
+		close(done)
+		return
+	}
+	a.mx.handoffDone, a.mx.handingOff = done, map[group.MemberID]bool{}
+	for _, mb := range a.m.Describe().Members {
+		a.mx.handingOff[mb.MemberID] = true
+	}
+	a.log.Info().Int("members", len(a.mx.handingOff)).Msg("shutdown: asking the Kafka members of the mixed group to give their partitions back")
+	a.step(group.Rebalance{Reason: "the bridge is shutting down"})
+}
+
+// handingOff answers the JoinGroups of a group in hand-off (see above) and reports whether it
+// answered req.
+func (a *actor) handingOff(req *request) bool {
+	if a.mx.handoffDone == nil {
+		return false
+	}
+	j, ok := req.ev.(group.JoinGroup)
+	if !ok {
+		return false
+	}
+	if a.mx.handingOff[j.MemberID] {
+		for _, mb := range a.m.Describe().Members {
+			if mb.MemberID == j.MemberID {
+				if _, seen := a.seen[memberKey(mb.MemberID, mb.InstanceID)]; seen {
+					a.mirror.request(mirrorRequest{release: zkstate.ThreadIDs(memberConsumerID(a.group, mb, a.seen), 1)})
+				}
+			}
+		}
+		delete(a.mx.handingOff, j.MemberID)
+		if len(a.mx.handingOff) == 0 {
+			close(a.mx.handoffDone)
+			a.mx.handingOff = nil
+		}
+	}
+	req.reply <- req.finish(errorReply(a.group, j, group.ErrNotCoordinator))
+	return true
+}
