@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"mode"}),
 		modeRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "groups", Name: "mode_refusals_total",
-			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), kafka_join_mixed (a Kafka member of a mixed group without an eager consumer assignor), kafka_join_mixed_session (a Kafka member of a mixed group whose session timeout could outlive a crash of the bridge, with --mixed-session-check=refuse), legacy_register (a legacy Register in a kafka or finalized group).",
+			Help: "Requests refused because of the group's mode: kafka_join (a Kafka JoinGroup in a legacy group), kafka_join_mixed (a Kafka member of a mixed group without an eager consumer assignor), kafka_join_mixed_session (a Kafka member of a mixed group whose session timeout could outlive a crash of the bridge, with --mixed-session-check=refuse), legacy_register (a legacy Register in a kafka or finalized group), offset_commit_unchecked (an OffsetCommit v0, or v1 without a member, to a finalized group).",
 		}, []string{"request"}),
 		foreignZK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "group", Name: "foreign_zk_members",
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, mode := range []string{"legacy", "mixed", "kafka", "finalized"} {
 		m.groupModes.WithLabelValues(mode)
 	}
-	for _, r := range []string{"kafka_join", "kafka_join_mixed", "kafka_join_mixed_session", "legacy_register"} {
+	for _, r := range []string{"kafka_join", "kafka_join_mixed", "kafka_join_mixed_session", "legacy_register", "offset_commit_unchecked"} {
 		m.modeRefusals.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{

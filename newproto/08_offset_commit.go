@@ -4,14 +4,23 @@ package newproto
 //
 // Version notes:
 //   - v0: group and, per topic and partition, the next offset to consume
-//     and a metadata string. No generation nor member id: a "simple"
-//     commit, which the engine accepts while the group is Empty (a
-//     consumer that assigns partitions itself) and answers
-//     UNKNOWN_MEMBER_ID while the group has members, as Kafka answers a
-//     v1+ commit with generation -1. (Kafka 0.8.2-3.x wrote v0 commits to
-//     ZooKeeper without looking at the group at all; a v0 client
-//     committing into a group with live members is the one case where the
-//     bridge is stricter.)
+//     and a metadata string. No generation nor member id. Kafka 0.8.2 to
+//     2.x brokers wrote v0 commits to ZooKeeper (/consumers/<g>/offsets)
+//     without looking at the group at all, and ZooKeeper-era clients
+//     (kafka-node, old librdkafka with offset.store.method=broker and
+//     api.version.request=false) commit with v0 into groups whose other
+//     members use group management. So when Groups also implements
+//     UncheckedCommits, a v0 commit goes there and is stored as those
+//     brokers stored it, with no member check; otherwise it is a "simple"
+//     commit for the engine (accepted while the group is Empty,
+//     UNKNOWN_MEMBER_ID while it has members).
+//   - v1 with generation -1, no member id and no instance id: the same
+//     ZooKeeper-era commit (0.8.2 brokers ignored v1's generation and
+//     member id: there was no group coordinator yet), so it takes the
+//     same path. Kafka 0.9+ answers it UNKNOWN_MEMBER_ID in a non-empty
+//     group; the bridge keeps 0.8.2's rule for v1 because the clients that
+//     send it are the ones the 0.8 layout is kept for. From v2 on a simple
+//     commit follows Kafka's rule (the engine's).
 //   - v1: generation and member id (group management); a commit timestamp
 //     per partition, ignored: it only fed Kafka's offset expiry, and
 //     offsets in the ZooKeeper layout do not expire.
@@ -57,6 +66,20 @@ func (gc *GroupCoordinator) OffsetCommit(ctx context.Context, _ *Request, m *kms
 	if len(ev.Offsets) == 0 {
 		return commitResponse(m, nil), nil
 	}
+	if uc, ok := gc.groups.(UncheckedCommits); ok && zooKeeperEraCommit(m) {
+		codes, err := uc.CommitUnchecked(ctx, m.Group, ev.Offsets)
+		if err != nil {
+			return nil, fmt.Errorf("offset commit (v%d, no member) to group %q: %w", m.Version, m.Group, err)
+		}
+		results := make([]group.OffsetCommitResult, len(ev.Offsets))
+		for i, o := range ev.Offsets {
+			results[i] = group.OffsetCommitResult{Topic: o.Topic, Partition: o.Partition, Err: group.ErrorCode(ErrUnknownServerError)}
+			if i < len(codes) {
+				results[i].Err = group.ErrorCode(codes[i])
+			}
+		}
+		return commitResponse(m, results), nil
+	}
 	r, err := do[group.OffsetCommitReply](ctx, gc.groups, m.Group, func(t group.Token) group.Event {
 		ev.Token = t
 		return ev
@@ -65,6 +88,27 @@ func (gc *GroupCoordinator) OffsetCommit(ctx context.Context, _ *Request, m *kms
 		return nil, fmt.Errorf("offset commit to group %q: %w", m.Group, err)
 	}
 	return commitResponse(m, r.Partitions), nil
+}
+
+// UncheckedCommits is what a Groups implements to store the commits of
+// ZooKeeper-era clients (v0, and v1 without a member) as Kafka 0.8.2 to 2.x
+// brokers did: in /consumers/<g>/offsets, whoever the group's members are.
+// CommitUnchecked answers one code per offset, in order; an error wrapping
+// an ErrorCode answers the whole request with it.
+type UncheckedCommits interface {
+	CommitUnchecked(ctx context.Context, group string, offsets []group.OffsetCommitPartition) ([]ErrorCode, error)
+}
+
+// zooKeeperEraCommit reports a commit that 0.8.2 brokers stored without a
+// member check: v0, or v1 with no generation, member id nor instance id.
+func zooKeeperEraCommit(m *kmsg.OffsetCommitRequest) bool {
+	switch m.Version {
+	case 0:
+		return true
+	case 1:
+		return m.Generation < 0 && m.MemberID == "" && optString(m.InstanceID) == ""
+	}
+	return false
 }
 
 // commitEvent translates the request; Token is the caller's.

@@ -1,13 +1,16 @@
 package newproto_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -129,5 +132,72 @@ func TestOffsetCommitEmpty(t *testing.T) {
 	}
 	if evs := fg.eventsOf("nothing"); len(evs) != 0 {
 		t.Errorf("engine saw %v", evs)
+	}
+}
+
+// uncheckedGroups is a Groups that stores ZooKeeper-era commits itself
+// (newproto.UncheckedCommits), answering code for each.
+type uncheckedGroups struct {
+	*fakeGroups
+	code newproto.ErrorCode
+	mu   sync.Mutex
+	got  map[string][]group.OffsetCommitPartition
+}
+
+func (u *uncheckedGroups) CommitUnchecked(_ context.Context, g string, offs []group.OffsetCommitPartition) ([]newproto.ErrorCode, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got[g] = append(u.got[g], offs...)
+	codes := make([]newproto.ErrorCode, len(offs))
+	for i := range codes {
+		codes[i] = u.code
+	}
+	return codes, nil
+}
+
+// Issue 18 item 2: v0, and v1 with generation -1 and neither member id nor
+// instance id, are the commits Kafka 0.8.2 brokers stored without a member
+// check; they go to UncheckedCommits when Groups has it, with its codes.
+// Every other commit goes to the engine, v2+ simple commits included
+// (Kafka's rule: UNKNOWN_MEMBER_ID while the group has members).
+func TestOffsetCommitZooKeeperEraUnchecked(t *testing.T) {
+	u := &uncheckedGroups{fakeGroups: newFakeGroups(t), code: newproto.ErrUnsupportedVersion, got: map[string][]group.OffsetCommitPartition{}}
+	ts := startServer(t, newproto.Config{Coordinator: newproto.NewGroupCoordinator(u, newproto.WithUUIDs(seqUUIDs()))})
+	c := dial(t, ts.addr)
+	const g = "zk-era"
+	stableAlone(t, c, g, "", []byte{1})
+	for _, tc := range []struct {
+		v         int16
+		member    string
+		gen       int32
+		unchecked bool
+	}{
+		{0, "", -1, true},
+		{1, "", -1, true},
+		{1, "someone", -1, false},
+		{1, "", 3, false},
+		{2, "", -1, false},
+		{8, "", -1, false},
+	} {
+		u.mu.Lock()
+		before := len(u.got[g])
+		u.mu.Unlock()
+		r := c.roundTrip(commitRequest(tc.v, g, tc.member, tc.gen, commitPartition(2, 42, -1, kmsg.StringPtr("m")))).(*kmsg.OffsetCommitResponse)
+		u.mu.Lock()
+		took := len(u.got[g]) > before
+		u.mu.Unlock()
+		want := newproto.ErrUnsupportedVersion
+		if !tc.unchecked {
+			want = newproto.ErrUnknownMemberID
+		}
+		if took != tc.unchecked || !allEqual(commitCodes(r), int16(want)) {
+			t.Errorf("v%d member %q generation %d: unchecked %v with codes %v, want unchecked %v with %s",
+				tc.v, tc.member, tc.gen, took, commitCodes(r), tc.unchecked, want.Name())
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if got := u.got[g]; len(got) != 2 || got[0] != (group.OffsetCommitPartition{Topic: "orders", Partition: 2, Offset: 42, LeaderEpoch: -1, Metadata: "m"}) {
+		t.Errorf("unchecked commits %+v", got)
 	}
 }
