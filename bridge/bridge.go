@@ -44,6 +44,7 @@ import (
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -180,6 +181,12 @@ type Config struct {
 	DrainTimeout     time.Duration // DefaultDrainTimeout; negative: cancel in-flight requests at once
 	HandoffTimeout   time.Duration // DefaultHandoffTimeout; negative: no hand-off at shutdown
 
+	// KafkaTLS makes the Kafka listener and every proxy listener TLS listeners, LegacyTLS the
+	// legacy listener, AdminTLS the admin listener (security.go); the zero value: plaintext,
+	// which stays possible per listener for the clients that cannot do TLS (0.8-era consumers).
+	// With a client CA the listener requires mutual TLS.
+	KafkaTLS, LegacyTLS, AdminTLS tlsconfig.Server
+
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
 	Logger zerolog.Logger
@@ -273,6 +280,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bridge: NodeID %d is negative (clients reserve negative ids for bootstrap brokers)", c.NodeID))
 	}
 	errs = append(errs, c.validateUpstream()...) // upstream.go
+	errs = append(errs, c.validateTLS()...)      // security.go
 	if err := c.Group.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("bridge: %w", err))
 	}
@@ -436,6 +444,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: metrics: %w", err)
 	}
 
+	kafkaTLS, err := b.serverTLS("kafka", cfg.KafkaTLS) // security.go
+	if err != nil {
+		return err
+	}
+	adminTLS, err := b.serverTLS("admin", cfg.AdminTLS)
+	if err != nil {
+		return err
+	}
 	var lc net.ListenConfig
 	kafkaLn, err := lc.Listen(ctx, "tcp", cfg.KafkaListen)
 	if err != nil {
@@ -468,6 +484,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		ClusterID:      cfg.ClusterID,
 		Cluster:        cl,
 		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
+		TLS:            kafkaTLS,
 	})
 	if err != nil {
 		kafkaLn.Close()
@@ -529,7 +546,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	admin := &http.Server{Handler: b.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer serveWG.Done()
-		if err := admin.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := admin.Serve(tlsListener(adminLn, adminTLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("bridge: admin listener: %w", err)
 		}
 	}()
@@ -598,6 +615,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 // advertises the listener's own address in ConsultResponse (the host name when it listens on
 // every interface).
 func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zkstate.Store) (net.Listener, *legacy.Server, *LegacyCoordinator, error) {
+	legacyTLS, err := b.serverTLS("legacy", b.cfg.LegacyTLS) // security.go
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	ln, err := lc.Listen(ctx, "tcp", b.cfg.LegacyListen)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("bridge: legacy listener: %w", err)
@@ -622,7 +643,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
-	return ln, srv, coord, nil
+	return tlsListener(ln, legacyTLS), srv, coord, nil
 }
 
 // advertised is the address Metadata and FindCoordinator give for the bridge's node: the

@@ -147,6 +147,14 @@ func (c *conn) draining() bool {
 // started has exited.
 func (c *conn) serve() {
 	c.log.Debug().Msg("connection opened")
+	if !c.handshake() { // tls.go
+		c.cancel()
+		_ = c.nc.Close()
+		if c.relay != nil {
+			c.relay.close()
+		}
+		return
+	}
 	ends := make(chan readEnd, 1)
 	readerDone := make(chan struct{})
 	go func() {

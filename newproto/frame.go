@@ -1,6 +1,7 @@
 package newproto
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,6 +69,9 @@ type ConnInfo struct {
 	ID uint64
 	// Remote is the client's address, Local the address it dialed.
 	Remote, Local net.Addr
+	// TLS is the connection's TLS state (its client certificate with mutual TLS); nil on a
+	// plaintext listener.
+	TLS *tls.ConnectionState
 
 	role listenerRole // the listener it came on (relay.go)
 }

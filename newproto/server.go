@@ -2,6 +2,7 @@ package newproto
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -112,6 +113,10 @@ type Config struct {
 	// upstream brokers, and Metadata names proxy listeners (ServeProxy)
 	// instead of the brokers (relay.go). Cluster is then not used.
 	Proxy *ProxyConfig
+
+	// TLS, when set, makes every listener of the Server (bootstrap and proxy) a TLS listener
+	// (tls.go); nil: plaintext.
+	TLS *tls.Config
 }
 
 // Validate reports the first invalid field.
@@ -232,6 +237,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, role listenerRole) error {
+	ln = s.tlsListener(ln)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -23,7 +23,7 @@ func serveCommand(e *env) *cli.Command {
 			"--legacy-listen. With --upstream or --upstream-from-zk the bridge also relays every other\n" +
 			"Kafka request to the real brokers (one proxy listener per broker, see --proxy-listen), so\n" +
 			"clients need bootstrap.servers=<bridge> only. SIGTERM shuts down cleanly.",
-		Flags: append(zkFlags(),
+		Flags: append(append(zkFlags(),
 			&cli.StringFlag{Name: "kafka-listen", Value: bridge.DefaultKafkaListen, EnvVars: []string{"ZKBRIDGE_KAFKA_LISTEN"},
 				Usage: "address of the Kafka listener, host:port"},
 			&cli.StringFlag{Name: "advertised-addr", EnvVars: []string{"ZKBRIDGE_ADVERTISED_ADDR"},
@@ -55,7 +55,7 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
 			&cli.StringFlag{Name: "assignment-strategy", Value: string(legacy.StrategyRange), EnvVars: []string{"ZKBRIDGE_ASSIGNMENT_STRATEGY"},
 				Usage: "the 0.8.2 assignor of legacy and mixed groups, range or roundrobin: set it to the partition.assignment.strategy of the groups' ZooKeeper (0.8) consumers, since they compute the same assignment on their own"},
-		),
+		), securityFlags()...), // serve_security.go
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
 			if node < 0 || node > 1<<31-1 {
@@ -118,6 +118,9 @@ func serveCommand(e *env) *cli.Command {
 				HeartbeatHold:     c.Duration("heartbeat-hold"),
 				MixedSessionCheck: check,
 				Logger:            e.log,
+			}
+			if err := securityConfig(c, &cfg); err != nil {
+				return err
 			}
 			b, err := bridge.New(cfg)
 			if err != nil {

@@ -1,0 +1,146 @@
+package bridge_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/tlsconfig"
+	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// Every listener serves TLS when configured (issue 16, item 1): a kgo client commits and reads
+// back offsets over TLS, the admin listener answers HTTPS only, and the legacy listener
+// requires mutual TLS; the seed-001 protocol inside it is unchanged.
+func TestIntegration_BridgeTLSListeners(t *testing.T) {
+	connect := zktest.Connect(t)
+	s := openStore(t, connect)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
+		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ca := tlstest.NewCA(t, "ca")
+	srv := ca.Server(t, "bridge")
+	plain := tlsconfig.Server{CertFile: srv.CertFile, KeyFile: srv.KeyFile}
+	mutual := plain
+	mutual.ClientCAFile = ca.File
+	b := startBridge(t, connect, 9001, func(c *bridge.Config) {
+		c.LegacyListen = "127.0.0.1:0"
+		c.KafkaTLS, c.AdminTLS, c.LegacyTLS = plain, plain, mutual
+	})
+
+	t.Run("kafka", func(t *testing.T) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.DialTLSConfig(ca.ClientConfig(nil)), kgo.RetryTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		commit := kmsg.NewPtrOffsetCommitRequest()
+		commit.Group = "tls-app"
+		ct := kmsg.NewOffsetCommitRequestTopic()
+		ct.Topic = "events"
+		cp := kmsg.NewOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset = 1, 77
+		ct.Partitions = append(ct.Partitions, cp)
+		commit.Topics = append(commit.Topics, ct)
+		resp, err := commit.RequestWith(ctx, cl)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("OffsetCommit over TLS: %v %+v", err, resp)
+		}
+		fetch := kmsg.NewPtrOffsetFetchRequest()
+		fetch.Group = "tls-app"
+		ft := kmsg.NewOffsetFetchRequestTopic()
+		ft.Topic, ft.Partitions = "events", []int32{1}
+		fetch.Topics = append(fetch.Topics, ft)
+		fr, err := fetch.RequestWith(ctx, cl)
+		if err != nil || fr.Topics[0].Partitions[0].Offset != 77 {
+			t.Fatalf("OffsetFetch over TLS: %v %+v", err, fr)
+		}
+		// Metadata over TLS names the bridge, which the client reached again over TLS above.
+		nc, err := net.DialTimeout("tcp", b.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = nc.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
+		if _, err := io.ReadFull(nc, make([]byte, 4)); err == nil {
+			t.Fatal("a plaintext client got an answer from the TLS Kafka listener")
+		}
+	})
+
+	t.Run("admin", func(t *testing.T) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(nil)}}
+		resp, err := hc.Get("https://" + b.AdminAddr().String() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("/healthz over HTTPS: %s", resp.Status)
+		}
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + b.AdminAddr().String() + "/healthz"); err == nil && resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP /healthz answered 200 on a TLS admin listener")
+		}
+	})
+
+	t.Run("legacy", func(t *testing.T) {
+		alice := ca.Client(t, "legacy-app", pkix.Name{CommonName: "legacy-app"})
+		dialer := &tls.Dialer{Config: ca.ClientConfig(alice)}
+		rec := &startRecorder{}
+		cl, err := legacy.NewClient(legacy.ClientConfig{
+			Brokers:         []string{b.LegacyAddr().String()},
+			GroupID:         "old-app",
+			ConsumerID:      "old-app_host-1-0000abcd",
+			Subscription:    map[string]int{"events": 1},
+			AutoOffsetReset: legacy.ResetSmallest,
+			PingInterval:    200 * time.Millisecond,
+			MaxPingRetries:  3,
+			Handler:         rec,
+			Logger:          newLogger(t),
+			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				return dialer.DialContext(ctx, "tcp", addr)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- cl.Run(runCtx) }()
+		defer func() {
+			stop()
+			<-done
+		}()
+		eventually(t, 15*time.Second, "the legacy consumer over mutual TLS is started on events/0-1", func() (bool, string) {
+			parts := rec.last()
+			return len(parts) == 2, "started on " + fmtParts(parts)
+		})
+
+		// Without a client certificate the handshake (or the first read, in TLS 1.3) fails.
+		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", b.LegacyAddr().String(), ca.ClientConfig(nil))
+		if err == nil {
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+			_, err = nc.Read(make([]byte, 1))
+		}
+		if err == nil {
+			t.Fatal("a legacy client without a certificate was served")
+		}
+	})
+}
