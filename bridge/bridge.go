@@ -696,7 +696,7 @@ func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string
 		b.log.Error().Err(err).Msg("encoding the bridge registration")
 		return
 	}
-	p := bridgePath(b.cfg.Root, b.cfg.NodeID)
+	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
 	warned := false
 	for {
 		err := store.CreateEphemeral(ctx, p, data)

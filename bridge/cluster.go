@@ -298,12 +298,13 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 			b.log.Warn().Err(err).Str("group", groupName).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable 0.8 offset; reported as no commit")
 			continue
 		}
-		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: off, LeaderEpoch: -1}
-		var own offsetData
-		if ownData[i] != nil && json.Unmarshal(ownData[i], &own) == nil && own.Offset == off {
-			co.LeaderEpoch, co.Metadata = own.LeaderEpoch, own.Metadata
+		pair := zkstate.OffsetPair{HasZK: true, ZK: off}
+		if ownData[i] != nil {
+			pair.Own, err = zkstate.ParseOwnOffset(ownData[i])
+			pair.HasOwn = err == nil
 		}
-		out = append(out, co)
+		f, _ := pair.Fetch(false, 0)
+		out = append(out, CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})
 	}
 	slices.SortFunc(out, func(a, b CommittedOffset) int {
 		if a.Topic != b.Topic {
@@ -326,7 +327,7 @@ func (b *Bridge) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	if err != nil {
 		return nil, err
 	}
-	own, _, err := store.Children(ctx, groupsPath(b.cfg.Root))
+	own, _, err := store.Children(ctx, zkstate.BridgeGroupsPath(b.cfg.Root))
 	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
 		return nil, unavailable("list groups: %w", err)
 	}
@@ -339,7 +340,7 @@ func (b *Bridge) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	records := make([][]byte, len(own))
 	errs := make([]error, len(own))
 	fanOut(ctx, len(own), func(i int) {
-		records[i], _, errs[i] = store.Get(ctx, recordPath(b.cfg.Root, own[i]))
+		records[i], _, errs[i] = store.Get(ctx, zkstate.GroupRecordPath(b.cfg.Root, own[i]))
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bridge: list groups: %w", err)
@@ -439,7 +440,7 @@ func unavailable(format string, args ...any) error {
 func readOffsetPairs(ctx context.Context, store *zkstate.Store, root, group string, tps []zkstate.TopicPartition) (zk, own []zkstate.Read, err error) {
 	paths := make([]string, 0, 2*len(tps))
 	for _, x := range tps {
-		paths = append(paths, zkstate.OffsetPath(group, x.Topic, x.Partition), ownOffsetPath(root, group, x.Topic, x.Partition))
+		paths = append(paths, zkstate.OffsetPath(group, x.Topic, x.Partition), zkstate.OwnOffsetPath(root, group, x.Topic, x.Partition))
 	}
 	reads, err := store.GetMany(ctx, paths)
 	if err != nil {

@@ -49,7 +49,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -451,7 +450,7 @@ func (m *groupModes) confirm(ctx context.Context, g string, cached zkstate.Mode)
 
 // defaultFor decides the mode of a group served for the first time (see the file comment).
 func (m *groupModes) defaultFor(ctx context.Context, store *zkstate.Store, g string, kind memberKind) (zkstate.Mode, string, error) {
-	for _, p := range []string{recordPath(m.root, g), ownOffsetsPath(m.root, g)} {
+	for _, p := range []string{zkstate.GroupRecordPath(m.root, g), zkstate.OwnOffsetsPath(m.root, g)} {
 		ok, _, err := store.Exists(ctx, p)
 		if err != nil {
 			return "", "", err
@@ -679,7 +678,7 @@ func (m *groupModes) checkForeign(ctx context.Context, store *zkstate.Store, g s
 		m.setForeign(g, nil, true)
 		return false
 	}
-	bridges, _, err := store.Children(ctx, bridgesPath(m.root))
+	bridges, _, err := store.Children(ctx, zkstate.BridgesPath(m.root))
 	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
 		m.log.Debug().Err(err).Str("group", g).Msg("listing bridges for the foreign zk member check")
 		return true // try again later
@@ -687,7 +686,7 @@ func (m *groupModes) checkForeign(ctx context.Context, store *zkstate.Store, g s
 	sessions := map[int64]bool{store.SessionID(): true}
 	owners := make([]int64, len(bridges))
 	fanOut(ctx, len(bridges), func(i int) {
-		if ok, st, err := store.Exists(ctx, path.Join(bridgesPath(m.root), bridges[i])); err == nil && ok {
+		if ok, st, err := store.Exists(ctx, path.Join(zkstate.BridgesPath(m.root), bridges[i])); err == nil && ok {
 			owners[i] = st.EphemeralOwner
 		}
 	})
@@ -767,14 +766,10 @@ func (b *Bridge) FetchOffsets(ctx context.Context, name string, topics map[strin
 	return b.fetchFinalized(ctx, store, name, topics, e.zxid)
 }
 
-// fetchFinalized reads the committed offsets of a finalized group. Since finalization only the
-// bridge's own records (<root>/groups/<g>/offsets) are written; before it both were, except
-// for the offsets that legacy or zk members committed to /consumers/<g>/offsets alone. So, per
-// partition, the later write of the two wins, in ZooKeeper's own order of writes (Mzxid; the
-// two znodes of one bridge commit share it), except that a 0.8 write after the group was
-// finalized (finalZxid) never overrides a record of the bridge: a 0.8 consumer left running
-// cannot move a finalized group's offsets. Where only the 0.8 znode exists it is the only
-// offset there is, and is returned whenever it was written.
+// fetchFinalized reads the committed offsets of a finalized group: every partition with an
+// offset in either place (the 0.8 znode or the bridge's own record), decided by the finalized
+// rule of zkstate.OffsetPair.Fetch (the later write wins, except a 0.8 write after
+// finalZxid).
 //
 // (A 0.8 write after finalization to a partition the bridge holds no record of replaces the
 // value from before finalization, which is then lost; the migrate command can close that gap
@@ -800,7 +795,7 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		if err != nil {
 			return nil, unavailable("fetch offsets of group %q: %w", name, err)
 		}
-		own, err := children(ownOffsetsPath(root, name))
+		own, err := children(zkstate.OwnOffsetsPath(root, name))
 		if err != nil {
 			return nil, unavailable("fetch offsets of group %q: %w", name, err)
 		}
@@ -826,7 +821,7 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		if err != nil {
 			return nil, unavailable("fetch offsets of group %q: %w", name, err)
 		}
-		own, err := children(path.Join(ownOffsetsPath(root, name), t))
+		own, err := children(zkstate.OwnOffsetsTopicPath(root, name, t))
 		if err != nil {
 			return nil, unavailable("fetch offsets of group %q: %w", name, err)
 		}
@@ -850,32 +845,25 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 				return nil, unavailable("fetch offsets of group %q: %w", name, r.Err)
 			}
 		}
-		var own *offsetData
+		var pair zkstate.OffsetPair
 		if r := ownRead[i]; r.Err == nil {
-			var d offsetData
-			if err := json.Unmarshal(r.Data, &d); err == nil {
-				own = &d
+			own, err := zkstate.ParseOwnOffset(r.Data)
+			if err == nil {
+				pair.HasOwn, pair.Own, pair.OwnZxid = true, own, r.Stat.Mzxid
 			} else {
 				b.log.Warn().Err(err).Str("group", name).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable offset record; ignored")
 			}
 		}
-		zkOff, zkOK := int64(0), false
 		if r := zkRead[i]; r.Err == nil {
 			if off, err := zkstate.ParseOffset(r.Data); err == nil {
-				zkOff, zkOK = off, true
+				pair.HasZK, pair.ZK, pair.ZKZxid = true, off, r.Stat.Mzxid
 			}
 		}
-		zkWins := zkOK && (own == nil ||
-			(zkRead[i].Stat.Mzxid > ownRead[i].Stat.Mzxid && (finalZxid == 0 || zkRead[i].Stat.Mzxid < finalZxid)))
-		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, LeaderEpoch: -1}
-		switch {
-		case zkWins:
-			co.Offset = zkOff
-		case own != nil:
-			co.Offset, co.LeaderEpoch, co.Metadata = own.Offset, own.LeaderEpoch, own.Metadata
-		default:
+		f, ok := pair.Fetch(true, finalZxid)
+		if !ok {
 			continue
 		}
+		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata}
 		out = append(out, co)
 	}
 	slices.SortFunc(out, func(a, b CommittedOffset) int {

@@ -20,8 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
-	"strconv"
 	"sync"
 	"time"
 	"unicode"
@@ -33,20 +31,7 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// Paths of the bridge's own subtree.
-
-func bridgesPath(root string) string { return path.Join(root, "bridges") }
-func bridgePath(root string, node int32) string {
-	return path.Join(bridgesPath(root), strconv.Itoa(int(node)))
-}
-func groupsPath(root string) string        { return path.Join(root, "groups") }
-func groupDir(root, g string) string       { return path.Join(groupsPath(root), g) }
-func epochPath(root, g string) string      { return path.Join(groupDir(root, g), "epoch") }
-func recordPath(root, g string) string     { return path.Join(groupDir(root, g), "record") }
-func ownOffsetsPath(root, g string) string { return path.Join(groupDir(root, g), "offsets") }
-func ownOffsetPath(root, g, topic string, p int32) string {
-	return path.Join(ownOffsetsPath(root, g), topic, strconv.Itoa(int(p)))
-}
+// The bridge's own paths and record formats are zkstate's (zkstate/records_bridge.go).
 
 // validName checks that a group or topic name can be one znode name: Kafka accepts almost any
 // group id, but ZooKeeper refuses control characters and surrogates, and a '/' or a "." would
@@ -67,24 +52,6 @@ func validName(kind, name string) error {
 		}
 	}
 	return nil
-}
-
-// epochData is the data of the epoch znode: who took the group over, and when.
-type epochData struct {
-	Version  int    `json:"version"`
-	NodeID   int32  `json:"node_id"`
-	Acquired string `json:"acquired"` // ms since the epoch
-}
-
-// offsetData is the bridge's own record of one committed offset: what the 0.8 znode beside it
-// cannot hold. Offset repeats the 0.8 value so a reader can tell whether a 0.8 consumer
-// committed since (then metadata and leader epoch are no longer this offset's).
-type offsetData struct {
-	Version     int    `json:"version"`
-	Offset      int64  `json:"offset"`
-	LeaderEpoch int32  `json:"leader_epoch"`
-	Metadata    string `json:"metadata"`
-	Committed   string `json:"commit_timestamp"` // ms since the epoch
 }
 
 // OwnedError says that a live bridge holds the group.
@@ -130,11 +97,8 @@ func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog
 // acquire takes the group over: it creates the epoch znode, or bumps its version if the
 // previous owner is us or a bridge that is gone.
 func (g *groupStore) acquire(ctx context.Context) error {
-	p := epochPath(g.root, g.group)
-	mine, err := json.Marshal(epochData{Version: 1, NodeID: g.nodeID, Acquired: strconv.FormatInt(time.Now().UnixMilli(), 10)})
-	if err != nil {
-		return err
-	}
+	p := zkstate.EpochPath(g.root, g.group)
+	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
 	for range 5 {
 		data, st, err := g.store.Get(ctx, p)
 		if errors.Is(err, zkstate.ErrNoNode) {
@@ -151,9 +115,10 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("take over group %q: %w", g.group, err)
 		}
-		var owner epochData
-		if json.Unmarshal(data, &owner) == nil && owner.NodeID != g.nodeID {
-			alive, _, err := g.store.Exists(ctx, bridgePath(g.root, owner.NodeID))
+		// An epoch that names no holder (not written by a bridge) is taken over as one of a
+		// bridge that is gone.
+		if owner, err := zkstate.ParseEpoch(data); err == nil && owner.NodeID != g.nodeID {
+			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, owner.NodeID))
 			if err != nil {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
 			}
@@ -178,7 +143,7 @@ func (g *groupStore) acquire(ctx context.Context) error {
 // load reads the group's record; nil when it has none. A group with a record is taken over
 // first and the record read again, so that nothing the previous owner wrote is missed.
 func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
-	ok, _, err := g.store.Exists(ctx, recordPath(g.root, g.group))
+	ok, _, err := g.store.Exists(ctx, zkstate.GroupRecordPath(g.root, g.group))
 	if err != nil {
 		return nil, fmt.Errorf("load group %q: %w", g.group, err)
 	}
@@ -189,7 +154,7 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 	if err := g.acquire(ctx); err != nil {
 		return nil, err
 	}
-	data, st, err := g.store.Get(ctx, recordPath(g.root, g.group))
+	data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
 	if errors.Is(err, zkstate.ErrNoNode) {
 		g.record = -1
 		return nil, nil
@@ -205,7 +170,7 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 		return nil, fmt.Errorf("%w: group %q: %v", errCorruptRecord, g.group, err)
 	}
 	if rec.Group != g.group {
-		return nil, fmt.Errorf("%w: record at %s names group %q", errCorruptRecord, recordPath(g.root, g.group), rec.Group)
+		return nil, fmt.Errorf("%w: record at %s names group %q", errCorruptRecord, zkstate.GroupRecordPath(g.root, g.group), rec.Group)
 	}
 	g.record = st.Version
 	return &rec, nil
@@ -214,7 +179,7 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 // hasOffsets reports whether the group has offsets of ours (a group that only commits, with no
 // members, has no record but exists for Describe and Delete).
 func (g *groupStore) hasOffsets(ctx context.Context) (bool, error) {
-	ok, _, err := g.store.Exists(ctx, ownOffsetsPath(g.root, g.group))
+	ok, _, err := g.store.Exists(ctx, zkstate.OwnOffsetsPath(g.root, g.group))
 	return ok, err
 }
 
@@ -309,9 +274,9 @@ func isFenced(err error) bool {
 
 // ops builds the multi of one write and returns the record version it leads to.
 func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte, recDone bool, offs []group.OffsetCommitPartition, now time.Time) ([]zkstate.Op, int32, error) {
-	ops := []zkstate.Op{zkstate.CheckOp(epochPath(g.root, g.group), g.epoch)}
+	ops := []zkstate.Op{zkstate.CheckOp(zkstate.EpochPath(g.root, g.group), g.epoch)}
 	newRecord := g.record
-	rp := recordPath(g.root, g.group)
+	rp := zkstate.GroupRecordPath(g.root, g.group)
 	switch {
 	case recDone:
 	case rec.Deleted:
@@ -329,21 +294,18 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 	if len(offs) == 0 {
 		return ops, newRecord, nil
 	}
-	ts := strconv.FormatInt(now.UnixMilli(), 10)
+	nowMs := now.UnixMilli()
 	type write struct {
 		path string
 		data []byte
 	}
 	writes := make([]write, 0, 2*len(offs))
 	for _, o := range offs {
-		own, err := json.Marshal(offsetData{Version: 1, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, Committed: ts})
-		if err != nil {
-			return nil, 0, err
-		}
+		own := zkstate.OwnOffset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommittedMs: nowMs}.Encode()
 		if !g.ownOnly {
 			writes = append(writes, write{zkstate.OffsetPath(g.group, o.Topic, o.Partition), zkstate.FormatOffset(o.Offset)})
 		}
-		writes = append(writes, write{ownOffsetPath(g.root, g.group, o.Topic, o.Partition), own})
+		writes = append(writes, write{zkstate.OwnOffsetPath(g.root, g.group, o.Topic, o.Partition), own})
 	}
 	var unknown []string
 	for _, w := range writes {
@@ -379,7 +341,7 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 // no longer ours), the record (done reports that it already holds what we write) and which
 // offset znodes exist (forgotten, so ops looks again).
 func (g *groupStore) reconcile(ctx context.Context, rec *group.Record, recData []byte) (done bool, err error) {
-	ok, st, err := g.store.Exists(ctx, epochPath(g.root, g.group))
+	ok, st, err := g.store.Exists(ctx, zkstate.EpochPath(g.root, g.group))
 	if err != nil {
 		return false, err
 	}
@@ -387,7 +349,7 @@ func (g *groupStore) reconcile(ctx context.Context, rec *group.Record, recData [
 		return false, ErrFenced
 	}
 	clear(g.known)
-	data, st, err := g.store.Get(ctx, recordPath(g.root, g.group))
+	data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
 	switch {
 	case errors.Is(err, zkstate.ErrNoNode):
 		g.record = -1
@@ -405,7 +367,7 @@ func (g *groupStore) reconcile(ctx context.Context, rec *group.Record, recData [
 // as kafka-consumer-groups --zookeeper --delete refuses a group with live consumers). Best
 // effort: what fails is logged and stays.
 func (g *groupStore) cleanupDeleted(ctx context.Context) {
-	if err := g.store.DeleteRecursive(ctx, ownOffsetsPath(g.root, g.group)); err != nil {
+	if err := g.store.DeleteRecursive(ctx, zkstate.OwnOffsetsPath(g.root, g.group)); err != nil {
 		g.log.Warn().Err(err).Msg("deleted group: removing its offset records")
 	}
 	g.known = map[string]bool{}

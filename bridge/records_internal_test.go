@@ -49,12 +49,12 @@ func TestIntegration_GroupWriteTimeoutIsNotFencing(t *testing.T) {
 			if zk08[p], err = strconv.ParseInt(string(data), 10, 64); err != nil {
 				t.Fatalf("offset %d: %q", p, data)
 			}
-			data, _, err = store.Get(ctx, ownOffsetPath(root, name, topic, p))
+			data, _, err = store.Get(ctx, zkstate.OwnOffsetPath(root, name, topic, p))
 			if err != nil {
 				t.Fatalf("own offset %d: %v", p, err)
 			}
-			var od offsetData
-			if err := json.Unmarshal(data, &od); err != nil {
+			od, err := zkstate.ParseOwnOffset(data)
+			if err != nil {
 				t.Fatalf("own offset %d: %v", p, err)
 			}
 			own[p] = od.Offset
@@ -90,7 +90,7 @@ func TestIntegration_GroupWriteTimeoutIsNotFencing(t *testing.T) {
 	}
 
 	// Another bridge takes the group over: its epoch moves. That, and only that, fences.
-	if _, err := store.Set(ctx, epochPath(root, name), []byte(`{"version":1,"node_id":2}`), -1); err != nil {
+	if _, err := store.Set(ctx, zkstate.EpochPath(root, name), []byte(`{"version":1,"node_id":2}`), -1); err != nil {
 		t.Fatal(err)
 	}
 	_, err = gs.write(ctx, nil, commit(4), time.Now())
@@ -101,6 +101,38 @@ func TestIntegration_GroupWriteTimeoutIsNotFencing(t *testing.T) {
 	for p := range partitions {
 		if zk08[p] != 3 || own[p] != 3 {
 			t.Fatalf("partition %d: offset %d (own record %d) after a fenced commit of 4; want 3", p, zk08[p], own[p])
+		}
+	}
+}
+
+// The group record is the engine's to encode (bridge/group imports only the standard library);
+// zkstate.GroupRecordHead is how migrate and the CLI read it. The two must agree on the fields
+// the head reads, or a census would miss the Kafka members a record holds.
+func TestGroupRecordReadsAsItsHead(t *testing.T) {
+	for _, rec := range []group.Record{
+		{Version: 1, Group: "billing", Generation: 4, ProtocolType: "consumer", ProtocolName: "range", Leader: "kgo-a",
+			Members: []group.RecordMember{
+				{ID: "kgo-a", InstanceID: "billing-1", Kind: group.KindKafka, ProtocolType: "consumer"},
+				{ID: "kgo-b", Kind: group.KindKafka, ProtocolType: "consumer"},
+			}},
+		{Version: 1, Group: "gone", Generation: 9, Deleted: true},
+	} {
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := zkstate.ParseGroupRecordHead(data)
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if head.Group != rec.Group || head.Deleted != rec.Deleted || head.ProtocolType != rec.ProtocolType || len(head.Members) != len(rec.Members) {
+			t.Fatalf("%s read as %+v", data, head)
+		}
+		for i, m := range rec.Members {
+			h := head.Members[i]
+			if h.ID != string(m.ID) || h.InstanceID != string(m.InstanceID) || h.Kind != zkstate.KindKafka {
+				t.Errorf("member %d: %+v read as %+v", i, m, h)
+			}
 		}
 	}
 }

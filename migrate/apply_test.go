@@ -45,7 +45,7 @@ func TestIntegration_CensusCountsKinds(t *testing.T) {
 
 	// Record members count while the bridge holding the group runs; once it is gone they are
 	// departed: nobody serves them (every bridge stopped before a handoff).
-	if err := s.Create(ctx, migrate.GroupDir(root, "g")+"/epoch", []byte(`{"version":1,"node_id":7,"acquired":"1"}`), zkstate.CreateOptions{}); err != nil {
+	if err := s.Create(ctx, zkstate.BridgeGroupPath(root, "g")+"/epoch", []byte(`{"version":1,"node_id":7,"acquired":"1"}`), zkstate.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c, err = migrate.ReadCensus(ctx, s, root, "g", migrate.CensusOptions{})
@@ -92,13 +92,13 @@ func TestIntegration_CensusMirror(t *testing.T) {
 	s := openStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeKafka)
-	own := func(off int64) []byte { return migrate.OwnOffset{Offset: off, LeaderEpoch: -1}.Encode() }
+	own := func(off int64) []byte { return zkstate.OwnOffset{Offset: off, LeaderEpoch: -1}.Encode() }
 	p := zkstate.CreateOptions{Parents: true}
 	// Partition 0: committed by the bridge to both in one multi. Partition 1: a 0.8 consumer
 	// only. Partition 2: the bridge's record only (the mirror missed it).
 	if err := s.Multi(ctx,
 		zkstate.CreateOp(zkstate.OffsetPath("g", "t", 0), zkstate.FormatOffset(5), p),
-		zkstate.CreateOp(migrate.OwnOffsetPath(root, "g", "t", 0), own(5), p),
+		zkstate.CreateOp(zkstate.OwnOffsetPath(root, "g", "t", 0), own(5), p),
 		zkstate.CreateOp(zkstate.OffsetPath("g", "t", 1), zkstate.FormatOffset(7), p)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,10 +109,10 @@ func TestIntegration_CensusMirror(t *testing.T) {
 	if !c.Mirror.Current() || c.Mirror.Partitions != 2 {
 		t.Errorf("mirror %+v, want current over 2 partitions", *c.Mirror)
 	}
-	if err := s.Create(ctx, migrate.OwnOffsetPath(root, "g", "t", 2), own(9), p); err != nil {
+	if err := s.Create(ctx, zkstate.OwnOffsetPath(root, "g", "t", 2), own(9), p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Set(ctx, migrate.OwnOffsetPath(root, "g", "t", 0), own(6), -1); err != nil {
+	if _, err := s.Set(ctx, zkstate.OwnOffsetPath(root, "g", "t", 0), own(6), -1); err != nil {
 		t.Fatal(err)
 	}
 	c, err = migrate.ReadCensus(ctx, s, root, "g", migrate.CensusOptions{Mirror: true})

@@ -2,35 +2,14 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/zkbridge/zkbridge/zkstate"
 )
-
-// Paths of the bridge's own records that a migration reads (bridge/records.go writes them; the
-// paths are restated because migrate imports zkstate only, DESIGN §2).
-
-// GroupDir is <root>/groups/<group>.
-func GroupDir(root, group string) string { return path.Join(zkstate.BridgeGroupsPath(root), group) }
-
-// RecordPath is <root>/groups/<group>/record: the group engine's record (generation, Kafka
-// members and their assignments).
-func RecordPath(root, group string) string { return path.Join(GroupDir(root, group), "record") }
-
-// OwnOffsetsPath is <root>/groups/<group>/offsets: the bridge's own offset records.
-func OwnOffsetsPath(root, group string) string { return path.Join(GroupDir(root, group), "offsets") }
-
-// OwnOffsetPath is <root>/groups/<group>/offsets/<topic>/<partition>.
-func OwnOffsetPath(root, group, topic string, partition int32) string {
-	return path.Join(OwnOffsetsPath(root, group), topic, strconv.Itoa(int(partition)))
-}
 
 // Member is one member of a group as the census sees it.
 type Member struct {
@@ -125,17 +104,6 @@ type CensusOptions struct {
 	Mirror bool
 }
 
-// recordJSON is the part of the group record (bridge/group.Record) a census reads.
-type recordJSON struct {
-	Group   string `json:"group"`
-	Deleted bool   `json:"deleted"`
-	Members []struct {
-		ID         string `json:"id"`
-		InstanceID string `json:"instance_id"`
-		Kind       string `json:"kind"`
-	} `json:"members"`
-}
-
 // ReadCensus reads one group's census: four reads in one round trip (the mode record, the group
 // record, the registrations, the hosted-member znodes), then one per hosted member; for a group
 // without a mode record, the default-mode rule's reads; with CensusOptions.Mirror, every offset.
@@ -158,7 +126,7 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 		case 0:
 			modeData, modeStat, modeErr = s.Get(ctx, zkstate.ModePath(root, group))
 		case 1:
-			recData, _, recErr = s.Get(ctx, RecordPath(root, group))
+			recData, _, recErr = s.Get(ctx, zkstate.GroupRecordPath(root, group))
 		case 2:
 			ids, _, idsErr = s.Children(ctx, zkstate.IDsPath(group))
 		case 3:
@@ -188,13 +156,14 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 	}
 
 	// Kafka members of the group record.
-	var rec recordJSON
+	var rec zkstate.GroupRecordHead
 	hasRecord := recErr == nil
 	if hasRecord {
-		if err := json.Unmarshal(recData, &rec); err != nil {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", RecordPath(root, group), err))
+		var err error
+		if rec, err = zkstate.ParseGroupRecordHead(recData); err != nil {
+			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", zkstate.GroupRecordPath(root, group), err))
 			hasRecord = true // it exists: the bridge served Kafka members
-			rec = recordJSON{}
+			rec = zkstate.GroupRecordHead{}
 		}
 	}
 
@@ -282,11 +251,11 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 		parallel(ctx, 3, func(i int) {
 			switch i {
 			case 0:
-				ownOffsOK, _, ownErr = s.Exists(ctx, OwnOffsetsPath(root, group))
+				ownOffsOK, _, ownErr = s.Exists(ctx, zkstate.OwnOffsetsPath(root, group))
 			case 1:
 				groupOK, _, groupErr = s.Exists(ctx, zkstate.GroupPath(group))
 			case 2:
-				dirOK, _, dirErr = s.Exists(ctx, GroupDir(root, group))
+				dirOK, _, dirErr = s.Exists(ctx, zkstate.BridgeGroupPath(root, group))
 			}
 		})
 		if err := ctx.Err(); err != nil {
@@ -301,9 +270,9 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 		// else zkstate.DefaultMode.
 		switch {
 		case hasRecord:
-			c.Mode, c.DefaultWhy = zkstate.ModeKafka, RecordPath(root, group)+" exists: the group was served to Kafka members"
+			c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.GroupRecordPath(root, group)+" exists: the group was served to Kafka members"
 		case ownOffsOK:
-			c.Mode, c.DefaultWhy = zkstate.ModeKafka, OwnOffsetsPath(root, group)+" exists: the group was served to Kafka members"
+			c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.OwnOffsetsPath(root, group)+" exists: the group was served to Kafka members"
 		default:
 			mode, why, err := zkstate.DefaultMode(ctx, s, group)
 			if err != nil {
@@ -323,25 +292,23 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 	return c, nil
 }
 
-// holderAlive reports whether the bridge that holds the group is running: the epoch znode
-// <root>/groups/<g>/epoch names its node id ({"node_id":N}, bridge/records.go), and a running
-// bridge holds the ephemeral <root>/bridges/<N>. An epoch that is missing or unreadable counts
-// as alive (the careful answer: its members then count).
+// holderAlive reports whether the bridge that holds the group is running: the group's epoch
+// (zkstate.Epoch) names its node id, and a running bridge holds its ephemeral registration
+// zkstate.BridgePath. An epoch that is missing or unreadable counts as alive (the careful
+// answer: its members then count).
 func holderAlive(ctx context.Context, s *zkstate.Store, root, group string) (bool, error) {
-	data, _, err := s.Get(ctx, path.Join(GroupDir(root, group), "epoch"))
+	data, _, err := s.Get(ctx, zkstate.EpochPath(root, group))
 	if errors.Is(err, zkstate.ErrNoNode) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	var epoch struct {
-		NodeID *int32 `json:"node_id"`
-	}
-	if json.Unmarshal(data, &epoch) != nil || epoch.NodeID == nil {
+	epoch, err := zkstate.ParseEpoch(data)
+	if err != nil {
 		return true, nil
 	}
-	ok, _, err := s.Exists(ctx, path.Join(root, "bridges", strconv.Itoa(int(*epoch.NodeID))))
+	ok, _, err := s.Exists(ctx, zkstate.BridgePath(root, epoch.NodeID))
 	return ok, err
 }
 
@@ -484,7 +451,7 @@ func Select(ctx context.Context, s *zkstate.Store, root string, sel Selector) ([
 				errs[i] = err
 				return
 			}
-			b, _, err := s.Exists(ctx, GroupDir(root, groups[i]))
+			b, _, err := s.Exists(ctx, zkstate.BridgeGroupPath(root, groups[i]))
 			errs[i], missing[i] = err, !a && !b
 		})
 		if err := ctx.Err(); err != nil {

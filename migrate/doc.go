@@ -19,7 +19,7 @@
 // (the 0.8 layout, or the bridge's own records once finalized), diff an import against them and
 // write it with compare-and-set; handoff.go records a handoff to a real Kafka cluster.
 //
-// The package imports zkstate only (DESIGN §2): the few paths and JSON shapes of the bridge's own
-// records it reads (the group record's members, the bridge's offset records) are restated here,
-// and the tests pin them against what the bridge writes.
+// The package imports zkstate only (DESIGN §2), which states the bridge's own records it reads
+// (paths, the group record's head, the epoch, the offset records) and the rule that decides a
+// committed offset (zkstate.OffsetPair.Fetch), once for the bridge, migrate and the CLI.
 package migrate

@@ -62,7 +62,9 @@ func ParseHandoff(data []byte) (Handoff, error) {
 }
 
 // HandoffsPath is <root>/groups/<group>/handoff.
-func HandoffsPath(root, group string) string { return path.Join(GroupDir(root, group), "handoff") }
+func HandoffsPath(root, group string) string {
+	return path.Join(zkstate.BridgeGroupPath(root, group), "handoff")
+}
 
 // HandoffPath is <root>/groups/<group>/handoff/h-<seq, 10 digits>.
 func HandoffPath(root, group string, seq int32) string {

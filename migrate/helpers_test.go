@@ -63,7 +63,7 @@ func seed(t testing.TB, s *zkstate.Store, group string, mode zkstate.Mode, membe
 		ops = append(ops, zkstate.CreateOp(zkstate.IDPath(group, m.id), reg.Encode(), parents))
 	}
 	if recordMembers != nil {
-		ops = append(ops, zkstate.CreateOp(migrate.RecordPath(root, group), recordJSON(group, recordMembers...), parents))
+		ops = append(ops, zkstate.CreateOp(zkstate.GroupRecordPath(root, group), recordJSON(group, recordMembers...), parents))
 	}
 	if len(ops) > 0 {
 		if err := s.Multi(ctx, ops...); err != nil {

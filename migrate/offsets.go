@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -16,52 +15,7 @@ import (
 // Where a group's committed offsets live (DESIGN §1, bridge/modes.go): until it is finalized,
 // in the Kafka 0.8 layout, /consumers/<g>/offsets/<t>/<p> (the bridge writes a Kafka member's
 // commit there too, with its own record beside it for what the 0.8 znode cannot hold: leader
-// epoch, metadata); once finalized, in the bridge's own records, <root>/groups/<g>/offsets/<t>/<p>.
-
-// OwnOffset is the JSON of one bridge offset record, as bridge/records.go writes it:
-//
-//	{"version":1,"offset":1200,"leader_epoch":-1,"metadata":"","commit_timestamp":"1700000000000"}
-type OwnOffset struct {
-	Offset      int64
-	LeaderEpoch int32
-	Metadata    string
-	CommittedMs int64
-}
-
-type ownOffsetJSON struct {
-	Version     int    `json:"version"`
-	Offset      int64  `json:"offset"`
-	LeaderEpoch int32  `json:"leader_epoch"`
-	Metadata    string `json:"metadata"`
-	Committed   string `json:"commit_timestamp"`
-}
-
-// Encode writes the record's JSON.
-func (o OwnOffset) Encode() []byte {
-	b, _ := json.Marshal(ownOffsetJSON{Version: 1, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-		Committed: strconv.FormatInt(o.CommittedMs, 10)})
-	return b
-}
-
-// ParseOwnOffset reads one bridge offset record. Errors wrap zkstate.ErrMalformed.
-func ParseOwnOffset(data []byte) (OwnOffset, error) {
-	var j ownOffsetJSON
-	if err := json.Unmarshal(data, &j); err != nil {
-		return OwnOffset{}, fmt.Errorf("%w: offset record: %v", zkstate.ErrMalformed, err)
-	}
-	if j.Version < 1 {
-		return OwnOffset{}, fmt.Errorf("%w: offset record version %d", zkstate.ErrMalformed, j.Version)
-	}
-	o := OwnOffset{Offset: j.Offset, LeaderEpoch: j.LeaderEpoch, Metadata: j.Metadata}
-	if j.Committed != "" {
-		ms, err := strconv.ParseInt(j.Committed, 10, 64)
-		if err != nil {
-			return OwnOffset{}, fmt.Errorf("%w: offset record commit_timestamp %q", zkstate.ErrMalformed, j.Committed)
-		}
-		o.CommittedMs = ms
-	}
-	return o, nil
-}
+// epoch, metadata); once finalized, in the bridge's own records (zkstate.OwnOffsetPath).
 
 // OffsetState is one partition's offset znodes, 0.8 and the bridge's, as read.
 type OffsetState struct {
@@ -75,7 +29,7 @@ type OffsetState struct {
 	// The bridge's record: OwnExists when it is there, HasOwn when its data parsed.
 	OwnExists  bool
 	HasOwn     bool
-	Own        OwnOffset
+	Own        zkstate.OwnOffset
 	OwnVersion int32
 	OwnZxid    int64
 }
@@ -97,7 +51,7 @@ func (o Offset) TP() zkstate.TopicPartition {
 // readAllOffsets reads every offset znode of the group, 0.8 and the bridge's, sorted by
 // partition: the topic lists, then the partition lists, then every znode, each wave pipelined.
 func readAllOffsets(ctx context.Context, s *zkstate.Store, root, group string) ([]OffsetState, error) {
-	dirs := [2]string{zkstate.OffsetsPath(group), OwnOffsetsPath(root, group)}
+	dirs := [2]string{zkstate.OffsetsPath(group), zkstate.OwnOffsetsPath(root, group)}
 	var topics [2][]string
 	var errs [2]error
 	parallel(ctx, 2, func(i int) { topics[i], _, errs[i] = s.Children(ctx, dirs[i]) })
@@ -162,7 +116,7 @@ func readOffsetStates(ctx context.Context, s *zkstate.Store, root, group string,
 		tp := tps[i/2]
 		p := zkstate.OffsetPath(group, tp.Topic, tp.Partition)
 		if i%2 == 1 {
-			p = OwnOffsetPath(root, group, tp.Topic, tp.Partition)
+			p = zkstate.OwnOffsetPath(root, group, tp.Topic, tp.Partition)
 		}
 		reads[i].data, reads[i].st, reads[i].err = s.Get(ctx, p)
 	})
@@ -186,7 +140,7 @@ func readOffsetStates(ctx context.Context, s *zkstate.Store, root, group string,
 		}
 		if or.err == nil {
 			st.OwnExists, st.OwnVersion, st.OwnZxid = true, or.st.Version, or.st.Mzxid
-			if own, err := ParseOwnOffset(or.data); err == nil {
+			if own, err := zkstate.ParseOwnOffset(or.data); err == nil {
 				st.HasOwn, st.Own = true, own
 			}
 		}
@@ -204,43 +158,24 @@ func cmpTP(a, b zkstate.TopicPartition) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-// Committed computes the offsets a group's consumers see from its offset znodes (pure). It
-// restates the bridge's rules (bridge.Bridge.FetchOffsets), which migrate cannot import:
-//
-//   - Not finalized: the 0.8 znode is the truth (0.8 consumers write it alone); the bridge's
-//     record adds leader epoch and metadata when it holds the same offset.
-//   - Finalized (finalZxid: when the mode record was last written, i.e. finalized): per
-//     partition the later write of the two wins in ZooKeeper's order (Mzxid), except that a 0.8
-//     write after finalization never overrides a bridge record; where only the 0.8 znode exists
-//     it is the offset, whenever it was written.
+// Committed computes the offsets a group's consumers see from its offset znodes (pure), by
+// the rule the bridge's OffsetFetch applies (zkstate.OffsetPair.Fetch): finalZxid is when the
+// group was finalized (its mode record's Mzxid).
 func Committed(states []OffsetState, finalized bool, finalZxid int64) []Offset {
 	var out []Offset
 	for _, st := range states {
-		o := Offset{Topic: st.Topic, Partition: st.Partition, LeaderEpoch: -1}
-		switch {
-		case !finalized:
-			if !st.HasZK {
-				continue
-			}
-			o.Offset = st.ZK
-			if st.HasOwn && st.Own.Offset == st.ZK {
-				o.LeaderEpoch, o.Metadata = st.Own.LeaderEpoch, st.Own.Metadata
-			}
-		default:
-			zkWins := st.HasZK && (!st.HasOwn ||
-				(st.ZKZxid > st.OwnZxid && (finalZxid == 0 || st.ZKZxid < finalZxid)))
-			switch {
-			case zkWins:
-				o.Offset = st.ZK
-			case st.HasOwn:
-				o.Offset, o.LeaderEpoch, o.Metadata = st.Own.Offset, st.Own.LeaderEpoch, st.Own.Metadata
-			default:
-				continue
-			}
+		f, ok := st.Pair().Fetch(finalized, finalZxid)
+		if !ok {
+			continue
 		}
-		out = append(out, o)
+		out = append(out, Offset{Topic: st.Topic, Partition: st.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})
 	}
 	return out
+}
+
+// Pair returns the partition's offsets as the committed-offset rule reads them.
+func (st OffsetState) Pair() zkstate.OffsetPair {
+	return zkstate.OffsetPair{HasZK: st.HasZK, ZK: st.ZK, ZKZxid: st.ZKZxid, HasOwn: st.HasOwn, Own: st.Own, OwnZxid: st.OwnZxid}
 }
 
 // GroupOffsets is a group's committed offsets with what a write of them needs.
@@ -344,8 +279,8 @@ func WriteOffsets(ctx context.Context, s *zkstate.Store, root string, g GroupOff
 		n++
 		st := states[zkstate.TopicPartition{Topic: ch.Topic, Partition: ch.Partition}]
 		if fin {
-			p := OwnOffsetPath(root, group, ch.Topic, ch.Partition)
-			data := OwnOffset{Offset: ch.New, LeaderEpoch: -1, CommittedMs: nowMs}.Encode()
+			p := zkstate.OwnOffsetPath(root, group, ch.Topic, ch.Partition)
+			data := zkstate.OwnOffset{Offset: ch.New, LeaderEpoch: -1, CommittedMs: nowMs}.Encode()
 			if st.OwnExists {
 				ops = append(ops, zkstate.SetOp(p, data, st.OwnVersion))
 			} else {

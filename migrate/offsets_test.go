@@ -74,11 +74,11 @@ func TestIntegration_WriteOffsets(t *testing.T) {
 	if _, err := migrate.WriteOffsets(ctx, s, root, g, migrate.Diff(g.Offsets, []migrate.Offset{{Topic: "t", Partition: 0, Offset: 120}})); err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := s.Get(ctx, migrate.OwnOffsetPath(root, "f", "t", 0))
+	data, _, err := s.Get(ctx, zkstate.OwnOffsetPath(root, "f", "t", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if own, err := migrate.ParseOwnOffset(data); err != nil || own.Offset != 120 {
+	if own, err := zkstate.ParseOwnOffset(data); err != nil || own.Offset != 120 {
 		t.Errorf("own record %+v %v", own, err)
 	}
 	if g = read("f"); g.Offsets[0].Offset != 120 {

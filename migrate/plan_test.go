@@ -171,8 +171,8 @@ func TestPlanStepsChain(t *testing.T) {
 
 func TestCommittedOffsets(t *testing.T) {
 	tp := func(p int32) zkstate.TopicPartition { return zkstate.TopicPartition{Topic: "t", Partition: p} }
-	own := func(off int64) migrate.OwnOffset {
-		return migrate.OwnOffset{Offset: off, LeaderEpoch: 3, Metadata: "m"}
+	own := func(off int64) zkstate.OwnOffset {
+		return zkstate.OwnOffset{Offset: off, LeaderEpoch: 3, Metadata: "m"}
 	}
 	states := []migrate.OffsetState{
 		// 0 only in ZooKeeper (a zk member's commit).

@@ -160,3 +160,44 @@ func FuzzParseOffset(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseEpoch(f *testing.F) {
+	recordsSeed(f, "testdata/epoch", func(data []byte) { f.Add(data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := zkstate.ParseEpoch(data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if back, err := zkstate.ParseEpoch(e.Encode()); err != nil || back != e {
+			t.Fatalf("%+v: round trip gave %+v, %v", e, back, err)
+		}
+	})
+}
+
+func FuzzParseOwnOffset(f *testing.F) {
+	recordsSeed(f, "testdata/ownoffset", func(data []byte) { f.Add(data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := zkstate.ParseOwnOffset(data)
+		if err != nil {
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if back, err := zkstate.ParseOwnOffset(o.Encode()); err != nil || !reflect.DeepEqual(back, o) {
+			t.Fatalf("%+v: round trip gave %+v, %v", o, back, err)
+		}
+	})
+}
+
+func FuzzParseGroupRecordHead(f *testing.F) {
+	recordsSeed(f, "testdata/grouprecord", func(data []byte) { f.Add(data) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, err := zkstate.ParseGroupRecordHead(data); err != nil && !errors.Is(err, zkstate.ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+	})
+}

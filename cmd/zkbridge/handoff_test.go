@@ -65,8 +65,8 @@ func TestIntegration_Handoff(t *testing.T) {
 	seedGroup(t, s, "done", zkstate.ModeKafka)
 	if err := s.Multi(ctx,
 		zkstate.CreateOp(zkstate.OffsetPath("done", "orders", 0), zkstate.FormatOffset(100), p),
-		zkstate.CreateOp(migrate.OwnOffsetPath(testRoot, "done", "orders", 1), migrate.OwnOffset{Offset: 200, LeaderEpoch: -1, Metadata: "m1"}.Encode(), p),
-		zkstate.CreateOp(migrate.OwnOffsetPath(testRoot, "done", "orders", 2), migrate.OwnOffset{Offset: 300, LeaderEpoch: -1}.Encode(), p)); err != nil {
+		zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, "done", "orders", 1), zkstate.OwnOffset{Offset: 200, LeaderEpoch: -1, Metadata: "m1"}.Encode(), p),
+		zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, "done", "orders", 2), zkstate.OwnOffset{Offset: 300, LeaderEpoch: -1}.Encode(), p)); err != nil {
 		t.Fatal(err)
 	}
 	r := runCLI(t, "migrate", "apply", "--group", "done", "--to", "finalized", "--zk", zkc, "--who", "ops@test")
@@ -104,7 +104,7 @@ func TestIntegration_Handoff(t *testing.T) {
 	}
 
 	// The cluster ahead of the bridge (consumers ran against it since): blocked unless --force.
-	if _, err := s.Set(ctx, migrate.OwnOffsetPath(testRoot, "done", "orders", 2), migrate.OwnOffset{Offset: 250, LeaderEpoch: -1}.Encode(), -1); err != nil {
+	if _, err := s.Set(ctx, zkstate.OwnOffsetPath(testRoot, "done", "orders", 2), zkstate.OwnOffset{Offset: 250, LeaderEpoch: -1}.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
 	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc)

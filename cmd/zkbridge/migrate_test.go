@@ -38,7 +38,7 @@ func seedGroup(t *testing.T, s *zkstate.Store, group string, mode zkstate.Mode, 
 	}
 	if record != nil {
 		data := fmt.Sprintf(`{"version":1,"group":%q,"generation":1,"protocol_type":"consumer","protocol_name":"range","leader":"x","members":[%s]}`, group, strings.Join(record, ","))
-		ops = append(ops, zkstate.CreateOp(migrate.RecordPath(testRoot, group), []byte(data), parents))
+		ops = append(ops, zkstate.CreateOp(zkstate.GroupRecordPath(testRoot, group), []byte(data), parents))
 	}
 	if len(ops) > 0 {
 		if err := s.Multi(ctx, ops...); err != nil {
@@ -65,10 +65,10 @@ func migrateLayout(t *testing.T) (string, *zkstate.Store) {
 	p := zkstate.CreateOptions{Parents: true}
 	if err := s.Multi(t.Context(),
 		zkstate.CreateOp(zkstate.OffsetPath("orders", "orders", 0), zkstate.FormatOffset(10), p),
-		zkstate.CreateOp(migrate.OwnOffsetPath(testRoot, "orders", "orders", 0), migrate.OwnOffset{Offset: 10, LeaderEpoch: -1}.Encode(), p)); err != nil {
+		zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, "orders", "orders", 0), zkstate.OwnOffset{Offset: 10, LeaderEpoch: -1}.Encode(), p)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Set(t.Context(), migrate.OwnOffsetPath(testRoot, "orders", "orders", 0), migrate.OwnOffset{Offset: 12, LeaderEpoch: -1}.Encode(), -1); err != nil {
+	if _, err := s.Set(t.Context(), zkstate.OwnOffsetPath(testRoot, "orders", "orders", 0), zkstate.OwnOffset{Offset: 12, LeaderEpoch: -1}.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
 	return zkc, s

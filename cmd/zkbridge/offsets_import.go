@@ -285,7 +285,7 @@ func importGroup(c *cli.Context, s *zkstate.Store, group string, offsets []migra
 	gi.Members = len(cur.Census.Members)
 	gi.Where = zkstate.OffsetsPath(group)
 	if cur.Census.Mode == zkstate.ModeFinalized {
-		gi.Where = migrate.OwnOffsetsPath(root, group) + " (finalized: the bridge's records)"
+		gi.Where = zkstate.OwnOffsetsPath(root, group) + " (finalized: the bridge's records)"
 	}
 	gi.Changes = migrate.Diff(cur.Offsets, offsets)
 	for _, ch := range gi.Changes {

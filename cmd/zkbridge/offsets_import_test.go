@@ -161,11 +161,11 @@ func TestIntegration_OffsetsImportFinalized(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "(finalized: the bridge's records)") {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	data, _, err := s.Get(t.Context(), migrate.OwnOffsetPath(testRoot, "done", "orders", 0))
+	data, _, err := s.Get(t.Context(), zkstate.OwnOffsetPath(testRoot, "done", "orders", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if own, err := migrate.ParseOwnOffset(data); err != nil || own.Offset != 900 {
+	if own, err := zkstate.ParseOwnOffset(data); err != nil || own.Offset != 900 {
 		t.Errorf("record %+v %v", own, err)
 	}
 	if ok, _, _ := s.Exists(t.Context(), zkstate.OffsetPath("done", "orders", 0)); ok {
