@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/migrate"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -95,7 +96,7 @@ func bridgeSessions(c *cli.Context, s *zkstate.Store) memberKinds {
 	if k.root == "" {
 		k.root = bridge.DefaultRoot
 	}
-	dir := path.Join(k.root, "bridges")
+	dir := zkstate.BridgesPath(k.root)
 	ids, _, err := s.Children(c.Context, dir)
 	if err != nil {
 		return k
@@ -193,9 +194,9 @@ func offsetsCommand(e *env) *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "export",
-				Usage:     "print a group's committed offsets (/consumers/<group>/offsets) as CSV (topic,partition,offset) or JSON",
+				Usage:     "print a group's committed offsets, as OffsetFetch answers them, as CSV (topic,partition,offset) or JSON",
 				ArgsUsage: "<group>",
-				Flags: append(zkFlags(),
+				Flags: append(zkFlags(), rootFlag(),
 					&cli.StringFlag{Name: "format", Value: "csv", Usage: "csv or json"}),
 				Action: func(c *cli.Context) error {
 					group, err := groupArg(c)
@@ -211,14 +212,10 @@ func offsetsCommand(e *env) *cli.Command {
 						return err
 					}
 					defer s.Close()
-					snap, err := s.Snapshot(c.Context, group)
+					rows, err := exportRows(c, e, s, group)
 					if err != nil {
 						return err
 					}
-					for _, pr := range snap.Problems {
-						e.log.Warn().Str("path", pr.Path).Err(pr.Err).Msg("malformed znode skipped")
-					}
-					rows := offsetRows(snap)
 					if format == "json" {
 						return jsonPrinter{}.offsets(e.stdout, rows)
 					}
@@ -229,18 +226,30 @@ func offsetsCommand(e *env) *cli.Command {
 	}
 }
 
-func offsetRows(s *zkstate.GroupSnapshot) []offsetRow {
-	rows := make([]offsetRow, 0, len(s.Offsets))
-	for tp, off := range s.Offsets {
-		rows = append(rows, offsetRow{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+// exportRows reads the group's committed offsets from where its mode keeps them, by the rule
+// OffsetFetch applies (zkstate.OffsetPair.Fetch): a finalized group's are the bridge's own
+// records, not the /consumers mirror it stopped writing.
+func exportRows(c *cli.Context, e *env, s *zkstate.Store, group string) ([]offsetRow, error) {
+	cur, err := migrate.ReadOffsets(c.Context, s, c.String("root"), group)
+	if err != nil {
+		return nil, err
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].Topic != rows[j].Topic {
-			return rows[i].Topic < rows[j].Topic
+	if !cur.Census.Exists {
+		return nil, fmt.Errorf("group %q not found", group)
+	}
+	for _, st := range cur.States {
+		if st.ZKExists && !st.HasZK {
+			e.log.Warn().Str("path", zkstate.OffsetPath(group, st.Topic, st.Partition)).Msg("malformed znode skipped")
 		}
-		return rows[i].Partition < rows[j].Partition
-	})
-	return rows
+		if st.OwnExists && !st.HasOwn {
+			e.log.Warn().Str("path", zkstate.OwnOffsetPath(c.String("root"), group, st.Topic, st.Partition)).Msg("malformed znode skipped")
+		}
+	}
+	rows := make([]offsetRow, 0, len(cur.Offsets))
+	for _, o := range cur.Offsets {
+		rows = append(rows, offsetRow{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset})
+	}
+	return rows, nil
 }
 
 func writeOffsetsCSV(e *env, rows []offsetRow) error {
