@@ -110,7 +110,11 @@ func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
 	}
 	sort.Strings(v.StaleOwners)
 
+	// Unowned counts the partitions of the topics members subscribe to; when no member subscribes
+	// to anything (none is registered), nobody consumes any partition, so every partition without
+	// an owner counts.
 	subscribed := map[string]bool{}
+	consumed := false
 	for id, c := range s.Consumers {
 		h, ok := hosted[id]
 		m := memberView{ID: id, Kind: memberKind(c, h, ok, kinds), Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription}
@@ -122,6 +126,7 @@ func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
 			}
 		}
 		for t, n := range c.Registration.Subscription {
+			consumed = true
 			m.Threads += n
 			if c.Registration.Pattern == zkstate.PatternStatic || c.Registration.Pattern == "" {
 				subscribed[t] = true
@@ -148,7 +153,7 @@ func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
 			if off, ok := s.Offsets[tp]; ok {
 				pv.Offset = &off
 			}
-			if pv.Owner == "" && subscribed[t] {
+			if pv.Owner == "" && (subscribed[t] || !consumed) {
 				v.Unowned = append(v.Unowned, tpString(tp))
 			}
 			v.Partitions = append(v.Partitions, pv)
