@@ -191,6 +191,7 @@ func newApp(e *env) *cli.App {
 			serveCommand(e),
 		},
 	}
+	documentExits(app.Commands, "")
 	return app
 }
 

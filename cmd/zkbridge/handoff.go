@@ -38,12 +38,12 @@ func handoffCommand(e *env) *cli.Command {
 			"its consumers may still commit there. Blocked (exit 3) while the group has members on a\n" +
 			"bridge or on the cluster (commits of theirs would be lost or overwritten), and when the\n" +
 			"cluster already holds an offset ahead of the bridge's (consumers ran against it since?)\n" +
-			"unless --force. A re-run after a successful handoff commits nothing and records nothing.\n\n" + exitCodes,
-		Flags: append(zkFlags(),
+			"unless --force. A re-run after a successful handoff commits nothing and records nothing.\n\n" +
+			"A dry run unless --execute: it shows what would be committed and what the cluster holds now.",
+		Flags: append(append(zkFlags(), writeFlags("commit the offsets to the cluster and record the handoff")...),
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "the finalized group to hand off (required)"},
 			&cli.StringFlag{Name: "bootstrap", Usage: "the cluster's brokers, host:port[,host:port...] (required)"},
 			&cli.DurationFlag{Name: "kafka-timeout", Value: 30 * time.Second, Usage: "give up on the cluster after this long"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "show what would be committed (and what the cluster holds now); commit nothing"},
 			&cli.BoolFlag{Name: "force", Usage: "commit even where the cluster holds an offset ahead of the bridge's"},
 			whoFlag(), modesRootFlag(), outputFlag()),
 		Action: func(c *cli.Context) error {
@@ -70,6 +70,10 @@ func handoffCommand(e *env) *cli.Command {
 			if c.Duration("kafka-timeout") <= 0 {
 				return usagef("--kafka-timeout must be positive")
 			}
+			dry, err := dryRun(c, e)
+			if err != nil {
+				return err
+			}
 			s, err := openStore(c, e)
 			if err != nil {
 				return err
@@ -80,7 +84,7 @@ func handoffCommand(e *env) *cli.Command {
 			h := handoff{
 				store: s, root: c.String("root"), group: group, bootstrap: strings.Join(brokers, ","),
 				client: &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: c.Duration("kafka-timeout"), Transport: transport},
-				dryRun: c.Bool("dry-run"), force: c.Bool("force"), who: who(c),
+				dryRun: dry, force: c.Bool("force"), who: who(c),
 			}
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("kafka-timeout"))
 			defer cancel()
@@ -204,7 +208,7 @@ func (h handoff) run(ctx context.Context) (*handoffReport, error) {
 			h.group, plural(behind, "partition"))}
 	}
 	if h.dryRun {
-		rep.Note = "dry run: nothing committed or recorded"
+		rep.Note = "dry run: nothing committed or recorded; run `zkbridge handoff ... --execute` to commit"
 		return rep, nil
 	}
 	if len(pending) > 0 {

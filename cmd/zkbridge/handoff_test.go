@@ -69,7 +69,7 @@ func TestIntegration_Handoff(t *testing.T) {
 		zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, "done", "orders", 2), zkstate.OwnOffset{Offset: 300, LeaderEpoch: -1}.Encode(), p)); err != nil {
 		t.Fatal(err)
 	}
-	r := runCLI(t, "migrate", "apply", "--group", "done", "--to", "finalized", "--zk", zkc, "--who", "ops@test")
+	r := runCLI(t, "migrate", "apply", "--group", "done", "--to", "finalized", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK {
 		t.Fatalf("finalize: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -79,7 +79,7 @@ func TestIntegration_Handoff(t *testing.T) {
 		t.Fatalf("dry run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK {
 		t.Fatalf("handoff: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -94,7 +94,7 @@ func TestIntegration_Handoff(t *testing.T) {
 	}
 
 	// Again: nothing to commit, nothing recorded.
-	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--output", "json")
+	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--output", "json", "--execute")
 	var rep handoffReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitOK || rep.Committed != 0 || !rep.Verified || rep.Handoff != nil {
 		t.Errorf("re-run: exit %d %v %+v", r.code, err, rep)
@@ -107,11 +107,11 @@ func TestIntegration_Handoff(t *testing.T) {
 	if _, err := s.Set(ctx, zkstate.OwnOffsetPath(testRoot, "done", "orders", 2), zkstate.OwnOffset{Offset: 250, LeaderEpoch: -1}.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
-	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc)
+	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--execute")
 	if r.code != exitBlocked || !strings.Contains(r.stderr, "ahead of the bridge's for 1 partition") || clusterOffsets(t, addrs, "done")["orders/2"] != 300 {
 		t.Errorf("cluster ahead: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--force")
+	r = runCLI(t, "handoff", "--group", "done", "--bootstrap", bootstrap, "--zk", zkc, "--force", "--execute")
 	if r.code != exitOK || clusterOffsets(t, addrs, "done")["orders/2"] != 250 {
 		t.Errorf("forced: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -125,7 +125,7 @@ func TestIntegration_Handoff(t *testing.T) {
 		"billing": {exitRefused, "only a finalized group is handed off"},
 		"busy":    {exitBlocked, "still has 1 member (kafka k1)"},
 	} {
-		r = runCLI(t, "handoff", "--group", group, "--bootstrap", bootstrap, "--zk", zkc)
+		r = runCLI(t, "handoff", "--group", group, "--bootstrap", bootstrap, "--zk", zkc, "--execute")
 		if r.code != want.code || !strings.Contains(r.stderr, want.msg) {
 			t.Errorf("%s: exit %d %q, want %d with %q", group, r.code, r.stderr, want.code, want.msg)
 		}

@@ -33,15 +33,6 @@ const (
 	exitRefused = 4
 )
 
-// exitCodes is the --help text of those codes, shared by every command that uses them.
-const exitCodes = `Exit codes:
-   0  done: every group is at (or already past) the target, or was moved there
-   1  failure: ZooKeeper unreachable, a malformed record, an interrupted run (re-run it)
-   2  usage: a wrong flag or argument
-   3  blocked: a precondition holds a group back (members that must leave first), or another
-      command changed the group at the same moment (look, then plan again)
-   4  refused: impossible from the group's mode (a finalized group cannot be rolled back)`
-
 // codedError carries an exit code to run (app.go) with its message.
 type codedError struct {
 	code int
@@ -78,7 +69,7 @@ func migrateCommand(e *env) *cli.Command {
 		Usage: "move consumer groups forward, legacy → mixed → kafka → finalized: plan, apply, status",
 		Description: "Plan first, then apply; status shows where every group stands.\n\n" + modesHelp + "\n\n" +
 			"A group whose mode was never recorded is taken to be in the mode a bridge would give it\n" +
-			"(legacy when /consumers/<g> holds registrations, owners or offsets, else kafka).\n\n" + exitCodes,
+			"(legacy when /consumers/<g> holds registrations, owners or offsets, else kafka).",
 		Subcommands: []*cli.Command{
 			migratePlanCommand(e),
 			migrateApplyCommand(e),
@@ -189,8 +180,7 @@ func migratePlanCommand(e *env) *cli.Command {
 		Usage:     "show, per group, the steps to a mode and the preconditions that block them (writes nothing)",
 		ArgsUsage: " ",
 		Description: "For each group: its mode now, the steps to --to, and for each step what blocks it.\n" +
-			"Groups already at the target, or past it, are listed as such.\n\n" +
-			"Exit 0 when every group can go (or is there), 3 when one is blocked, 4 when one is refused.",
+			"Groups already at the target, or past it, are listed as such.",
 		Flags: append(zkFlags(), append(selectFlags(),
 			&cli.StringFlag{Name: "to", Usage: "target mode: mixed, kafka or finalized"},
 			modesRootFlag(), outputFlag())...),
@@ -387,14 +377,15 @@ func migrateApplyCommand(e *env) *cli.Command {
 			"Groups go in batches of --batch, --parallel at a time, with --pause between batches. A\n" +
 			"group that fails (not a blocked one) stops the run before the next batch. Resumable:\n" +
 			"interrupted and re-run, it skips the groups already at the target and finishes the rest.\n" +
-			"A progress bar is drawn when stdout is a terminal.\n\n" + exitCodes,
-		Flags: append(zkFlags(), append(selectFlags(),
+			"A progress line (done/total, rate, ETA) is drawn on stderr when it is a terminal.\n\n" +
+			"A dry run unless --execute: it plans every group on what ZooKeeper says now and writes\n" +
+			"nothing (--dry-run, the old way to ask for that, still works).",
+		Flags: append(append(zkFlags(), writeFlags("apply the steps")...), append(selectFlags(),
 			&cli.StringFlag{Name: "to", Usage: "target mode: mixed, kafka or finalized"},
 			&cli.IntFlag{Name: "batch", Usage: "groups per batch (0: all in one batch)"},
 			&cli.DurationFlag{Name: "pause", Usage: "wait between two batches, e.g. 30s, to watch the first groups before the next"},
 			&cli.IntFlag{Name: "parallel", Value: migrate.DefaultParallel, Usage: "groups of a batch worked on at once"},
 			&cli.DurationFlag{Name: "wait", Usage: "how long a group blocked by members that must leave is polled (every second) before it is reported blocked"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "plan every group and write nothing"},
 			whoFlag(), modesRootFlag(), outputFlag())...),
 		Action: func(c *cli.Context) error {
 			sel, err := selector(c, false)
@@ -405,13 +396,17 @@ func migrateApplyCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			dry, err := dryRun(c, e)
+			if err != nil {
+				return err
+			}
 			opts := migrate.ApplyOptions{
 				Request:  migrate.Request{Target: target},
 				Batch:    c.Int("batch"),
 				Pause:    c.Duration("pause"),
 				Parallel: c.Int("parallel"),
 				Wait:     c.Duration("wait"),
-				DryRun:   c.Bool("dry-run"),
+				DryRun:   dry,
 			}
 			return runApply(c, e, sel, opts)
 		},
@@ -439,8 +434,9 @@ func runApply(c *cli.Context, e *env, sel migrate.Selector, opts migrate.ApplyOp
 		return err
 	}
 	var bar *progressBar
-	if format != "json" && isTerminal(e.stdout) && len(groups) > 1 {
-		bar = newProgressBar(e.stdout, len(groups))
+	if isTerminal(e.stderr) && len(groups) > 1 {
+		// On stderr, so that stdout (a table or JSON) can be piped while the operator watches.
+		bar = newProgressBar(e.stderr, len(groups))
 	}
 	opts.OnResult = func(r migrate.Result) {
 		l := e.log.Info()
@@ -460,7 +456,7 @@ func runApply(c *cli.Context, e *env, sel migrate.Selector, opts migrate.ApplyOp
 		if err := writeJSON(e.stdout, newApplyReport(opts, results)); err != nil {
 			return err
 		}
-	} else if err := printApply(e.stdout, opts, results); err != nil {
+	} else if err := printApply(e.stdout, commandPath(c), opts, results); err != nil {
 		return err
 	}
 	statuses := make([]migrate.Status, len(results))
@@ -507,7 +503,7 @@ func newApplyReport(opts migrate.ApplyOptions, results []migrate.Result) applyRe
 	return rep
 }
 
-func printApply(w io.Writer, opts migrate.ApplyOptions, results []migrate.Result) error {
+func printApply(w io.Writer, cmd string, opts migrate.ApplyOptions, results []migrate.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if opts.DryRun {
 		fmt.Fprintln(tw, "GROUP\tMODE\tTARGET\tSTATUS\tSTEPS\tWHY")
@@ -544,7 +540,7 @@ func printApply(w io.Writer, opts migrate.ApplyOptions, results []migrate.Result
 	}
 	fmt.Fprintf(w, "\n%s\n", summary(statuses))
 	if opts.DryRun {
-		fmt.Fprintln(w, "Dry run: nothing was written.")
+		fmt.Fprintln(w, dryRunFooter(cmd))
 	}
 	return nil
 }
@@ -718,7 +714,7 @@ func shortJoin(items []string) string {
 	return strings.Join(sorted[:3], ", ") + fmt.Sprintf(" and %d more", len(sorted)-3)
 }
 
-// progressBar draws apply's progress on a terminal, on one line rewritten in place. Its methods
+// progressBar draws apply's progress on a terminal (stderr), on one line rewritten in place. Its methods
 // do nothing on a nil bar (not a terminal).
 type progressBar struct {
 	w      io.Writer
@@ -751,20 +747,30 @@ func (b *progressBar) pause(done int, d time.Duration) {
 }
 
 func (b *progressBar) draw(extra string) {
+	fmt.Fprint(b.w, "\r\033[K"+progressLine(b.done, b.total, b.counts, time.Since(b.start), extra))
+}
+
+// progressLine is the progress of a run of total groups after elapsed: done/total, the
+// outcomes so far, the rate and the time left at that rate.
+func progressLine(done, total int, counts map[migrate.Status]int, elapsed time.Duration, extra string) string {
 	const width = 30
 	filled := 0
-	if b.total > 0 {
-		filled = b.done * width / b.total
+	if total > 0 {
+		filled = min(done*width/total, width)
 	}
 	rate := ""
-	if el := time.Since(b.start).Seconds(); el > 0.5 {
-		rate = fmt.Sprintf("  %.0f groups/s", float64(b.done)/el)
+	if el := elapsed.Seconds(); el > 0.5 && done > 0 {
+		perSec := float64(done) / el
+		rate = fmt.Sprintf("  %.1f groups/s", perSec)
+		if left := total - done; left > 0 {
+			rate += "  ETA " + (time.Duration(float64(left) / perSec * float64(time.Second))).Round(time.Second).String()
+		}
 	}
-	issues := b.counts[migrate.StatusBlocked] + b.counts[migrate.StatusConflict] + b.counts[migrate.StatusRefused]
-	fmt.Fprintf(b.w, "\r\033[K[%s%s] %d/%d  done %d  blocked %d  failed %d%s%s",
-		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), b.done, b.total,
-		b.counts[migrate.StatusApplied]+b.counts[migrate.StatusAtTarget]+b.counts[migrate.StatusPast],
-		issues, b.counts[migrate.StatusFailed]+b.counts[migrate.StatusInterrupted], rate, extra)
+	issues := counts[migrate.StatusBlocked] + counts[migrate.StatusConflict] + counts[migrate.StatusRefused]
+	return fmt.Sprintf("[%s%s] %d/%d  done %d  blocked %d  failed %d%s%s",
+		strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total,
+		counts[migrate.StatusApplied]+counts[migrate.StatusAtTarget]+counts[migrate.StatusPast],
+		issues, counts[migrate.StatusFailed]+counts[migrate.StatusInterrupted], rate, extra)
 }
 
 func (b *progressBar) finish() {

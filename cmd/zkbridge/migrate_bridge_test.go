@@ -109,11 +109,11 @@ func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
 		t.Errorf("status %+v", row)
 	}
 
-	r := runCLI(t, "rollback", "--group", g, "--to", "legacy", "--zk", zkc, "--who", "ops@test")
+	r := runCLI(t, "rollback", "--group", g, "--to", "legacy", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitBlocked || !strings.Contains(r.stdout, "1 kafka member remains") {
 		t.Fatalf("rollback: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "rollback", "--group", g, "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "rollback", "--group", g, "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK {
 		t.Fatalf("forced rollback: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -123,7 +123,7 @@ func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
 	stopPoll()
 	<-pollDone
 	cons.Close()
-	r = runCLI(t, "migrate", "apply", "--group", g, "--to", "kafka", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "migrate", "apply", "--group", g, "--to", "kafka", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK || !strings.Contains(r.stdout, "legacy→mixed, mixed→kafka") {
 		t.Fatalf("apply to kafka: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -102,7 +102,7 @@ func TestIntegration_MigratePlanStatusApply(t *testing.T) {
 	}
 
 	// Apply to mixed: billing (default legacy) and fresh move, the others are past or there.
-	r = runCLI(t, "migrate", "apply", "--all", "--to", "mixed", "--zk", zkc, "--who", "ops@test", "--batch", "2")
+	r = runCLI(t, "migrate", "apply", "--all", "--to", "mixed", "--zk", zkc, "--who", "ops@test", "--batch", "2", "--execute")
 	if r.code != exitOK {
 		t.Fatalf("apply: exit %d: %s\n%s", r.code, r.stderr, r.stdout)
 	}
@@ -113,7 +113,7 @@ func TestIntegration_MigratePlanStatusApply(t *testing.T) {
 	}
 
 	// Re-run: nothing left to do, nothing recorded again.
-	r = runCLI(t, "migrate", "apply", "--all", "--to", "mixed", "--zk", zkc, "--who", "ops@test", "--output", "json")
+	r = runCLI(t, "migrate", "apply", "--all", "--to", "mixed", "--zk", zkc, "--who", "ops@test", "--output", "json", "--execute")
 	var rep applyReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitOK {
 		t.Fatalf("apply json: exit %d %v\n%s", r.code, err, r.stdout)
@@ -126,7 +126,7 @@ func TestIntegration_MigratePlanStatusApply(t *testing.T) {
 	}
 
 	// To kafka: blocked by billing's 0.8 consumers and clicks' legacy member; exit 3.
-	r = runCLI(t, "migrate", "apply", "--group", "billing,clicks", "--to", "kafka", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "migrate", "apply", "--group", "billing,clicks", "--to", "kafka", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitBlocked || !strings.Contains(r.stdout, "2 zk members remain (billing_host1-1700000000000-1a2b3c4d, billing_host2-1700000000500-5e6f7a8b)") {
 		t.Errorf("apply to kafka: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -173,11 +173,11 @@ func TestIntegration_Rollback(t *testing.T) {
 
 	// A finalized group: refused with the reason, exit 4, nothing changed.
 	_, before, _, _ := zkstate.ReadMode(t.Context(), s, testRoot, "archive")
-	r := runCLI(t, "rollback", "--group", "archive", "--zk", zkc, "--who", "ops@test")
+	r := runCLI(t, "rollback", "--group", "archive", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitRefused || !strings.Contains(r.stdout, "finalized is terminal: the ZooKeeper mirror is no longer written") {
 		t.Errorf("rollback of a finalized group: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "rollback", "--group", "archive", "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "rollback", "--group", "archive", "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitRefused {
 		t.Errorf("forced rollback of a finalized group: exit %d", r.code)
 	}
@@ -186,15 +186,15 @@ func TestIntegration_Rollback(t *testing.T) {
 	}
 
 	// kafka → mixed always; then to legacy blocked by the Kafka members, exit 3.
-	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK || !strings.Contains(r.stdout, "kafka→mixed") {
 		t.Errorf("rollback kafka→mixed: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitBlocked || !strings.Contains(r.stdout, "2 kafka members remain (orders-k1, orders-k2)") {
 		t.Errorf("rollback to legacy with Kafka members: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	r = runCLI(t, "rollback", "--group", "orders", "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test")
+	r = runCLI(t, "rollback", "--group", "orders", "--to", "legacy", "--force", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK || !strings.Contains(r.stdout, "mixed→legacy (forced)") {
 		t.Errorf("forced rollback: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -202,12 +202,12 @@ func TestIntegration_Rollback(t *testing.T) {
 		t.Errorf("orders is %s", rec.Mode)
 	}
 	// At legacy there is nothing behind.
-	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc)
+	r = runCLI(t, "rollback", "--group", "orders", "--zk", zkc, "--execute")
 	if r.code != exitRefused || !strings.Contains(r.stderr, "nothing to roll back to") {
 		t.Errorf("rollback at legacy: exit %d %s", r.code, r.stderr)
 	}
 	// An unknown group is an error, not a new group.
-	r = runCLI(t, "rollback", "--group", "nope", "--zk", zkc)
+	r = runCLI(t, "rollback", "--group", "nope", "--zk", zkc, "--execute")
 	if r.code != exitError || !strings.Contains(r.stderr, `group "nope": group not found`) {
 		t.Errorf("unknown group: exit %d %s", r.code, r.stderr)
 	}

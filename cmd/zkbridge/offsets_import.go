@@ -56,11 +56,10 @@ func offsetsImportCommand(e *env) *cli.Command {
 			"commits in between makes the import fail whole (exit 3; run it again to see the new diff).\n\n" +
 			"An active group (any member registered, or Kafka members in its record) is not moved\n" +
 			"backwards without --force: its consumers would process those messages again. Unchanged\n" +
-			"partitions are not written, and partitions the file does not name are left alone.\n\n" + exitCodes,
-		Flags: append(zkFlags(),
+			"partitions are not written, and partitions the file does not name are left alone.",
+		Flags: append(append(zkFlags(), writeFlags("write the offsets")...),
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file to read (- or empty: standard input)"},
 			&cli.StringFlag{Name: "format", Value: "auto", Usage: "auto, csv or zk"},
-			&cli.BoolFlag{Name: "execute", Usage: "write the offsets (without it: a dry run that only prints the diff)"},
 			&cli.BoolFlag{Name: "force", Usage: "move an active group's offsets backwards"},
 			modesRootFlag(), outputFlag()),
 		Action: func(c *cli.Context) error {
@@ -69,6 +68,10 @@ func offsetsImportCommand(e *env) *cli.Command {
 			}
 			group := c.Args().First()
 			format, err := outputFormat(c)
+			if err != nil {
+				return err
+			}
+			dry, err := dryRun(c, e)
 			if err != nil {
 				return err
 			}
@@ -85,7 +88,7 @@ func offsetsImportCommand(e *env) *cli.Command {
 				return err
 			}
 			defer s.Close()
-			rep := importReport{DryRun: !c.Bool("execute"), IgnoredLines: parsed.ignored, Groups: []groupImport{}}
+			rep := importReport{DryRun: dry, IgnoredLines: parsed.ignored, Groups: []groupImport{}}
 			for _, g := range parsed.order {
 				rep.Groups = append(rep.Groups, importGroup(c, s, g, parsed.offsets[g]))
 			}
@@ -374,7 +377,7 @@ func printImport(w io.Writer, r importReport) error {
 		fmt.Fprintf(w, "Ignored %s of other groups.\n", plural(r.IgnoredLines, "line"))
 	}
 	if r.DryRun {
-		fmt.Fprintln(w, "Dry run: nothing was written; add --execute to write these offsets.")
+		fmt.Fprintln(w, dryRunFooter("offsets import"))
 	}
 	return nil
 }

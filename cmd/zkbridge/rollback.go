@@ -22,13 +22,12 @@ func rollbackCommand(e *env) *cli.Command {
 			"their last commits kept. Until a group is finalized ZooKeeper holds its ownership and\n" +
 			"offsets, which is what makes a rollback lossless; a finalized group is refused, with the\n" +
 			"reason. Each step is one compare-and-set, recorded with who and when (a forced step\n" +
-			"records what it forced past).\n\n" + modesHelp + "\n\n" + exitCodes,
-		Flags: append(zkFlags(),
+			"records what it forced past). A dry run unless --execute.\n\n" + modesHelp,
+		Flags: append(append(zkFlags(), writeFlags("roll the group back")...),
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "the group to roll back (required)"},
 			&cli.StringFlag{Name: "to", Usage: "mixed or legacy (default: one step back)"},
 			&cli.BoolFlag{Name: "force", Usage: "go to legacy even though Kafka members remain: the bridges rebalance them out and refuse them (their last commits are kept)"},
 			&cli.DurationFlag{Name: "wait", Usage: "how long to wait for the Kafka members blocking a step to legacy to leave"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "show what would happen and write nothing"},
 			whoFlag(), modesRootFlag(), outputFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -75,10 +74,14 @@ func rollbackCommand(e *env) *cli.Command {
 			if c.Duration("wait") < 0 {
 				return usagef("--wait must not be negative")
 			}
+			dry, err := dryRun(c, e)
+			if err != nil {
+				return err
+			}
 			opts := migrate.ApplyOptions{
 				Request:  migrate.Request{Target: target, Rollback: true, Force: c.Bool("force")},
 				Wait:     c.Duration("wait"),
-				DryRun:   c.Bool("dry-run"),
+				DryRun:   dry,
 				Parallel: 1,
 			}
 			return runApply(c, e, migrate.Selector{Groups: []string{group}}, opts)
