@@ -466,14 +466,18 @@ func (b *Bridge) Run(ctx context.Context) error {
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
 	b.cluster.Store(cl)
 	host, port := b.advertised(kafkaLn.Addr())
-	up, proxyCfg, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
+	up, proxy, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
 	if err != nil {
 		kafkaLn.Close()
 		adminLn.Close()
 		return err
 	}
+	var rl newproto.Relay // a nil *relay.Proxy is not a nil Relay
+	if proxy != nil {
+		rl = proxy
+	}
 	srv, err := newproto.New(newproto.Config{
-		Proxy:          proxyCfg,
+		Relay:          rl,
 		Listen:         cfg.KafkaListen,
 		Logger:         cfg.Logger,
 		Registerer:     b.reg,
@@ -553,7 +557,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if up != nil {
 		// upstream.go: the proxy listeners (closed by srv.Close at shutdown) and the broker set.
 		b.proxySrv.Store(srv)
-		serveWG.Go(func() { b.serveProxy(ctx, srv, errc) })
+		serveWG.Go(func() { b.serveProxy(ctx, proxy, srv, errc) })
 		bg.Go(func() { b.followUpstream(bgCtx, store, up) })
 	}
 

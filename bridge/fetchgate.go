@@ -2,7 +2,7 @@ package bridge
 
 // The fetch gate: with the data path on, the Kafka members of a mixed group fetch through this
 // bridge, and the bridge withholds a fetched response while it cannot vouch that the members
-// still own what they fetch (newproto.ProxyConfig.FetchGate closes the connection instead).
+// still own what they fetch (relay.Config.FetchGate closes the connection instead).
 //
 // A mixed group's Kafka members own their partitions through owner znodes that are ephemerals
 // of the bridge's ZooKeeper session. When that session expires, zk and legacy members take the
@@ -55,7 +55,7 @@ type fetchGate struct {
 	n      atomic.Int32         // len(fenced): the common case takes no lock
 }
 
-// allow is newproto.ProxyConfig.FetchGate.
+// allow is relay.Config.FetchGate.
 func (g *fetchGate) allow(now time.Time) error {
 	if g.claims.Load() == 0 && g.n.Load() == 0 {
 		return nil // no Kafka member owns a partition the other kinds could take

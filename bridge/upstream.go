@@ -1,7 +1,7 @@
 package bridge
 
 // The data path (issue 7): with an upstream cluster configured, the bridge is the only address
-// an unmodified Kafka client needs. newproto's relay (newproto/relay.go) does the work: the
+// an unmodified Kafka client needs. Package relay does the work: the
 // group APIs are answered by this bridge's coordinator, every other request is relayed byte for
 // byte to the real broker, and Metadata names a proxy listener of the bridge for each broker.
 // This file wires it into Run:
@@ -30,12 +30,13 @@ import (
 	"time"
 
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/relay"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
 // DefaultUpstreamTimeout is what a zero Config.UpstreamTimeout means: the relay's default wait
 // for a broker's response, longer than any wait a client asks a broker for.
-const DefaultUpstreamTimeout = newproto.DefaultRelayTimeout
+const DefaultUpstreamTimeout = relay.DefaultRelayTimeout
 
 // upstreamRetry is how long the registry follower waits before reading /brokers/ids again after
 // a failed read (ZooKeeper unreachable); a watch event retries sooner.
@@ -161,17 +162,17 @@ func (b *Bridge) ProxyAddrs() map[int32]net.Addr {
 
 // openUpstream builds the upstream cluster when one is configured (nil, nil otherwise): it
 // learns the brokers (from the seeds or /brokers/ids), checks that none is older than Kafka
-// 0.10 and none uses the bridge's NodeID, and returns the relay configuration for newproto.
+// 0.10 and none uses the bridge's NodeID, and returns the relay for newproto.
 // A broker that cannot be reached at start (refused, silent, or closing connections unanswered:
 // the errors say which) is only logged: it is marked down, so its proxy listener refuses
 // connections as the broker does, and the relay keeps dialing it and listens for it once it
 // answers.
-func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka net.Addr) (*newproto.Upstream, *newproto.ProxyConfig, error) {
+func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka net.Addr) (*relay.Upstream, *relay.Proxy, error) {
 	cfg := b.cfg
 	if !cfg.relayEnabled() {
 		return nil, nil, nil
 	}
-	up, err := newproto.NewUpstream(newproto.UpstreamConfig{
+	up, err := relay.NewUpstream(relay.UpstreamConfig{
 		Logger:         cfg.Logger,
 		RequestTimeout: cfg.UpstreamTimeout,
 	})
@@ -192,7 +193,7 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 			b.log.Warn().Str("path", zkstate.BrokerIDsPath).Msg("no upstream broker registered yet; relaying once brokers register")
 		}
 	} else if err := up.Discover(ctx, cfg.Upstream); err != nil {
-		if errors.Is(err, newproto.ErrUpstreamTooOld) {
+		if errors.Is(err, relay.ErrUpstreamTooOld) {
 			return nil, nil, tooOld(err)
 		}
 		return nil, nil, fmt.Errorf("bridge: no upstream seed broker (%s) answered: %w", strings.Join(cfg.Upstream, ","), err)
@@ -201,19 +202,24 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 		return nil, nil, err
 	}
 	if len(up.Brokers()) > 0 {
-		if err := up.Probe(ctx); errors.Is(err, newproto.ErrUpstreamTooOld) {
+		if err := up.Probe(ctx); errors.Is(err, relay.ErrUpstreamTooOld) {
 			return nil, nil, tooOld(err)
 		} else if err != nil {
 			b.log.Warn().Err(err).Msg("some upstream brokers are unreachable; their proxy listeners refuse connections until they answer")
 		}
 	}
-	pc := &newproto.ProxyConfig{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap, FetchGate: b.coord.gate.allow}
+	pc := relay.Config{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap, FetchGate: b.coord.gate.allow,
+		Logger: cfg.Logger, Registerer: b.reg}
 	if pc.Listen == "" && len(pc.Listeners) == 0 {
 		pc.Listen = defaultProxyListen(kafka)
 	}
+	proxy, err := relay.New(pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bridge: %w", err)
+	}
 	b.log.Info().Interface("brokers", up.Brokers()).Str("proxy_listen", pc.Listen).
 		Interface("proxy_map", pc.Listeners).Msg("relaying to the upstream cluster")
-	return up, pc, nil
+	return up, proxy, nil
 }
 
 // tooOld is the start-up error for an upstream broker that predates ApiVersions.
@@ -293,7 +299,7 @@ func (b *Bridge) withoutNodeID(brokers []newproto.Broker) ([]newproto.Broker, bo
 
 // followUpstream keeps the upstream broker set current until ctx ends: from /brokers/ids with
 // UpstreamFromZK, else by asking the seeds again every MetadataMaxAge.
-func (b *Bridge) followUpstream(ctx context.Context, store *zkstate.Store, up *newproto.Upstream) {
+func (b *Bridge) followUpstream(ctx context.Context, store *zkstate.Store, up *relay.Upstream) {
 	if b.cfg.UpstreamFromZK {
 		b.followRegistry(ctx, store, up)
 		return
@@ -306,7 +312,7 @@ func (b *Bridge) followUpstream(ctx context.Context, store *zkstate.Store, up *n
 // ephemeral comes back with new content). The watches are only triggers: each one re-reads the
 // whole registry, so that a burst of changes, or changes missed while the session was gone,
 // end in the registry's current state.
-func (b *Bridge) followRegistry(ctx context.Context, store *zkstate.Store, up *newproto.Upstream) {
+func (b *Bridge) followRegistry(ctx context.Context, store *zkstate.Store, up *relay.Upstream) {
 	ids, err := store.WatchChildren(ctx, zkstate.BrokerIDsPath)
 	if err != nil {
 		b.log.Error().Err(err).Msg("cannot watch the upstream broker registry; the relay keeps the brokers it knows")
@@ -384,7 +390,7 @@ func (b *Bridge) followRegistry(ctx context.Context, store *zkstate.Store, up *n
 }
 
 // refreshRegistry makes the registry's brokers the upstream broker set.
-func (b *Bridge) refreshRegistry(ctx context.Context, store *zkstate.Store, up *newproto.Upstream) error {
+func (b *Bridge) refreshRegistry(ctx context.Context, store *zkstate.Store, up *relay.Upstream) error {
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.LoadTimeout)
 	defer cancel()
 	brokers, err := b.registeredBrokers(rctx, store)
@@ -401,7 +407,7 @@ func (b *Bridge) refreshRegistry(ctx context.Context, store *zkstate.Store, up *
 // followSeeds asks the cluster for its brokers every MetadataMaxAge, as a client refreshes its
 // metadata: the configured seeds first, then every broker known so far (the seeds may be gone
 // while the cluster lives on).
-func (b *Bridge) followSeeds(ctx context.Context, up *newproto.Upstream) {
+func (b *Bridge) followSeeds(ctx context.Context, up *relay.Upstream) {
 	tick := time.NewTicker(b.cfg.MetadataMaxAge)
 	defer tick.Stop()
 	failing := false
@@ -441,8 +447,8 @@ func (b *Bridge) followSeeds(ctx context.Context, up *newproto.Upstream) {
 // serveProxy serves the proxy listeners until the server closes (Run's shutdown closes it, in
 // its order, so ctx's cancellation is not passed on). A failure is reported on errc when nothing
 // else was; Run stops at the first error.
-func (b *Bridge) serveProxy(ctx context.Context, srv *newproto.Server, errc chan<- error) {
-	if err := srv.ServeProxy(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, newproto.ErrServerClosed) {
+func (b *Bridge) serveProxy(ctx context.Context, proxy *relay.Proxy, srv *newproto.Server, errc chan<- error) {
+	if err := proxy.Serve(context.WithoutCancel(ctx), srv); err != nil && !errors.Is(err, newproto.ErrServerClosed) {
 		select {
 		case errc <- fmt.Errorf("bridge: proxy listeners: %w", err):
 		default:

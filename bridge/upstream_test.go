@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
-	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/relay"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -217,7 +217,7 @@ func TestIntegration_UpstreamClosingNotTooOld(t *testing.T) {
 	cfg := upstreamConfig(t, zktest.Connect(t))
 	cfg.Upstream = []string{closing}
 	err := runToError(t, cfg)
-	if err == nil || strings.Contains(err.Error(), "too old") || errors.Is(err, newproto.ErrUpstreamTooOld) {
+	if err == nil || strings.Contains(err.Error(), "too old") || errors.Is(err, relay.ErrUpstreamTooOld) {
 		t.Fatalf("Run = %v, want an error that does not call the upstream too old", err)
 	}
 	for _, want := range []string{closing, "closed the connection without answering ApiVersions", "not a Kafka broker's PLAINTEXT listener"} {

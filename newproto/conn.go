@@ -35,8 +35,8 @@ type conn struct {
 	info ConnInfo
 	log  zerolog.Logger
 	// relay forwards the requests the Handler does not answer to an
-	// upstream broker (relay.go); nil without Config.Proxy.
-	relay *relayConn
+	// upstream broker (relayhook.go); nil without Config.Relay.
+	relay RelayConn
 
 	// ctx is cancelled when the connection must stop at once; it
 	// derives from the server's base context.
@@ -63,7 +63,7 @@ type result struct {
 	// written as it is instead of resp.
 	raw []byte
 	// stream, when set, writes a relayed response as it arrives from
-	// the broker (relay.go: large responses are not buffered).
+	// the broker (large responses are not buffered).
 	stream func(io.Writer) error
 	err    error
 }
@@ -92,8 +92,8 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 		results: make(chan result, s.cfg.MaxInflight),
 	}
 	c.in = activeReader{c}
-	if s.proxy != nil {
-		c.relay = newRelayConn(s.proxy, c, role)
+	if s.cfg.Relay != nil {
+		c.relay = s.cfg.Relay.Open(&ClientConn{c})
 	}
 	return c
 }
@@ -151,7 +151,7 @@ func (c *conn) serve() {
 		c.cancel()
 		_ = c.nc.Close()
 		if c.relay != nil {
-			c.relay.close()
+			c.relay.Close()
 		}
 		return
 	}
@@ -170,7 +170,7 @@ func (c *conn) serve() {
 	if c.relay != nil {
 		// After the reader, the only one that dials: no upstream
 		// connection opens after this.
-		c.relay.close()
+		c.relay.Close()
 	}
 	c.handlers.Wait()
 	c.log.Debug().Str("why", why).Msg("connection closed")
@@ -217,8 +217,8 @@ func (c *conn) read() readEnd {
 			// The relay reads the frame itself: a relayed request
 			// is forwarded as it arrives, undecoded, in request
 			// order; its response is posted to the writer like the
-			// Handler's (relay.go).
-			relayed, req, frame, err = c.relay.next(seq)
+			// Handler's (relayhook.go).
+			relayed, req, frame, err = c.relay.Next(c.ctx, seq)
 		} else {
 			frame, err = readFrame(c.in, c.s.cfg.MaxFrameBytes)
 		}
@@ -276,7 +276,7 @@ func (c *conn) busy() bool {
 func (c *conn) readFailed(err error) {
 	var (
 		fe *frameError
-		ue *upstreamError
+		ue upstreamFailure
 	)
 	switch {
 	case errors.As(err, &ue):
@@ -300,7 +300,7 @@ func (c *conn) handle(seq uint64, req *Request) {
 	resp, err := c.callHandler(req)
 	if c.relay != nil && err == nil && key == int16(kmsg.ApiVersions) {
 		// The upstream's ranges for the relayed keys.
-		resp, err = c.relay.apiVersions(c.ctx, resp)
+		resp, err = c.relay.APIVersions(c.ctx, resp)
 	}
 	if err == nil && resp != nil {
 		if resp.Key() != key {
@@ -346,9 +346,8 @@ func (c *conn) write(ends <-chan readEnd) string {
 				if err := c.fetchGate(); err != nil {
 					c.log.Warn().Err(err).Int32("correlation_id", r.corr).
 						Msg("relayed Fetch response withheld; closing connection")
-					c.relay.p.metrics.failure("fetch_gated")
 					if r.raw != nil {
-						c.relay.p.bufs.put(r.raw) // never written
+						c.relay.Release(r.raw) // never written
 					}
 					// A streamed response is left unread: the
 					// upstream side gives up when the relay closes.
@@ -362,7 +361,7 @@ func (c *conn) write(ends <-chan readEnd) string {
 					err = c.writeStream(r.stream)
 				case r.raw != nil:
 					err = c.writeFrame(r.raw)
-					c.relay.p.bufs.put(r.raw) // written: nothing refers to it
+					c.relay.Release(r.raw) // written: nothing refers to it
 				default:
 					buf = appendResponse(buf[:0], r.corr, r.resp)
 					err = c.writeFrame(buf)
@@ -395,13 +394,13 @@ func (c *conn) write(ends <-chan readEnd) string {
 	}
 }
 
-// fetchGate asks ProxyConfig.FetchGate whether a relayed Fetch response
-// may be written now.
+// fetchGate asks the relay whether a relayed Fetch response may be
+// written now.
 func (c *conn) fetchGate() error {
-	if c.relay == nil || c.relay.p.cfg.FetchGate == nil {
+	if c.relay == nil {
 		return nil
 	}
-	return c.relay.p.cfg.FetchGate(time.Now())
+	return c.relay.FetchGate(time.Now())
 }
 
 // writeStream writes a streamed response under the same deadline as a

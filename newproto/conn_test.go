@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -44,11 +45,11 @@ func TestResponsesInRequestOrder(t *testing.T) {
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{Handler: h})
-	c := dial(t, ts.addr)
-	c.send(heartbeat())
-	c.send(heartbeat())
+	c := kafkatest.Dial(t, ts.addr)
+	c.Send(heartbeat())
+	c.Send(heartbeat())
 	for want := int32(1); want <= 2; want++ {
-		if corr, _ := c.recv(12, 4); corr != want {
+		if corr, _ := c.Recv(12, 4); corr != want {
 			t.Fatalf("response with correlation id %d, want %d", corr, want)
 		}
 	}
@@ -67,14 +68,14 @@ func TestResponsesInRequestOrderPipelined(t *testing.T) {
 	})
 	// MaxInflight below n also exercises the reader's back-pressure.
 	ts := startServer(t, newproto.Config{Handler: h, MaxInflight: 16})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	go func() {
 		for range n {
-			c.send(heartbeat())
+			c.Send(heartbeat())
 		}
 	}()
 	for want := int32(1); want <= n; want++ {
-		if corr, _ := c.recv(12, 4); corr != want {
+		if corr, _ := c.Recv(12, 4); corr != want {
 			t.Fatalf("response with correlation id %d, want %d", corr, want)
 		}
 	}
@@ -95,15 +96,15 @@ func TestHeldRequestDoesNotBlockOtherConnections(t *testing.T) {
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{Handler: h})
-	held := dial(t, ts.addr)
-	held.fmtr = kmsg.NewRequestFormatter(kmsg.FormatterClientID("held"))
-	held.send(heartbeat())
-	other := dial(t, ts.addr)
+	held := kafkatest.Dial(t, ts.addr)
+	held.SetClientID("held")
+	held.Send(heartbeat())
+	other := kafkatest.Dial(t, ts.addr)
 	for range 3 {
-		other.roundTrip(heartbeat())
+		other.RoundTrip(heartbeat())
 	}
 	close(release)
-	if corr, _ := held.recv(12, 4); corr != 1 {
+	if corr, _ := held.Recv(12, 4); corr != 1 {
 		t.Fatalf("held response correlation id %d", corr)
 	}
 }
@@ -121,25 +122,25 @@ func TestOversizeFrameClosesOnlyThatConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, newproto.Config{MaxFrameBytes: 1024, Handler: newproto.HandlerFunc(heartbeatOK)})
-			other := dial(t, ts.addr)
-			c := dial(t, ts.addr)
+			other := kafkatest.Dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
 			// Only the size: the server must not wait for the body.
-			c.write(binary.BigEndian.AppendUint32(nil, tc.size))
-			c.expectClosed()
-			other.roundTrip(heartbeat())
-			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "size"}); got != 1 {
+			c.Write(binary.BigEndian.AppendUint32(nil, tc.size))
+			c.ExpectClosed()
+			other.RoundTrip(heartbeat())
+			if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "size"}); got != 1 {
 				t.Errorf("frames_rejected_total{reason=size} = %v, want 1", got)
 			}
 		})
 	}
 	t.Run("at the limit is read", func(t *testing.T) {
 		ts := startServer(t, newproto.Config{MaxFrameBytes: 64, Handler: newproto.HandlerFunc(heartbeatOK)})
-		c := dial(t, ts.addr)
+		c := kafkatest.Dial(t, ts.addr)
 		r := heartbeat()
-		frame := c.fmtr.AppendRequest(nil, r, 1)
+		frame := c.Frame(r, 1)
 		// Pad the member id so the frame is exactly 64 bytes.
 		r.MemberID += string(make([]byte, 64-(len(frame)-4)))
-		c.roundTrip(r)
+		c.RoundTrip(r)
 	})
 }
 
@@ -168,12 +169,12 @@ func TestGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
-			other := dial(t, ts.addr)
-			c := dial(t, ts.addr)
-			c.write(tc.frame)
-			c.expectClosed()
-			other.roundTrip(heartbeat())
-			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": tc.reason}); got != 1 {
+			other := kafkatest.Dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
+			c.Write(tc.frame)
+			c.ExpectClosed()
+			other.RoundTrip(heartbeat())
+			if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": tc.reason}); got != 1 {
 				t.Errorf("frames_rejected_total{reason=%s} = %v, want 1", tc.reason, got)
 			}
 		})
@@ -195,15 +196,15 @@ func TestHandlerFailureClosesAfterEarlierResponses(t *testing.T) {
 				return kmsg.NewPtrHeartbeatResponse(), nil
 			})
 			ts := startServer(t, newproto.Config{Handler: h})
-			c := dial(t, ts.addr)
-			c.send(heartbeat())
-			c.send(heartbeat())
-			c.send(heartbeat())
-			if corr, _ := c.recv(12, 4); corr != 1 {
+			c := kafkatest.Dial(t, ts.addr)
+			c.Send(heartbeat())
+			c.Send(heartbeat())
+			c.Send(heartbeat())
+			if corr, _ := c.Recv(12, 4); corr != 1 {
 				t.Fatalf("correlation id %d, want 1", corr)
 			}
-			c.expectClosed()
-			dial(t, ts.addr).roundTrip(heartbeat())
+			c.ExpectClosed()
+			kafkatest.Dial(t, ts.addr).RoundTrip(heartbeat())
 		})
 	}
 }
@@ -216,9 +217,9 @@ func TestHandlerWrongResponseKey(t *testing.T) {
 		return kmsg.NewPtrSyncGroupResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{Handler: h})
-	c := dial(t, ts.addr)
-	c.send(heartbeat())
-	c.expectClosed()
+	c := kafkatest.Dial(t, ts.addr)
+	c.Send(heartbeat())
+	c.ExpectClosed()
 }
 
 // A (nil, nil) answer writes nothing and does not stall later responses.
@@ -230,10 +231,10 @@ func TestHandlerNoResponse(t *testing.T) {
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{Handler: h})
-	c := dial(t, ts.addr)
-	c.send(heartbeat())
-	c.send(heartbeat())
-	if corr, _ := c.recv(12, 4); corr != 2 {
+	c := kafkatest.Dial(t, ts.addr)
+	c.Send(heartbeat())
+	c.Send(heartbeat())
+	if corr, _ := c.Recv(12, 4); corr != 2 {
 		t.Fatalf("correlation id %d, want 2", corr)
 	}
 }
@@ -253,14 +254,14 @@ func TestCloseDrainsInflight(t *testing.T) {
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{Handler: h, DrainTimeout: 10 * time.Second})
-	c := dial(t, ts.addr)
-	idle := dial(t, ts.addr)
-	c.send(heartbeat())
+	c := kafkatest.Dial(t, ts.addr)
+	idle := kafkatest.Dial(t, ts.addr)
+	c.Send(heartbeat())
 	<-started
 
 	closed := make(chan error, 1)
 	go func() { closed <- ts.srv.Close() }()
-	idle.expectClosed() // nothing in flight: closed at once
+	idle.ExpectClosed() // nothing in flight: closed at once
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-closed:
@@ -268,10 +269,10 @@ func TestCloseDrainsInflight(t *testing.T) {
 	default:
 	}
 	close(release)
-	if corr, _ := c.recv(12, 4); corr != 1 {
+	if corr, _ := c.Recv(12, 4); corr != 1 {
 		t.Fatalf("correlation id %d", corr)
 	}
-	c.expectClosed()
+	c.ExpectClosed()
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -296,8 +297,8 @@ func TestCloseDrainDeadline(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	ts := startServer(t, newproto.Config{Handler: h, DrainTimeout: 100 * time.Millisecond})
-	c := dial(t, ts.addr)
-	c.send(heartbeat())
+	c := kafkatest.Dial(t, ts.addr)
+	c.Send(heartbeat())
 	<-started
 	begin := time.Now()
 	if err := ts.srv.Close(); err != nil {
@@ -309,7 +310,7 @@ func TestCloseDrainDeadline(t *testing.T) {
 	if !cancelled.Load() {
 		t.Error("handler context not cancelled")
 	}
-	c.expectClosed()
+	c.ExpectClosed()
 	if g := serverGoroutines(); len(g) > 0 {
 		t.Fatalf("goroutines left after Close:\n%s", g)
 	}
@@ -318,10 +319,10 @@ func TestCloseDrainDeadline(t *testing.T) {
 // Cancelling Serve's context closes the server gracefully.
 func TestServeContextCancel(t *testing.T) {
 	ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
-	c := dial(t, ts.addr)
-	c.roundTrip(heartbeat())
+	c := kafkatest.Dial(t, ts.addr)
+	c.RoundTrip(heartbeat())
 	ts.stop() // cancels ctx, waits for Serve
-	c.expectClosed()
+	c.ExpectClosed()
 	if g := serverGoroutines(); len(g) > 0 {
 		t.Fatalf("goroutines left after Serve returned:\n%s", g)
 	}
@@ -337,9 +338,9 @@ func TestServeContextCancel(t *testing.T) {
 // A connection that sends nothing for IdleTimeout is closed.
 func TestIdleTimeout(t *testing.T) {
 	ts := startServer(t, newproto.Config{IdleTimeout: 100 * time.Millisecond, Handler: newproto.HandlerFunc(heartbeatOK)})
-	c := dial(t, ts.addr)
-	c.roundTrip(heartbeat())
-	c.expectClosed()
+	c := kafkatest.Dial(t, ts.addr)
+	c.RoundTrip(heartbeat())
+	c.ExpectClosed()
 }
 
 // A connection waiting for a held response is not idle.
@@ -355,10 +356,10 @@ func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
 		return kmsg.NewPtrHeartbeatResponse(), nil
 	})
 	ts := startServer(t, newproto.Config{IdleTimeout: 300 * time.Millisecond, Handler: h})
-	c := dial(t, ts.addr)
-	c.roundTrip(heartbeat()) // held 1.2 s, four idle periods
-	c.roundTrip(heartbeat())
-	c.expectClosed() // now idle
+	c := kafkatest.Dial(t, ts.addr)
+	c.RoundTrip(heartbeat()) // held 1.2 s, four idle periods
+	c.RoundTrip(heartbeat())
+	c.ExpectClosed() // now idle
 }
 
 // Bytes read are activity, as in Kafka, whose idle timer restarts on
@@ -371,13 +372,13 @@ func TestIdleTimeoutSparesHeldRequests(t *testing.T) {
 func TestIdleTimeoutSparesFrameInProgress(t *testing.T) {
 	const idle = 2 * time.Second // the parts land a quarter of it from either deadline
 	ts := startServer(t, newproto.Config{IdleTimeout: idle, Handler: newproto.HandlerFunc(heartbeatOK)})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	hb := heartbeat()
-	corr := c.sendStraddling(hb, idle)
-	if got, _ := c.recv(hb.Key(), hb.GetVersion()); got != corr {
+	corr := c.SendStraddling(hb, idle)
+	if got, _ := c.Recv(hb.Key(), hb.GetVersion()); got != corr {
 		t.Fatalf("correlation id %d, want %d", got, corr)
 	}
-	c.expectClosed() // idle after that
+	c.ExpectClosed() // idle after that
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -429,15 +430,15 @@ func TestFrameWithTrailingBytesClosesConnection(t *testing.T) {
 				handled.Add(1)
 				return heartbeatOK(ctx, req)
 			})})
-			other := dial(t, ts.addr)
-			c := dial(t, ts.addr)
-			c.write(tc.frame)
-			c.expectClosed()
+			other := kafkatest.Dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
+			c.Write(tc.frame)
+			c.ExpectClosed()
 			if n := handled.Load(); n != 0 {
 				t.Errorf("%d requests of the malformed frame handled, want none", n)
 			}
-			other.roundTrip(heartbeat())
-			if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
+			other.RoundTrip(heartbeat())
+			if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
 				t.Errorf("frames_rejected_total{reason=trailing_bytes} = %v, want 1", got)
 			}
 		})
@@ -445,48 +446,8 @@ func TestFrameWithTrailingBytesClosesConnection(t *testing.T) {
 	// The same frames, one request each, are answered.
 	t.Run("exact frames", func(t *testing.T) {
 		ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK)})
-		c := dial(t, ts.addr)
-		c.roundTrip(heartbeat())
-		c.roundTrip(hb0)
+		c := kafkatest.Dial(t, ts.addr)
+		c.RoundTrip(heartbeat())
+		c.RoundTrip(hb0)
 	})
-}
-
-// Relayed requests are the upstream broker's to judge (the relay reads
-// their header only and forwards the frame byte for byte): a relayed frame
-// with trailing bytes is forwarded and answered, while a request the bridge
-// decodes itself, on the same listener, closes its connection.
-func TestRelayedFrameWithTrailingBytesIsForwarded(t *testing.T) {
-	e := startRelay(t, relayOpts{})
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lo.SetVersion(4)
-	lo.ReplicaID = -1
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = "orders"
-	lp := kmsg.NewListOffsetsRequestTopicPartition()
-	lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = 0, -1, -1
-	lt.Partitions = append(lt.Partitions, lp)
-	lo.Topics = append(lo.Topics, lt)
-	withTrailing := func(r kmsg.Request, corr int32) []byte {
-		f := kmsg.NewRequestFormatter().AppendRequest(nil, r, corr)
-		f = append(f, 0, 0, 0)
-		binary.BigEndian.PutUint32(f, uint32(len(f)-4))
-		return f
-	}
-
-	c := dial(t, e.addr)
-	c.write(withTrailing(lo, 1))
-	corr, resp := c.recv(int16(kmsg.ListOffsets), 4)
-	if corr != 1 || len(resp.(*kmsg.ListOffsetsResponse).Topics) != 1 {
-		t.Fatalf("relayed ListOffsets: correlation id %d, %+v", corr, resp)
-	}
-	c.corr = 1
-	checkAlive(t, c) // still open
-
-	local := dial(t, e.addr)
-	local.write(withTrailing(heartbeat(), 1))
-	local.expectClosed()
-	ts := &testServer{reg: e.reg}
-	if got := counterValue(t, ts, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
-		t.Errorf("frames_rejected_total{reason=trailing_bytes} = %v, want 1", got)
-	}
 }

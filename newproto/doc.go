@@ -15,12 +15,14 @@
 //     version check derive from that one table (18_api_versions.go).
 //
 // newproto declares what it consumes: a Cluster (brokers and topics, for
-// Metadata) and a Coordinator (the group APIs). GroupCoordinator
+// Metadata), a Coordinator (the group APIs) and, to front a real cluster,
+// a Relay (relayhook.go), which package relay implements: every request
+// the Handler does not answer is handed to it. GroupCoordinator
 // (groups.go) is the Coordinator that translates the group APIs into
 // events of the pure group engine (bridge/group) and its replies back,
 // one file per api key; it consumes Groups, which the bridge implements
 // with its per-group actors and ZooKeeper. newproto never imports bridge,
-// zkstate or legacy.
+// relay, zkstate or legacy.
 //
 // Kafka error codes live in errors.go, metrics in metrics.go; requests the
 // bridge does not serve are answered as unsupported.go documents.

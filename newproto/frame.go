@@ -73,7 +73,7 @@ type ConnInfo struct {
 	// plaintext listener.
 	TLS *tls.ConnectionState
 
-	role listenerRole // the listener it came on (relay.go)
+	role listenerRole // the listener it came on (UpstreamBroker)
 }
 
 // frameError is a frame the shell cannot answer: the connection is closed.

@@ -2,13 +2,15 @@ package newproto
 
 import (
 	"go/build"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // DESIGN.md section 2: newproto declares the interfaces it consumes and
-// never imports bridge, zkstate or legacy (bridge/group, the pure engine,
-// is allowed, and so are the leaf packages of security).
+// never imports bridge, relay, zkstate or legacy (bridge/group, the pure
+// engine, is allowed, and so are the leaf packages of security). Its
+// external tests may use the test kit.
 func TestImportBoundaries(t *testing.T) {
 	pkg, err := build.ImportDir(".", 0)
 	if err != nil {
@@ -24,6 +26,8 @@ func TestImportBoundaries(t *testing.T) {
 		case rest == "tlsconfig", rest == "tlsconfig/tlstest":
 			// Leaf packages: TLS from files, and the tests' certificates.
 		case rest == "newproto":
+		case rest == "kafkatest" && slices.Contains(pkg.XTestImports, imp) &&
+			!slices.Contains(pkg.Imports, imp) && !slices.Contains(pkg.TestImports, imp):
 		default:
 			t.Errorf("newproto imports %s", imp)
 		}

@@ -56,7 +56,7 @@ var errNoRoute = errors.New("newproto: api key in the version table has no route
 // self is the bridge's own node as Metadata and FindCoordinator advertise
 // it. Without a configured advertised address it is the address the client
 // dialed, which is right whenever clients reach the bridge directly;
-// except that a client on a proxy listener (relay.go) dialed an upstream
+// except that a client on a proxy listener (ServeBroker) dialed an upstream
 // broker's stand-in, so the port is the bootstrap listener's.
 func (r *router) self(req *Request) Broker {
 	var bootstrapPort func() int32

@@ -108,11 +108,12 @@ type Config struct {
 	// Coordinator answers the group APIs; nil: COORDINATOR_NOT_AVAILABLE.
 	Coordinator Coordinator
 
-	// Proxy, when set, makes the Server front a real cluster: every
+	// Relay, when set, makes the Server front a real cluster: every
 	// request but the group APIs and ApiVersions is relayed to the
-	// upstream brokers, and Metadata names proxy listeners (ServeProxy)
-	// instead of the brokers (relay.go). Cluster is then not used.
-	Proxy *ProxyConfig
+	// upstream brokers, and Metadata names the relay's proxy listeners
+	// (ServeBroker) instead of the brokers (package relay). Cluster is
+	// then not used.
+	Relay Relay
 
 	// TLS, when set, makes every listener of the Server (bootstrap and proxy) a TLS listener
 	// (tls.go); nil: plaintext.
@@ -132,9 +133,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("newproto: NodeID %d is negative", c.NodeID)
 	case c.AdvertisedPort < 0 || c.AdvertisedPort > 65535:
 		return fmt.Errorf("newproto: AdvertisedPort %d out of range", c.AdvertisedPort)
-	}
-	if c.Proxy != nil {
-		return c.Proxy.Validate()
 	}
 	return nil
 }
@@ -161,7 +159,6 @@ type Server struct {
 	log     zerolog.Logger
 	handler Handler
 	metrics *metrics
-	proxy   *proxy // nil unless Config.Proxy
 
 	// base is the parent of every connection's context; cancelling it
 	// cancels all in-flight requests (Close, after the drain deadline).
@@ -205,11 +202,6 @@ func New(cfg Config) (*Server, error) {
 			log:       log,
 		}
 	}
-	if cfg.Proxy != nil {
-		if s.proxy, err = newProxy(s, *cfg.Proxy, cfg.Registerer); err != nil {
-			return nil, err
-		}
-	}
 	s.handler = h
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.listeners = map[net.Listener]listenerRole{}
@@ -231,7 +223,8 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // Serve accepts connections on ln until ctx is done or Close is called,
 // and closes ln. When ctx ends it closes the whole server gracefully
 // (Close) before returning nil. It may be called for several listeners.
-// ln is a bootstrap listener: the bridge's own node (relay.go).
+// ln is a bootstrap listener: the bridge's own node (ServeBroker serves
+// the relay's).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.serve(ctx, ln, listenerRole{})
 }
@@ -312,7 +305,7 @@ func (s *Server) isClosing() bool {
 }
 
 // Addr returns the address of a bootstrap listener being served (Serve,
-// not ServeProxy), or nil.
+// not ServeBroker), or nil.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package newproto_test
+package relay_test
 
 import (
 	"context"

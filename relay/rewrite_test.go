@@ -1,14 +1,16 @@
-package newproto
+package relay
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
 )
 
 // produceAcks reads acks where Kafka's schema puts it, at every version
@@ -35,8 +37,7 @@ func TestProduceAcks(t *testing.T) {
 			}
 		}
 	}
-	var fe *frameError
-	if _, err := produceAcks([]byte{0, 0, 0, 99, 0, 0, 0, 1, 0xff, 0xff}, 99); !errors.As(err, &fe) || fe.reason != rejectVersion {
+	if _, err := produceAcks([]byte{0, 0, 0, 99, 0, 0, 0, 1, 0xff, 0xff}, 99); !isRejected(err, newproto.RejectVersion) {
 		t.Errorf("unknown version: %v", err)
 	}
 }
@@ -54,9 +55,8 @@ func FuzzProduceAcks(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte, v int16) {
 		_, _ = peekHeader(frame)
 		if _, err := produceAcks(frame, v); err != nil {
-			var fe *frameError
-			if !errors.As(err, &fe) {
-				t.Fatalf("error %v is not a frameError", err)
+			if _, ok := newproto.RejectReason(err); !ok {
+				t.Fatalf("error %v is not a frame error", err)
 			}
 		}
 	})
@@ -65,7 +65,7 @@ func FuzzProduceAcks(f *testing.F) {
 // A response rewrite never panics on what a broker might send, and what it
 // writes decodes again.
 func FuzzRewriteMetadata(f *testing.F) {
-	book := &addressBook{host: "bridge", ports: map[int32]int32{1: 9101, 2: 9102}, self: Broker{NodeID: 100, Host: "bridge", Port: 9092}}
+	book := &addressBook{host: "bridge", ports: map[int32]int32{1: 9101, 2: 9102}, self: newproto.Broker{NodeID: 100, Host: "bridge", Port: 9092}}
 	for _, v := range []int16{0, 7, 9, 12} {
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.SetVersion(v)
@@ -103,11 +103,24 @@ func FuzzRewriteMetadata(f *testing.F) {
 // responseFrame encodes resp as a broker sends it: size, correlation id,
 // header tags for flexible versions, body.
 func responseFrame(corr int32, resp kmsg.Response) []byte {
-	return appendResponse(nil, corr, resp)
+	dst := []byte{0, 0, 0, 0} // size, patched below
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != int16(kmsg.ApiVersions) {
+		dst = append(dst, 0) // no tagged fields
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
+
+// isRejected reports whether err is a frame error with reason.
+func isRejected(err error, reason string) bool {
+	got, ok := newproto.RejectReason(err)
+	return ok && got == reason
 }
 
 func TestRewriteMetadata(t *testing.T) {
-	book := &addressBook{host: "bridge.example", ports: map[int32]int32{1: 9101, 2: 9102}, self: Broker{NodeID: 100, Host: "bridge.example", Port: 9092}}
+	book := &addressBook{host: "bridge.example", ports: map[int32]int32{1: 9101, 2: 9102}, self: newproto.Broker{NodeID: 100, Host: "bridge.example", Port: 9092}}
 	for _, v := range []int16{1, 9, 12} {
 		resp := kmsg.NewPtrMetadataResponse()
 		resp.SetVersion(v)
@@ -124,7 +137,7 @@ func TestRewriteMetadata(t *testing.T) {
 			mp := kmsg.NewMetadataResponseTopicPartition()
 			mp.Partition, mp.Leader, mp.Replicas, mp.ISR = int32(p), leader, []int32{1, 2, 3}, []int32{1, 2, 3}
 			if leader < 0 {
-				mp.ErrorCode = int16(ErrLeaderNotAvailable)
+				mp.ErrorCode = int16(newproto.ErrLeaderNotAvailable)
 			}
 			tp.Partitions = append(tp.Partitions, mp)
 		}
@@ -157,7 +170,7 @@ func TestRewriteMetadata(t *testing.T) {
 		if ps[0].Leader != 1 || ps[0].ErrorCode != 0 {
 			t.Errorf("v%d partition 0: leader %d error %d", v, ps[0].Leader, ps[0].ErrorCode)
 		}
-		if ps[1].Leader != -1 || ps[1].ErrorCode != int16(ErrLeaderNotAvailable) {
+		if ps[1].Leader != -1 || ps[1].ErrorCode != int16(newproto.ErrLeaderNotAvailable) {
 			t.Errorf("v%d partition 1 (leader 3, unlisted): leader %d error %d, want -1 LEADER_NOT_AVAILABLE", v, ps[1].Leader, ps[1].ErrorCode)
 		}
 		if (v >= 2 && (got.ClusterID == nil || *got.ClusterID != "c")) || responseCorrelationID(out) != 7 {
@@ -179,7 +192,7 @@ func TestRewriteFindCoordinator(t *testing.T) {
 	if c := resp.Coordinators[0]; c.Host != "h" || c.Port != 9101 || c.ErrorCode != 0 {
 		t.Errorf("listed coordinator: %+v", c)
 	}
-	if c := resp.Coordinators[1]; c.NodeID != -1 || c.ErrorCode != int16(ErrCoordinatorNotAvailable) {
+	if c := resp.Coordinators[1]; c.NodeID != -1 || c.ErrorCode != int16(newproto.ErrCoordinatorNotAvailable) {
 		t.Errorf("coordinator without a proxy listener: %+v", c)
 	}
 }
@@ -223,7 +236,10 @@ func TestMergeAPIVersions(t *testing.T) {
 // Every key in our table is answered locally except Metadata; the group
 // APIs the bridge does not serve are refused, never relayed.
 func TestRouteOf(t *testing.T) {
-	for key := range supported {
+	for key := range int16(math.MaxInt16) {
+		if !newproto.Serves(key) {
+			continue
+		}
 		switch r := routeOf(key); kmsg.Key(key) {
 		case kmsg.Metadata:
 			if r != routeRewrite {
@@ -245,7 +261,7 @@ func TestRouteOf(t *testing.T) {
 		}
 	}
 	for _, k := range []kmsg.Key{kmsg.ConsumerGroupHeartbeat, kmsg.ShareFetch, kmsg.StreamsGroupHeartbeat} {
-		if _, ok := supported[int16(k)]; !ok && routeOf(int16(k)) != routeRefuse {
+		if !newproto.Serves(int16(k)) && routeOf(int16(k)) != routeRefuse {
 			t.Errorf("%s is a group API and must not be relayed", kmsg.NameForKey(int16(k)))
 		}
 	}

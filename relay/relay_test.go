@@ -1,4 +1,4 @@
-package newproto_test
+package relay_test
 
 import (
 	"context"
@@ -27,7 +27,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/relay"
 )
 
 // The relay (relay.go) in front of a franz-go kfake cluster of three
@@ -43,7 +45,7 @@ const bridgeNode = 100 // apart from kfake's node ids 0, 1, 2
 type relayEnv struct {
 	t       *testing.T
 	kf      *kfake.Cluster
-	up      *newproto.Upstream
+	up      *relay.Upstream
 	srv     *newproto.Server
 	addr    string // the bridge's bootstrap listener
 	reg     *prometheus.Registry
@@ -59,7 +61,7 @@ type relayOpts struct {
 	logLevel       zerolog.Level
 	kfakeOpts      []kfake.Opt
 	coord          newproto.Coordinator
-	fetchGate      func(time.Time) error // ProxyConfig.FetchGate
+	fetchGate      func(time.Time) error // Config.FetchGate
 	logs           io.Writer             // also gets the log, when set
 }
 
@@ -92,7 +94,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	} else {
 		log = zerolog.Nop()
 	}
-	up, err := newproto.NewUpstream(newproto.UpstreamConfig{Logger: log, RequestTimeout: o.requestTimeout, DialTimeout: 2 * time.Second})
+	up, err := relay.NewUpstream(relay.UpstreamConfig{Logger: log, RequestTimeout: o.requestTimeout, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +128,17 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	}
 
 	env.reg = prometheus.NewRegistry()
+	proxy, err := relay.New(relay.Config{Upstream: up, Listen: "127.0.0.1:0", FetchGate: o.fetchGate, Logger: log, Registerer: env.reg})
+	if err != nil {
+		t.Fatalf("relay.New: %v", err)
+	}
 	srv, err := newproto.New(newproto.Config{
 		Logger:      log,
 		Registerer:  env.reg,
 		NodeID:      bridgeNode,
 		IdleTimeout: o.idleTimeout,
 		Coordinator: o.coord,
-		Proxy:       &newproto.ProxyConfig{Upstream: up, Listen: "127.0.0.1:0", FetchGate: o.fetchGate},
+		Relay:       proxy,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -145,12 +151,12 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- srv.Serve(sctx, ln) }()
-	go func() { done <- srv.ServeProxy(sctx) }()
+	go func() { done <- proxy.Serve(sctx, srv) }()
 	t.Cleanup(func() {
 		scancel()
 		for range 2 {
 			if err := <-done; err != nil {
-				t.Errorf("Serve/ServeProxy: %v", err)
+				t.Errorf("Serve/proxy.Serve: %v", err)
 			}
 		}
 	})
@@ -308,7 +314,7 @@ func TestRelayKgoProduceFetch(t *testing.T) {
 	if md.ClusterID == nil || *md.ClusterID != "kfake-upstream" {
 		t.Errorf("cluster id %v, want the upstream's", md.ClusterID)
 	}
-	if got := counterValue(t, &testServer{reg: e.reg}, "zkbridge_kafka_relayed_requests_total", map[string]string{"api": "Produce"}); got < 3 {
+	if got := kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_relayed_requests_total", map[string]string{"api": "Produce"}); got < 3 {
 		t.Errorf("relayed Produce requests = %v, want >= 3", got)
 	}
 }
@@ -331,12 +337,12 @@ func TestRelayMetadataEveryVersion(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	proxies := e.srv.ProxyAddrs()
 	for _, addr := range []string{e.addr, proxies[1].String()} {
-		c := dial(t, addr)
-		for _, v := range versions(0, 12) {
+		c := kafkatest.Dial(t, addr)
+		for _, v := range kafkatest.Versions(0, 12) {
 			req := kmsg.NewPtrMetadataRequest()
 			req.SetVersion(v)
 			req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
-			md := c.roundTrip(req).(*kmsg.MetadataResponse)
+			md := c.RoundTrip(req).(*kmsg.MetadataResponse)
 			for _, b := range md.Brokers {
 				want := e.addr
 				if b.NodeID != bridgeNode {
@@ -366,12 +372,12 @@ func TestRelayMetadataEveryVersion(t *testing.T) {
 func TestRelayDescribeCluster(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	proxies := e.srv.ProxyAddrs()
-	c := dial(t, e.addr)
-	for _, v := range versions(0, 2) {
+	c := kafkatest.Dial(t, e.addr)
+	for _, v := range kafkatest.Versions(0, 2) {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.SetVersion(v)
 		req.EndpointType = 1 // brokers
-		dc := c.roundTrip(req).(*kmsg.DescribeClusterResponse)
+		dc := c.RoundTrip(req).(*kmsg.DescribeClusterResponse)
 		if dc.ErrorCode != 0 || len(dc.Brokers) != 3 {
 			t.Fatalf("v%d: error %d, brokers %+v", v, dc.ErrorCode, dc.Brokers)
 		}
@@ -389,11 +395,11 @@ func TestRelayDescribeCluster(t *testing.T) {
 func TestRelayApiVersions(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	for _, addr := range []string{e.addr, e.srv.ProxyAddrs()[0].String()} {
-		c := dial(t, addr)
+		c := kafkatest.Dial(t, addr)
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(3)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "relay-test", "1"
-		av := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		av := c.RoundTrip(req).(*kmsg.ApiVersionsResponse)
 		got := map[int16][2]int16{}
 		for _, k := range av.ApiKeys {
 			got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
@@ -423,8 +429,8 @@ func TestRelayApiVersions(t *testing.T) {
 		// it is: it must be the merged one too.
 		raw := kmsg.NewPtrApiVersionsRequest()
 		raw.SetVersion(5)
-		corr := c.send(raw)
-		gotCorr, resp := c.recv(int16(kmsg.ApiVersions), 0)
+		corr := c.Send(raw)
+		gotCorr, resp := c.Recv(int16(kmsg.ApiVersions), 0)
 		old := resp.(*kmsg.ApiVersionsResponse)
 		if gotCorr != corr || old.ErrorCode != int16(newproto.ErrUnsupportedVersion) {
 			t.Fatalf("via %s: ApiVersions v5: corr %d error %d", addr, gotCorr, old.ErrorCode)
@@ -446,8 +452,8 @@ func TestRelayApiVersions(t *testing.T) {
 func TestRelayFindCoordinator(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	proxies := e.srv.ProxyAddrs()
-	c := dial(t, proxies[2].String())
-	for _, v := range versions(0, 4) {
+	c := kafkatest.Dial(t, proxies[2].String())
+	for _, v := range kafkatest.Versions(0, 4) {
 		for _, typ := range []int8{0, 1} {
 			if v == 0 && typ == 1 {
 				continue // v0 has no key type
@@ -457,7 +463,7 @@ func TestRelayFindCoordinator(t *testing.T) {
 			req.CoordinatorType = typ
 			req.CoordinatorKey = "k"
 			req.CoordinatorKeys = []string{"k", "k2"}
-			fc := c.roundTrip(req).(*kmsg.FindCoordinatorResponse)
+			fc := c.RoundTrip(req).(*kmsg.FindCoordinatorResponse)
 			type answer struct {
 				node int32
 				addr string
@@ -690,18 +696,17 @@ func TestRelayUpstreamDownAndBack(t *testing.T) {
 	// from what the bridge knows of the broker. Unless the bridge knew
 	// already (TestRelayDownBrokerRefused): then it is refused.
 	if nc, err := net.DialTimeout("tcp", down, time.Second); err == nil {
-		c := &client{t: t, nc: nc, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("newproto-test"))}
-		t.Cleanup(func() { nc.Close() })
-		av := c.send(kmsg.NewPtrApiVersionsRequest())
+		c := kafkatest.NewClient(t, nc, "newproto-test")
+		av := c.Send(kmsg.NewPtrApiVersionsRequest())
 		md := kmsg.NewPtrMetadataRequest()
 		md.SetVersion(7)
-		c.send(md)
-		if frame, err := c.readFrame(); err == nil {
+		c.Send(md)
+		if frame, err := c.ReadFrame(); err == nil {
 			if corr := int32(binary.BigEndian.Uint32(frame)); corr != av {
 				t.Fatalf("got the response to %d from a broker that is down", corr)
 			}
 		}
-		c.expectClosed()
+		c.ExpectClosed()
 	} else if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("connecting to broker 2's proxy listener: %v, want accepted and closed, or refused", err)
 	}
@@ -739,20 +744,20 @@ func TestRelayDownBrokerRefused(t *testing.T) {
 	down := addrs[2].String()
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(7)
-	other := dial(t, addrs[0].String())
-	other.roundTrip(md) // its upstream connection stays open throughout
-	held := dial(t, down)
-	held.roundTrip(md) // accepted while broker 2 was up
+	other := kafkatest.Dial(t, addrs[0].String())
+	other.RoundTrip(md) // its upstream connection stays open throughout
+	held := kafkatest.Dial(t, down)
+	held.RoundTrip(md) // accepted while broker 2 was up
 
 	e.gates[2].cut()
 	// The bridge learns it at its next dial of broker 2: here a
 	// client's first relayed request, which closes that client.
 	refusedIn(t, down, 5*time.Second, true)
-	held.send(md)
-	held.expectClosed()
-	other.roundTrip(md)
-	boot := dial(t, e.addr)
-	resp := boot.roundTrip(md).(*kmsg.MetadataResponse)
+	held.Send(md)
+	held.ExpectClosed()
+	other.RoundTrip(md)
+	boot := kafkatest.Dial(t, e.addr)
+	resp := boot.RoundTrip(md).(*kmsg.MetadataResponse)
 	listed := false
 	for _, b := range resp.Brokers {
 		if b.NodeID == 2 {
@@ -762,19 +767,18 @@ func TestRelayDownBrokerRefused(t *testing.T) {
 	if !listed {
 		t.Errorf("Metadata while broker 2 is down: %+v, want broker 2 at its proxy listener %s (refusing)", resp.Brokers, down)
 	}
-	metrics := &testServer{reg: e.reg}
-	if got := counterValue(t, metrics, "zkbridge_kafka_upstream_brokers_down", nil); got != 1 {
+	if got := kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_upstream_brokers_down", nil); got != 1 {
 		t.Errorf("upstream_brokers_down %v while broker 2 is down, want 1", got)
 	}
 
 	e.gates[2].restore()
 	refusedIn(t, down, 5*time.Second, false)
-	dial(t, down).roundTrip(md)
-	other.roundTrip(md)
+	kafkatest.Dial(t, down).RoundTrip(md)
+	other.RoundTrip(md)
 	if got := e.srv.ProxyAddrs()[2].String(); got != down {
 		t.Errorf("broker 2's proxy listener came back at %s, want %s", got, down)
 	}
-	if got := counterValue(t, metrics, "zkbridge_kafka_upstream_brokers_down", nil); got != 0 {
+	if got := kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_upstream_brokers_down", nil); got != 0 {
 		t.Errorf("upstream_brokers_down %v once broker 2 is back, want 0", got)
 	}
 	cl := newRelayClient(t, e.addr)
@@ -794,11 +798,11 @@ func refusedIn(t *testing.T, addr string, d time.Duration, refused bool) {
 		switch {
 		case err == nil && refused:
 			accepted++
-			c := &client{t: t, nc: nc, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID("refused-test"))}
+			c := kafkatest.NewClient(t, nc, "refused-test")
 			md := kmsg.NewPtrMetadataRequest()
 			md.SetVersion(7)
-			c.send(md)
-			_, _ = c.readFrame()
+			c.Send(md)
+			_, _ = c.ReadFrame()
 			nc.Close()
 		case err == nil:
 			nc.Close()
@@ -823,20 +827,20 @@ func refusedIn(t *testing.T, addr string, d time.Duration, refused bool) {
 // other proxy listeners answer meanwhile.
 func TestRelayUpstreamTimeout(t *testing.T) {
 	e := startRelay(t, relayOpts{gated: []int32{1}, requestTimeout: 300 * time.Millisecond})
-	c := dial(t, e.srv.ProxyAddrs()[1].String())
+	c := kafkatest.Dial(t, e.srv.ProxyAddrs()[1].String())
 	warm := kmsg.NewPtrMetadataRequest()
 	warm.SetVersion(7)
-	c.roundTrip(warm) // the upstream connection is open
+	c.RoundTrip(warm) // the upstream connection is open
 	e.gates[1].stall()
 
 	start := time.Now()
-	c.send(kmsg.NewPtrListOffsetsRequest())
-	other := dial(t, e.srv.ProxyAddrs()[0].String())
+	c.Send(kmsg.NewPtrListOffsetsRequest())
+	other := kafkatest.Dial(t, e.srv.ProxyAddrs()[0].String())
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(7)
-	other.roundTrip(md)
-	checkAlive(t, dial(t, e.addr))
-	c.expectClosed()
+	other.RoundTrip(md)
+	kafkatest.CheckAlive(t, kafkatest.Dial(t, e.addr))
+	c.ExpectClosed()
 	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
 		t.Errorf("closed after %s, want about the 300ms request timeout", d)
 	}
@@ -871,7 +875,7 @@ func TestRelayLeaderMove(t *testing.T) {
 // behind a request the bridge holds.
 func TestRelayLargeFrames(t *testing.T) {
 	release := make(chan struct{})
-	coord := funcCoordinator{fn: func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
+	coord := kafkatest.FuncCoordinator{Fn: func(ctx context.Context, req *newproto.Request) (kmsg.Response, error) {
 		select { // a JoinGroup held as in a rebalance
 		case <-release:
 		case <-ctx.Done():
@@ -904,19 +908,19 @@ func TestRelayLargeFrames(t *testing.T) {
 		}
 	}
 
-	c := dial(t, e.srv.ProxyAddrs()[0].String())
+	c := kafkatest.Dial(t, e.srv.ProxyAddrs()[0].String())
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.SetVersion(5)
 	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = "g", 10000, 10000, "consumer"
-	joinCorr := c.send(join)
+	joinCorr := c.Send(join)
 	fetch := fetchRequest(0) // relay_gate_test.go
-	fetchCorr := c.send(fetch)
+	fetchCorr := c.Send(fetch)
 	time.Sleep(100 * time.Millisecond) // the fetch response is ready upstream
 	close(release)
-	if corr, _ := c.recv(int16(kmsg.JoinGroup), 5); corr != joinCorr {
+	if corr, _ := c.Recv(int16(kmsg.JoinGroup), 5); corr != joinCorr {
 		t.Fatalf("first response corr %d, want the JoinGroup's %d", corr, joinCorr)
 	}
-	corr, resp := c.recv(int16(kmsg.Fetch), 11)
+	corr, resp := c.Recv(int16(kmsg.Fetch), 11)
 	fr := resp.(*kmsg.FetchResponse)
 	if corr != fetchCorr || len(fr.Topics) != 1 || len(fr.Topics[0].Partitions[0].RecordBatches) < 64<<10 {
 		t.Fatalf("fetch: corr %d (want %d), %+v", corr, fetchCorr, fr.Topics)
@@ -930,7 +934,7 @@ func TestRelayAcksZero(t *testing.T) {
 	e.pinLeaders(t, "orders", 3)
 
 	t.Run("raw", func(t *testing.T) {
-		c := dial(t, e.srv.ProxyAddrs()[1].String())
+		c := kafkatest.Dial(t, e.srv.ProxyAddrs()[1].String())
 		for _, v := range []int16{3, 8, 9} { // v3 transactional id, v9 flexible
 			prod := kmsg.NewPtrProduceRequest()
 			prod.SetVersion(v)
@@ -942,14 +946,14 @@ func TestRelayAcksZero(t *testing.T) {
 			pp.Records = recordBatch(fmt.Sprintf("raw-v%d", v))
 			pt.Partitions = append(pt.Partitions, pp)
 			prod.Topics = append(prod.Topics, pt)
-			c.send(prod)
+			c.Send(prod)
 			// The next responses are the next requests', answered
 			// locally and relayed: neither side waits for a
 			// Produce answer.
-			checkAlive(t, c)
+			kafkatest.CheckAlive(t, c)
 			md := kmsg.NewPtrMetadataRequest()
 			md.SetVersion(9)
-			c.roundTrip(md)
+			c.RoundTrip(md)
 		}
 		got := consume(t, e.addr, "orders", []int32{1}, 3)
 		if want := []string{"raw-v3", "raw-v8", "raw-v9"}; !slices.Equal(got[1], want) {
@@ -989,8 +993,8 @@ func recordBatch(value string) []byte {
 func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	proxy := e.srv.ProxyAddrs()[0].String()
-	good := dial(t, proxy)
-	checkAlive(t, good)
+	good := kafkatest.Dial(t, proxy)
+	kafkatest.CheckAlive(t, good)
 
 	for name, frame := range map[string][]byte{
 		"negative size":   {0xff, 0xff, 0xff, 0xff},
@@ -999,14 +1003,14 @@ func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 		"produce no acks": {0, 0, 0, 10, 0, 0, 0, 3, 0, 0, 0, 1, 0xff, 0xff},
 	} {
 		t.Run(name, func(t *testing.T) {
-			bad := dial(t, proxy)
-			bad.write(frame)
-			bad.expectClosed()
+			bad := kafkatest.Dial(t, proxy)
+			bad.Write(frame)
+			bad.ExpectClosed()
 		})
 	}
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(9)
-	good.roundTrip(md)
+	good.RoundTrip(md)
 }
 
 // A relayed request whose rest arrives after the idle deadline its
@@ -1015,11 +1019,11 @@ func TestRelayGarbledFrameClosesOnlyThatConnection(t *testing.T) {
 func TestRelayIdleTimeoutSparesFrameInProgress(t *testing.T) {
 	const idle = 2 * time.Second
 	e := startRelay(t, relayOpts{idleTimeout: idle})
-	c := dial(t, e.addr)
+	c := kafkatest.Dial(t, e.addr)
 	md := kmsg.NewPtrMetadataRequest()
 	md.SetVersion(9)
-	corr := c.sendStraddling(md, idle)
-	got, resp := c.recv(md.Key(), md.GetVersion())
+	corr := c.SendStraddling(md, idle)
+	got, resp := c.Recv(md.Key(), md.GetVersion())
 	if got != corr {
 		t.Fatalf("correlation id %d, want %d", got, corr)
 	}
@@ -1038,7 +1042,7 @@ func TestRelayIdleTimeoutSparesFrameInProgress(t *testing.T) {
 // answered ones interleave on one connection.
 func TestRelayInterleavedOrder(t *testing.T) {
 	e := startRelay(t, relayOpts{})
-	c := dial(t, e.addr)
+	c := kafkatest.Dial(t, e.addr)
 	type sent struct {
 		corr         int32
 		key, version int16
@@ -1071,10 +1075,10 @@ func TestRelayInterleavedOrder(t *testing.T) {
 			a.SetVersion(2)
 			req = a
 		}
-		order = append(order, sent{c.send(req), req.Key(), req.GetVersion()})
+		order = append(order, sent{c.Send(req), req.Key(), req.GetVersion()})
 	}
 	for _, s := range order {
-		corr, _ := c.recv(s.key, s.version)
+		corr, _ := c.Recv(s.key, s.version)
 		if corr != s.corr {
 			t.Fatalf("response correlation id %d, want %d (%s)", corr, s.corr, kmsg.NameForKey(s.key))
 		}
@@ -1097,10 +1101,10 @@ func TestRelayBrokerSetChanges(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", before[2].String(), time.Second); err == nil {
 		t.Errorf("broker 2's proxy listener still accepts")
 	}
-	c := dial(t, e.addr)
+	c := kafkatest.Dial(t, e.addr)
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(7)
-	md := c.roundTrip(req).(*kmsg.MetadataResponse)
+	md := c.RoundTrip(req).(*kmsg.MetadataResponse)
 	for _, b := range md.Brokers {
 		if b.NodeID == 2 {
 			t.Errorf("Metadata lists broker 2, which has no proxy listener")
@@ -1125,26 +1129,26 @@ func TestRelayBrokerSetChanges(t *testing.T) {
 	produce(t, cl, "orders", 2, "back", 5)
 }
 
-func TestProxyConfigValidate(t *testing.T) {
-	up, err := newproto.NewUpstream(newproto.UpstreamConfig{})
+func TestConfigValidate(t *testing.T) {
+	up, err := relay.NewUpstream(relay.UpstreamConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		cfg  newproto.ProxyConfig
+		cfg  relay.Config
 		ok   bool
 	}{
-		{"base port", newproto.ProxyConfig{Upstream: up, Listen: "0.0.0.0:9100"}, true},
-		{"explicit", newproto.ProxyConfig{Upstream: up, Listeners: map[int32]string{1: ":9101"}}, true},
-		{"no upstream", newproto.ProxyConfig{Listen: ":9100"}, false},
-		{"no listeners", newproto.ProxyConfig{Upstream: up}, false},
-		{"bad base", newproto.ProxyConfig{Upstream: up, Listen: "9100"}, false},
-		{"bad explicit", newproto.ProxyConfig{Upstream: up, Listeners: map[int32]string{1: "x"}}, false},
-		{"probe interval", newproto.ProxyConfig{Upstream: up, Listen: ":9100", ProbeInterval: time.Minute}, true},
-		{"negative probe interval", newproto.ProxyConfig{Upstream: up, Listen: ":9100", ProbeInterval: -time.Second}, false},
+		{"base port", relay.Config{Upstream: up, Listen: "0.0.0.0:9100"}, true},
+		{"explicit", relay.Config{Upstream: up, Listeners: map[int32]string{1: ":9101"}}, true},
+		{"no upstream", relay.Config{Listen: ":9100"}, false},
+		{"no listeners", relay.Config{Upstream: up}, false},
+		{"bad base", relay.Config{Upstream: up, Listen: "9100"}, false},
+		{"bad explicit", relay.Config{Upstream: up, Listeners: map[int32]string{1: "x"}}, false},
+		{"probe interval", relay.Config{Upstream: up, Listen: ":9100", ProbeInterval: time.Minute}, true},
+		{"negative probe interval", relay.Config{Upstream: up, Listen: ":9100", ProbeInterval: -time.Second}, false},
 	} {
-		if err := (newproto.Config{Proxy: &tc.cfg}).Validate(); (err == nil) != tc.ok {
+		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v", tc.name, err)
 		}
 	}
@@ -1263,4 +1267,46 @@ func (g *tcpGate) stall() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stalled = true
+}
+
+// Relayed requests are the upstream broker's to judge (the relay reads
+// their header only and forwards the frame byte for byte): a relayed frame
+// with trailing bytes is forwarded and answered, while a request the bridge
+// decodes itself, on the same listener, closes its connection.
+func TestRelayedFrameWithTrailingBytesIsForwarded(t *testing.T) {
+	e := startRelay(t, relayOpts{})
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.SetVersion(4)
+	lo.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "orders"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = 0, -1, -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	withTrailing := func(r kmsg.Request, corr int32) []byte {
+		f := kmsg.NewRequestFormatter().AppendRequest(nil, r, corr)
+		f = append(f, 0, 0, 0)
+		binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+		return f
+	}
+
+	c := kafkatest.Dial(t, e.addr)
+	c.Write(withTrailing(lo, 1))
+	corr, resp := c.Recv(int16(kmsg.ListOffsets), 4)
+	if corr != 1 || len(resp.(*kmsg.ListOffsetsResponse).Topics) != 1 {
+		t.Fatalf("relayed ListOffsets: correlation id %d, %+v", corr, resp)
+	}
+	c.Corr = 1
+	kafkatest.CheckAlive(t, c) // still open
+
+	local := kafkatest.Dial(t, e.addr)
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.SetVersion(4)
+	hb.Group, hb.MemberID = "g", "m"
+	local.Write(withTrailing(hb, 1))
+	local.ExpectClosed()
+	if got := kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "trailing_bytes"}); got != 1 {
+		t.Errorf("frames_rejected_total{reason=trailing_bytes} = %v, want 1", got)
+	}
 }

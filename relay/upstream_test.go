@@ -1,4 +1,4 @@
-package newproto_test
+package relay_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/relay"
 )
 
 // The start-up check of the upstream brokers (Upstream.Probe, and
@@ -62,7 +63,7 @@ func TestUpstreamHandshakeFailures(t *testing.T) {
 			addr := fakeUpstream(t, tc.serve)
 			host, port, _ := net.SplitHostPort(addr)
 			p, _ := strconv.Atoi(port)
-			up, err := newproto.NewUpstream(newproto.UpstreamConfig{
+			up, err := relay.NewUpstream(relay.UpstreamConfig{
 				Brokers:     []newproto.Broker{{NodeID: 1, Host: host, Port: int32(p)}},
 				DialTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond,
 			})
@@ -79,7 +80,7 @@ func TestUpstreamHandshakeFailures(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s succeeded", name)
 				}
-				if errors.Is(err, newproto.ErrUpstreamTooOld) != tc.tooOld {
+				if errors.Is(err, relay.ErrUpstreamTooOld) != tc.tooOld {
 					t.Errorf("%s: %v; wraps ErrUpstreamTooOld: %v, want %v", name, err, !tc.tooOld, tc.tooOld)
 				}
 				if errors.Is(err, os.ErrDeadlineExceeded) != tc.timeout {

@@ -1,4 +1,4 @@
-package newproto
+package relay
 
 // The upstream cluster: the real Kafka brokers the relay forwards to.
 //
@@ -27,8 +27,8 @@ package newproto
 // The Upstream also remembers which brokers are down: a broker whose last
 // dial failed (refused, timed out, closed before answering) is down until a
 // dial succeeds again. Its proxy listener stops listening meanwhile, so
-// that clients are refused as by the broker itself (ServeProxy), and the
-// proxy dials it every ProxyConfig.ProbeInterval to see it come back.
+// that clients are refused as by the broker itself (Proxy.Serve), and the
+// proxy dials it every Config.ProbeInterval to see it come back.
 
 import (
 	"bufio"
@@ -47,6 +47,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
 )
 
 // Defaults for the zero values of UpstreamConfig.
@@ -75,7 +77,7 @@ var ErrUpstreamTooOld = errors.New("Kafka 0.10 or newer is required")
 // defaults.
 type UpstreamConfig struct {
 	// Brokers is the initial broker set; SetBrokers replaces it.
-	Brokers []Broker
+	Brokers []newproto.Broker
 	// Logger receives upstream events.
 	Logger zerolog.Logger
 	// DialTimeout bounds dialing a broker and its ApiVersions handshake
@@ -133,7 +135,7 @@ func (c UpstreamConfig) withDefaults() UpstreamConfig {
 // how to reach them. It is safe for concurrent use; the broker set may
 // change at any time (SetBrokers), and the relay follows: new upstream
 // connections go to the current address, proxy listeners open and close
-// (Server.ServeProxy).
+// (Proxy.Serve).
 type Upstream struct {
 	cfg UpstreamConfig
 	log zerolog.Logger
@@ -150,7 +152,7 @@ type Upstream struct {
 // (a broker moved or was replaced) forgets them, and so does a broker that
 // leaves the set and comes back (it registered again: it is up).
 type upstreamBroker struct {
-	Broker
+	newproto.Broker
 	addr     string
 	versions map[int16]versionRange // nil until a handshake
 	down     error                  // why the last dial failed; nil: up, or not dialed yet
@@ -173,7 +175,7 @@ func NewUpstream(cfg UpstreamConfig) (*Upstream, error) {
 }
 
 // brokerSet checks a broker list and indexes it by node id.
-func brokerSet(brokers []Broker) (map[int32]*upstreamBroker, error) {
+func brokerSet(brokers []newproto.Broker) (map[int32]*upstreamBroker, error) {
 	set := make(map[int32]*upstreamBroker, len(brokers))
 	for _, b := range brokers {
 		switch {
@@ -196,7 +198,7 @@ func brokerSet(brokers []Broker) (map[int32]*upstreamBroker, error) {
 // keeps its known version table. Connections already open to a broker that
 // left or moved stay until they fail or their client leaves: a client
 // learns of the change from Metadata, as it would from the real cluster.
-func (u *Upstream) SetBrokers(brokers []Broker) error {
+func (u *Upstream) SetBrokers(brokers []newproto.Broker) error {
 	set, err := brokerSet(brokers)
 	if err != nil {
 		return err
@@ -266,18 +268,18 @@ func rackEqual(a, b *string) bool {
 }
 
 // Brokers returns the broker set, sorted by node id.
-func (u *Upstream) Brokers() []Broker {
+func (u *Upstream) Brokers() []newproto.Broker {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.sortedLocked()
 }
 
-func (u *Upstream) sortedLocked() []Broker {
-	out := make([]Broker, 0, len(u.brokers))
+func (u *Upstream) sortedLocked() []newproto.Broker {
+	out := make([]newproto.Broker, 0, len(u.brokers))
 	for _, b := range u.brokers {
 		out = append(out, b.Broker)
 	}
-	slices.SortFunc(out, func(a, b Broker) int { return int(a.NodeID) - int(b.NodeID) })
+	slices.SortFunc(out, func(a, b newproto.Broker) int { return int(a.NodeID) - int(b.NodeID) })
 	return out
 }
 
@@ -388,7 +390,7 @@ func (u *Upstream) Discover(ctx context.Context, seeds []string) error {
 	return errors.Join(errs...)
 }
 
-func (u *Upstream) discover(ctx context.Context, seed string) ([]Broker, error) {
+func (u *Upstream) discover(ctx context.Context, seed string) ([]newproto.Broker, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.DialTimeout+u.cfg.RequestTimeout)
 	defer cancel()
 	nc, err := u.cfg.Dial(ctx, "tcp", seed)
@@ -421,9 +423,9 @@ func (u *Upstream) discover(ctx context.Context, seed string) ([]Broker, error) 
 		return nil, fmt.Errorf("newproto: upstream seed %s: Metadata: %w", seed, err)
 	}
 	md := resp.(*kmsg.MetadataResponse)
-	brokers := make([]Broker, 0, len(md.Brokers))
+	brokers := make([]newproto.Broker, 0, len(md.Brokers))
 	for _, b := range md.Brokers {
-		brokers = append(brokers, Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+		brokers = append(brokers, newproto.Broker{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
 	}
 	return brokers, nil
 }
@@ -441,6 +443,10 @@ func (e *upstreamError) Error() string {
 	return fmt.Sprintf("upstream broker %d (%s): %v", e.broker, e.addr, e.err)
 }
 func (e *upstreamError) Unwrap() error { return e.err }
+
+// UpstreamBroker says that the error is the upstream broker's: newproto
+// logs it as such.
+func (e *upstreamError) UpstreamBroker() int32 { return e.broker }
 
 // dial connects to a broker and runs the ApiVersions handshake, recording
 // the broker's version table, and whether it is up (setReachable) unless
@@ -526,7 +532,7 @@ func (u *Upstream) handshake(nc net.Conn, br *bufio.Reader) (map[int16]versionRa
 	}
 	av := resp.(*kmsg.ApiVersionsResponse)
 	if av.ErrorCode != 0 {
-		return nil, fmt.Errorf("ApiVersions v0 answered %s", ErrorCode(av.ErrorCode).Name())
+		return nil, fmt.Errorf("ApiVersions v0 answered %s", newproto.ErrorCode(av.ErrorCode).Name())
 	}
 	versions := make(map[int16]versionRange, len(av.ApiKeys))
 	for _, k := range av.ApiKeys {
@@ -662,7 +668,7 @@ type upConn struct {
 	bufs    *bufPool
 	// post hands a finished request to the client connection's writer;
 	// it never blocks (the writer has room for every request in flight).
-	post func(result)
+	post func(newproto.Relayed)
 	// lost is called once if the connection fails with requests in
 	// flight: their client connection must close.
 	lost func(error)
@@ -685,7 +691,7 @@ type pendingReq struct {
 	key, version int16
 	sent         time.Time
 	// rewrite, when set, edits the response (Metadata and the other
-	// responses that name brokers, relay_rewrite.go).
+	// responses that name brokers, rewrite.go).
 	rewrite func(raw []byte) ([]byte, error)
 }
 
@@ -708,7 +714,7 @@ func (u *upConn) resetReadDeadline() {
 // side of it closes the client connection (it wrote part of a frame).
 func (u *upConn) stream(p pendingReq, hdr [8]byte, n int32) error {
 	done := make(chan error, 1)
-	u.post(result{seq: p.seq, corr: p.corr, key: p.key, version: p.version, stream: func(w io.Writer) error {
+	u.post(newproto.Relayed{Seq: p.seq, CorrelationID: p.corr, Key: p.key, Version: p.version, Stream: func(w io.Writer) error {
 		err := u.copyResponse(w, hdr, n)
 		done <- err
 		return err
@@ -838,7 +844,7 @@ func (u *upConn) run() {
 	uerr := &upstreamError{broker: u.broker, addr: u.addr, err: err}
 	u.lost(uerr)
 	for _, p := range lost {
-		u.post(result{seq: p.seq, corr: p.corr, key: p.key, version: p.version, err: uerr})
+		u.post(newproto.Relayed{Seq: p.seq, CorrelationID: p.corr, Key: p.key, Version: p.version, Err: uerr})
 	}
 }
 
@@ -897,11 +903,11 @@ func (u *upConn) readLoop() error {
 			return fmt.Errorf("reading %d-byte response frame: %w", n, err)
 		}
 		u.resetReadDeadline()
-		r := result{seq: p.seq, corr: p.corr, key: p.key, version: p.version, raw: raw}
+		r := newproto.Relayed{Seq: p.seq, CorrelationID: p.corr, Key: p.key, Version: p.version, Raw: raw}
 		if p.rewrite != nil {
 			var err error
-			if r.raw, err = p.rewrite(raw); err != nil {
-				r.raw, r.err = nil, &upstreamError{broker: u.broker, addr: u.addr, err: err}
+			if r.Raw, err = p.rewrite(raw); err != nil {
+				r.Raw, r.Err = nil, &upstreamError{broker: u.broker, addr: u.addr, err: err}
 			}
 			u.bufs.put(raw) // the rewrite copied what it kept
 		}

@@ -1,15 +1,16 @@
-package newproto
+package relay
 
-// The relay: the bridge as the only address a Kafka client needs.
+// Package relay makes the bridge the only address a Kafka client needs.
 //
-// With Config.Proxy set, the Server fronts a real cluster (an Upstream).
-// Clients are given bootstrap.servers=<bridge> and nothing else:
+// With a Proxy as its newproto.Config.Relay, a newproto.Server fronts a
+// real cluster (an Upstream). Clients are given bootstrap.servers=<bridge>
+// and nothing else:
 //
 //   - the bootstrap listener (the Server's own, Serve) is the bridge's node,
-//     Config.NodeID, the coordinator of every group;
-//   - each upstream broker k has a proxy listener (ServeProxy) that stands
+//     newproto.Config.NodeID, the coordinator of every group;
+//   - each upstream broker k has a proxy listener (Proxy.Serve) that stands
 //     for it: HOST:BASEPORT+k for broker k of the sorted broker list
-//     (ProxyConfig.Listen) or an explicit address (ProxyConfig.Listeners).
+//     (Config.Listen) or an explicit address (Config.Listeners).
 //
 // On every listener the group APIs and ApiVersions are answered by the
 // Handler, as without a proxy, and every other request is relayed to the
@@ -19,7 +20,8 @@ package newproto
 // relay reads the request header's api key, version and correlation id,
 // writes the frame to the broker unchanged, reads the broker's response
 // frame and writes it back unchanged, in its place among the connection's
-// responses (conn.go keeps them in request order, whichever side answers).
+// responses (newproto keeps them in request order, whichever side
+// answers).
 // Produce and Fetch are never decoded, and large frames are not even
 // buffered: they are copied between the sockets as they arrive
 // (relayHeadBytes, relayStreamBytes).
@@ -28,7 +30,7 @@ package newproto
 //
 //   - Metadata and DescribeCluster responses are decoded, each broker's
 //     address replaced by its proxy listener's, the bridge's node added to
-//     Metadata's brokers, and re-encoded (relay_rewrite.go). Metadata is
+//     Metadata's brokers, and re-encoded (rewrite.go). Metadata is
 //     small, and it is what every client learns addresses from.
 //   - FindCoordinator: for groups (key type 0) the Handler answers with the
 //     bridge's node; for transactions (key type 1) the request is relayed
@@ -68,7 +70,7 @@ package newproto
 //     their connections are not touched.
 //   - Each client connection has its own upstream connection per broker,
 //     dialed at the first request that needs it (upConn in
-//     relay_upstream.go), closed with the client connection. A broker that
+//     upstream.go), closed with the client connection. A broker that
 //     cannot be dialed, that closes the connection with requests in
 //     flight, or that does not answer a request within
 //     UpstreamConfig.RequestTimeout closes the client connection, after the
@@ -77,9 +79,9 @@ package newproto
 //     bridge dials again. Other connections and listeners never wait on
 //     it. A broker that closes an idle upstream connection loses nothing;
 //     the next request dials again.
-//   - A garbled client frame closes that client connection only (conn.go).
-//   - While ProxyConfig.FetchGate refuses, a relayed Fetch response is
-//     withheld and its client connection closed (conn.go), since the
+//   - A garbled client frame closes that client connection only.
+//   - While Config.FetchGate refuses, a relayed Fetch response is
+//     withheld and its client connection closed (newproto), since the
 //     bridge cannot then vouch that the fetching member still owns its
 //     partitions; other requests are relayed as usual.
 //
@@ -102,11 +104,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
 )
 
-// ProxyConfig makes a Server relay to a real cluster (Config.Proxy).
-type ProxyConfig struct {
+// Config configures a Proxy.
+type Config struct {
 	// Upstream is the real cluster; required.
 	Upstream *Upstream
 	// Listen is "HOST:BASEPORT": broker k of the sorted broker list gets
@@ -133,21 +138,25 @@ type ProxyConfig struct {
 	// response, on the connection's writer, so it must be cheap and
 	// must not block.
 	FetchGate func(now time.Time) error
+	// Logger receives listener and connection events.
+	Logger zerolog.Logger
+	// Registerer receives the metrics; nil: not exported.
+	Registerer prometheus.Registerer
 }
 
-// DefaultProbeInterval is what a zero ProxyConfig.ProbeInterval means:
+// DefaultProbeInterval is what a zero Config.ProbeInterval means:
 // about as often as clients retry a broker that refuses them.
 const DefaultProbeInterval = time.Second
 
 // Validate reports the first invalid field.
-func (c *ProxyConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.Upstream == nil:
-		return errors.New("newproto: Proxy.Upstream is required")
+		return errors.New("relay: Upstream is required")
 	case c.Listen == "" && len(c.Listeners) == 0:
-		return errors.New("newproto: Proxy needs Listen or Listeners: brokers without a proxy listener cannot be reached")
+		return errors.New("relay: Listen or Listeners is required: brokers without a proxy listener cannot be reached")
 	case c.ProbeInterval < 0:
-		return fmt.Errorf("newproto: Proxy.ProbeInterval %s is negative", c.ProbeInterval)
+		return fmt.Errorf("relay: ProbeInterval %s is negative", c.ProbeInterval)
 	}
 	if c.Listen != "" {
 		if _, _, err := parseBaseAddr(c.Listen); err != nil {
@@ -156,24 +165,19 @@ func (c *ProxyConfig) Validate() error {
 	}
 	for id, a := range c.Listeners {
 		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("newproto: proxy listener of broker %d: %w", id, err)
+			return fmt.Errorf("relay: proxy listener of broker %d: %w", id, err)
 		}
 	}
 	return nil
 }
 
-// listenerRole says what a listener stands for: the bootstrap listener
-// (the bridge's node) or the proxy listener of one upstream broker.
-type listenerRole struct {
-	proxied bool
-	broker  int32 // when proxied
-}
-
-// proxy is the Server's relay state.
-type proxy struct {
-	cfg     ProxyConfig
+// Proxy relays a newproto.Server's requests to the Upstream
+// (newproto.Config.Relay) and serves a proxy listener per upstream broker
+// (Serve).
+type Proxy struct {
+	cfg     Config
 	up      *Upstream
-	s       *Server
+	log     zerolog.Logger
 	metrics *relayMetrics
 	bufs    *bufPool // frames the relay forwards
 
@@ -192,22 +196,27 @@ type proxy struct {
 	last map[int32]int32
 }
 
-func newProxy(s *Server, cfg ProxyConfig, reg prometheus.Registerer) (*proxy, error) {
-	m, err := newRelayMetrics(reg)
+// New checks cfg and builds a Proxy; it does not listen.
+func New(cfg Config) (*Proxy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newRelayMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
 	}
-	return &proxy{cfg: cfg, up: cfg.Upstream, s: s, metrics: m, bufs: &bufPool{},
+	log := cfg.Logger.With().Str("component", "relay").Logger()
+	return &Proxy{cfg: cfg, up: cfg.Upstream, log: log, metrics: m, bufs: &bufPool{},
 		suspects: make(chan int32, 64), ports: map[int32]int32{}, last: map[int32]int32{}}, nil
 }
 
 // suspect asks the prober to dial broker id soon: it closed an upstream
 // connection, and may be going down. It never blocks; a full queue drops
 // the request (the prober has plenty to do already).
-func (p *proxy) suspect(id int32) {
+func (p *Proxy) suspect(id int32) {
 	select {
 	case p.suspects <- id:
 	default:
@@ -217,12 +226,11 @@ func (p *proxy) suspect(id int32) {
 // addressBook snapshots where clients of a connection reach each broker:
 // the advertised host, or the host the client dialed, and the proxy
 // listeners' ports.
-func (p *proxy) addressBook(local net.Addr, role listenerRole) *addressBook {
-	a := &addressBook{self: p.s.self(local, role)}
-	a.host = p.s.cfg.AdvertisedHost
-	if a.host == "" {
-		a.host, _ = splitAddr(local)
-	}
+func (p *Proxy) addressBook(c *newproto.ClientConn) *addressBook {
+	// The node's host is the advertised one, or the one the client
+	// dialed.
+	a := &addressBook{self: c.Node()}
+	a.host = a.self.Host
 	p.mu.Lock()
 	a.ports = make(map[int32]int32, len(p.ports))
 	for id, port := range p.ports {
@@ -232,53 +240,16 @@ func (p *proxy) addressBook(local net.Addr, role listenerRole) *addressBook {
 	return a
 }
 
-// self is the bridge's node as clients must reach it: the advertised
-// address, or the host the client dialed and the bootstrap listener's port
-// (a client on a proxy listener dialed that broker's port, not ours).
-func (s *Server) self(local net.Addr, role listenerRole) Broker {
-	var bootstrapPort func() int32
-	if role.proxied {
-		bootstrapPort = s.bootstrapPort
-	}
-	return advertisedNode(s.cfg.NodeID, s.cfg.AdvertisedHost, s.cfg.AdvertisedPort, local, bootstrapPort)
-}
-
-// bootstrapPort is the port of a bootstrap listener, 0 if none is served.
-func (s *Server) bootstrapPort() int32 {
-	if a := s.Addr(); a != nil {
-		_, p := splitAddr(a)
-		return p
-	}
-	return 0
-}
-
-// ProxyAddrs returns the address of each open proxy listener, by upstream
-// node id.
-func (s *Server) ProxyAddrs() map[int32]net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[int32]net.Addr{}
-	for ln, role := range s.listeners {
-		if role.proxied {
-			out[role.broker] = ln.Addr()
-		}
-	}
-	return out
-}
-
-// ServeProxy serves a proxy listener for each upstream broker and follows
+// Serve serves a proxy listener on srv for each upstream broker and follows
 // the Upstream's broker set: a broker that joins gets a listener, one that
 // leaves loses it (its clients are refused, as by a broker that is down),
 // one that comes back gets its old port again. A broker that is down (a
 // dial failed) has its listener closed until a dial succeeds again, which
-// ServeProxy tries every ProbeInterval. A listener that cannot be opened
-// is retried every few seconds. ServeProxy returns when ctx is done
-// (closing the whole server, as Serve does) or the Server is closed.
-func (s *Server) ServeProxy(ctx context.Context) error {
-	p := s.proxy
-	if p == nil {
-		return errors.New("newproto: ServeProxy without Config.Proxy")
-	}
+// Serve tries every ProbeInterval. A listener that cannot be opened
+// is retried every few seconds. Serve returns when ctx is done (closing
+// the whole server, as srv.Serve does) or srv is closed. srv must have p
+// as its newproto.Config.Relay.
+func (p *Proxy) Serve(ctx context.Context, srv *newproto.Server) error {
 	open := map[int32]net.Listener{}
 	var wg sync.WaitGroup
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -295,7 +266,7 @@ func (s *Server) ServeProxy(ctx context.Context) error {
 	defer retry.Stop()
 	for {
 		changed := p.up.watch()
-		if p.reconcile(ctx, open, &wg) {
+		if p.reconcile(ctx, srv, open, &wg) {
 			retry.Reset(5 * time.Second)
 		} else {
 			retry.Stop()
@@ -303,13 +274,13 @@ func (s *Server) ServeProxy(ctx context.Context) error {
 		select {
 		case <-changed:
 		case <-retry.C:
-		case <-s.done:
+		case <-srv.Done():
 			return nil
 		case <-ctx.Done():
 			// The proxy listeners' serve calls close the server
 			// too; closing it here as well makes the return wait
 			// for the drain, as Serve's does.
-			return s.Close()
+			return srv.Close()
 		}
 	}
 }
@@ -317,7 +288,7 @@ func (s *Server) ServeProxy(ctx context.Context) error {
 // reconcile opens a listener for every broker that is up and has none,
 // and closes those of brokers that left or are down. It reports whether a
 // listener failed to open.
-func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *sync.WaitGroup) (retry bool) {
+func (p *Proxy) reconcile(ctx context.Context, srv *newproto.Server, open map[int32]net.Listener, wg *sync.WaitGroup) (retry bool) {
 	ids := p.up.brokerIDs()
 	down := p.up.downBrokers()
 	p.metrics.brokersDown.Set(float64(len(down)))
@@ -336,14 +307,14 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 			_ = ln.Close()
 			delete(open, id)
 			p.setPort(id, 0)
-			p.s.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker left; proxy listener closed")
+			p.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker left; proxy listener closed")
 		case down[id]:
 			// Its port stays in the address book: Metadata names
 			// the broker there as long as the cluster does, and
 			// clients are refused there, as by the broker.
 			_ = ln.Close()
 			delete(open, id)
-			p.s.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker down; proxy listener closed until it answers")
+			p.log.Info().Int32("broker", id).Stringer("addr", ln.Addr()).Msg("upstream broker down; proxy listener closed until it answers")
 		}
 	}
 	p.mu.Lock()
@@ -363,7 +334,7 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 		_, known := p.ports[id]
 		p.mu.Unlock()
 		if err == nil && addr == "" {
-			p.s.log.Warn().Int32("broker", id).Msg("upstream broker has no proxy listener configured; Metadata leaves it out")
+			p.log.Warn().Int32("broker", id).Msg("upstream broker has no proxy listener configured; Metadata leaves it out")
 			continue
 		}
 		if down[id] {
@@ -387,17 +358,16 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 			}
 		}
 		if err != nil {
-			p.s.log.Error().Err(err).Int32("broker", id).Msg("cannot open proxy listener; retrying")
+			p.log.Error().Err(err).Int32("broker", id).Msg("cannot open proxy listener; retrying")
 			retry = true
 			continue
 		}
 		open[id] = ln
-		_, port := splitAddr(ln.Addr())
-		p.setPort(id, port)
+		p.setPort(id, int32(ln.Addr().(*net.TCPAddr).Port))
 		wg.Go(func() {
-			err := p.s.serve(ctx, ln, listenerRole{proxied: true, broker: id})
-			if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, ErrServerClosed) {
-				p.s.log.Error().Err(err).Int32("broker", id).Msg("proxy listener failed")
+			err := srv.ServeBroker(ctx, ln, id)
+			if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, newproto.ErrServerClosed) {
+				p.log.Error().Err(err).Int32("broker", id).Msg("proxy listener failed")
 			}
 		})
 	}
@@ -407,8 +377,8 @@ func (p *proxy) reconcile(ctx context.Context, open map[int32]net.Listener, wg *
 // probe dials, every ProbeInterval, the brokers that are down, and at once
 // those suspected (suspect), one dial per broker at a time, until ctx
 // ends. A dial records its outcome (Upstream.setReachable), which
-// ServeProxy follows.
-func (p *proxy) probe(ctx context.Context) {
+// Serve follows.
+func (p *Proxy) probe(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.ProbeInterval)
 	defer tick.Stop()
 	busy := map[int32]bool{}
@@ -446,7 +416,7 @@ func (p *proxy) probe(ctx context.Context) {
 	}
 }
 
-func (p *proxy) setPort(id, port int32) {
+func (p *Proxy) setPort(id, port int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if port == 0 {
@@ -460,9 +430,13 @@ func (p *proxy) setPort(id, port int32) {
 // relayConn is the relay state of one client connection: its upstream
 // connection, dialed on first use.
 type relayConn struct {
-	p    *proxy
-	c    *conn
-	role listenerRole
+	p  *Proxy
+	c  *newproto.ClientConn
+	in io.Reader // c's
+	// broker is the upstream broker whose proxy listener c came on;
+	// proxied is false on the bootstrap listener.
+	broker  int32
+	proxied bool
 
 	mu     sync.Mutex
 	up     *upConn
@@ -470,8 +444,12 @@ type relayConn struct {
 	closed bool
 }
 
-func newRelayConn(p *proxy, c *conn, role listenerRole) *relayConn {
-	return &relayConn{p: p, c: c, role: role}
+// Open is the Server's hook for a new client connection
+// (newproto.Relay).
+func (p *Proxy) Open(c *newproto.ClientConn) newproto.RelayConn {
+	rc := &relayConn{p: p, c: c, in: c.Reader()}
+	rc.broker, rc.proxied = c.Info().UpstreamBroker()
+	return rc
 }
 
 // Frames larger than these are not buffered whole: a request is read up
@@ -489,18 +467,22 @@ const (
 	relayStreamBytes = 64 << 10
 )
 
-// next is the reader's hook (conn.go): it reads the next frame and either
-// relays it (relayed true) or returns it for the Handler (frame, and req
-// when next had to decode it to decide). err closes the connection; it is
-// readFrame's errors (errNoFrame included) for a frame not begun.
-func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte, err error) {
+// coordinatorTransaction is FindCoordinatorRequest.CoordinatorType for a
+// transaction coordinator, which the relay asks the real cluster for.
+const coordinatorTransaction int8 = 1
+
+// Next is the reader's hook (newproto.RelayConn): it reads the next frame
+// and either relays it (relayed true) or returns it for the Handler
+// (frame, and req when Next had to decode it to decide). err closes the
+// connection; it is newproto.ReadFrameSize's for a frame not begun.
+func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *newproto.Request, frame []byte, err error) {
 	c := rc.c
-	n, err := readFrameSize(c.in, c.s.cfg.MaxFrameBytes)
+	n, err := newproto.ReadFrameSize(rc.in, c.MaxFrameBytes())
 	if err != nil {
 		return false, nil, nil, err
 	}
 	head := rc.p.bufs.get(int(min(n, relayHeadBytes)))
-	if _, err := io.ReadFull(c.in, head); err != nil {
+	if _, err := io.ReadFull(rc.in, head); err != nil {
 		return false, nil, nil, shortFrame(n, err)
 	}
 	// whole reads the rest of the frame after head.
@@ -512,7 +494,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 		got := copy(f, head)
 		rc.p.bufs.put(head)
 		head = f
-		if _, err := io.ReadFull(c.in, f[got:]); err != nil {
+		if _, err := io.ReadFull(rc.in, f[got:]); err != nil {
 			return nil, shortFrame(n, err)
 		}
 		return f, nil
@@ -520,7 +502,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 	h, err := peekHeader(head)
 	if err != nil {
 		frame, err := whole()
-		return false, nil, frame, err // parseRequest rejects it
+		return false, nil, frame, err // newproto.ParseRequest rejects it
 	}
 	p := &pendingReq{seq: seq, corr: h.corr, key: h.key, version: h.version}
 	switch routeOf(h.key) {
@@ -532,7 +514,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 		if head, err = whole(); err != nil {
 			return false, nil, nil, err
 		}
-		req, err := parseRequest(head)
+		req, err := newproto.ParseRequest(head)
 		if err != nil {
 			return false, nil, nil, err
 		}
@@ -543,7 +525,7 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 
 	case routeRewrite:
 		if kmsg.ResponseForKey(h.key).MaxVersion() < h.version || h.version < 0 {
-			return false, nil, nil, badFrame(rejectVersion, "%s v%d cannot be rewritten (codec knows v0-v%d)",
+			return false, nil, nil, newproto.BadFrame(newproto.RejectVersion, "%s v%d cannot be rewritten (codec knows v0-v%d)",
 				kmsg.NameForKey(h.key), h.version, kmsg.ResponseForKey(h.key).MaxVersion())
 		}
 		edit := (*addressBook).rewriteMetadata
@@ -572,11 +554,11 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 	}
 
 	rc.p.metrics.relayed(h.key)
-	up, err := rc.upstream(c.ctx)
+	up, err := rc.upstream(ctx)
 	if err != nil {
 		return false, nil, nil, err
 	}
-	queued, err := up.send(p, n, head, c.in)
+	queued, err := up.send(p, n, head, rc.in)
 	rc.p.bufs.put(head) // written: nothing refers to it
 	switch {
 	case err != nil && (queued || int(n) > len(head)):
@@ -586,13 +568,14 @@ func (rc *relayConn) next(seq uint64) (relayed bool, req *Request, frame []byte,
 		// pending, this request included.
 		return false, nil, nil, err
 	case err != nil:
-		c.results <- result{seq: seq, corr: h.corr, key: h.key, version: h.version, err: &upstreamError{broker: up.broker, addr: up.addr, err: err}}
+		c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version,
+			Err: &upstreamError{broker: up.broker, addr: up.addr, err: err}})
 	case queued:
 		// Answered by up.run, with a response or an error.
 	default:
 		// acks=0: nothing to write; the writer frees the slot in
 		// its turn.
-		c.results <- result{seq: seq, corr: h.corr, key: h.key, version: h.version}
+		c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version})
 	}
 	return true, nil, nil, nil
 }
@@ -610,7 +593,7 @@ func shortFrame(n int32, err error) error {
 // listener opened meanwhile is in it.
 func (rc *relayConn) rewriter(h relayHeader, edit func(*addressBook, kmsg.Response)) func([]byte) ([]byte, error) {
 	return func(raw []byte) ([]byte, error) {
-		book := rc.p.addressBook(rc.c.info.Local, rc.role)
+		book := rc.p.addressBook(rc.c)
 		return rewriteResponse(raw, h.key, h.version, func(r kmsg.Response) { edit(book, r) })
 	}
 }
@@ -633,14 +616,14 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 	rc.up = nil
 
 	var candidates []int32
-	if rc.role.proxied {
-		candidates = []int32{rc.role.broker}
+	if rc.proxied {
+		candidates = []int32{rc.broker}
 	} else {
 		ids := rc.p.up.brokerIDs()
 		if len(ids) == 0 {
 			return nil, errors.New("no upstream brokers")
 		}
-		start := int(rc.c.info.ID % uint64(len(ids)))
+		start := int(rc.c.Info().ID % uint64(len(ids)))
 		candidates = append(ids[start:], ids[:start]...)
 		// Brokers known to be down last: they are tried, but
 		// only when no other answers.
@@ -667,18 +650,16 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 			bufs:    rc.p.bufs,
 			gone:    func() { rc.p.suspect(id) },
 			closed:  make(chan struct{}),
-			post:    func(r result) { rc.c.results <- r },
+			post:    rc.c.Post,
 			lost:    rc.setLost,
 		}
 		rc.up = u
 		rc.p.metrics.upstreamOpen.Inc()
-		rc.c.handlers.Add(1)
-		go func() {
-			defer rc.c.handlers.Done()
+		rc.c.Go(func() {
 			defer rc.p.metrics.upstreamOpen.Dec()
 			u.run()
-		}()
-		rc.c.log.Debug().Int32("broker", id).Str("upstream", u.addr).Msg("upstream connection opened")
+		})
+		rc.c.Logger().Debug().Int32("broker", id).Str("upstream", u.addr).Msg("upstream connection opened")
 		return u, nil
 	}
 	return nil, errors.Join(errs...)
@@ -714,8 +695,8 @@ func (rc *relayConn) setLost(err error) {
 // connection's own upstream connection learns. A client that only talks to
 // the group coordinator thus costs no upstream connection.
 func (rc *relayConn) versions(ctx context.Context) (map[int16]versionRange, error) {
-	if rc.role.proxied {
-		if v := rc.p.up.versionsOf(rc.role.broker); v != nil {
+	if rc.proxied {
+		if v := rc.p.up.versionsOf(rc.broker); v != nil {
 			return v, nil
 		}
 	} else if v := rc.p.up.commonVersions(); v != nil {
@@ -725,7 +706,7 @@ func (rc *relayConn) versions(ctx context.Context) (map[int16]versionRange, erro
 	if err != nil {
 		return nil, err
 	}
-	if rc.role.proxied {
+	if rc.proxied {
 		if v := rc.p.up.versionsOf(up.broker); v != nil {
 			return v, nil
 		}
@@ -737,9 +718,9 @@ func (rc *relayConn) versions(ctx context.Context) (map[int16]versionRange, erro
 	return nil, &upstreamError{broker: up.broker, addr: up.addr, err: errors.New("version table unknown")}
 }
 
-// apiVersions is the hook for ApiVersions answers (conn.go): the Handler's
-// table merged with the upstream's.
-func (rc *relayConn) apiVersions(ctx context.Context, resp kmsg.Response) (kmsg.Response, error) {
+// APIVersions is the hook for ApiVersions answers (newproto.RelayConn):
+// the Handler's table merged with the upstream's.
+func (rc *relayConn) APIVersions(ctx context.Context, resp kmsg.Response) (kmsg.Response, error) {
 	av, ok := resp.(*kmsg.ApiVersionsResponse)
 	if !ok || len(av.ApiKeys) == 0 {
 		return resp, nil // INVALID_REQUEST: no table
@@ -756,9 +737,25 @@ func (rc *relayConn) apiVersions(ctx context.Context, resp kmsg.Response) (kmsg.
 	return av, nil
 }
 
-// close closes the upstream connection; its goroutine then fails what was
+// FetchGate asks Config.FetchGate whether a relayed Fetch response may be
+// written now, and counts a refusal.
+func (rc *relayConn) FetchGate(now time.Time) error {
+	if rc.p.cfg.FetchGate == nil {
+		return nil
+	}
+	err := rc.p.cfg.FetchGate(now)
+	if err != nil {
+		rc.p.metrics.failure("fetch_gated")
+	}
+	return err
+}
+
+// Release recycles a relayed response frame the writer is done with.
+func (rc *relayConn) Release(raw []byte) { rc.p.bufs.put(raw) }
+
+// Close closes the upstream connection; its goroutine then fails what was
 // in flight (nobody reads it: the client connection is gone) and exits.
-func (rc *relayConn) close() {
+func (rc *relayConn) Close() {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.closed = true
@@ -831,7 +828,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Help: "Relay failures that closed a client connection (dial: no broker reachable; " +
 				"lost: the broker went away or did not answer in time with requests in flight; " +
 				"fetch_gated: a Fetch response withheld because the bridge could not vouch for its groups' " +
-				"partition ownership, ProxyConfig.FetchGate).",
+				"partition ownership, Config.FetchGate).",
 		}, []string{"reason"}),
 		upstreamOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "upstream_connections_open",
@@ -857,7 +854,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.failures, m.upstreamOpen, m.brokersDown} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("newproto: registering relay metrics: %w", err)
+			return nil, fmt.Errorf("relay: registering metrics: %w", err)
 		}
 	}
 	return m, nil

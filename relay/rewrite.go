@@ -1,4 +1,4 @@
-package newproto
+package relay
 
 // The pure part of the relay: which requests are relayed, the few header
 // and body fields the relay reads, the ApiVersions table it advertises, the
@@ -13,6 +13,8 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
 )
 
 // route says what the relay does with a request.
@@ -54,12 +56,12 @@ func routeOf(key int16) route {
 		kmsg.ShareGroupHeartbeat, kmsg.ShareGroupDescribe, kmsg.ShareFetch, kmsg.ShareAcknowledge, // KIP-932
 		kmsg.DescribeShareGroupOffsets, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets,
 		kmsg.StreamsGroupHeartbeat, kmsg.StreamsGroupDescribe: // KIP-1071
-		if _, ok := supported[key]; ok {
+		if newproto.Serves(key) {
 			return routeLocal
 		}
 		return routeRefuse
 	}
-	if _, ok := supported[key]; ok {
+	if newproto.Serves(key) {
 		return routeLocal
 	}
 	if kmsg.RequestForKey(key) == nil {
@@ -87,6 +89,9 @@ func relayCeiling(key int16) (int16, bool) {
 	return 0, false
 }
 
+// versionRange is an inclusive range of api versions.
+type versionRange struct{ min, max int16 }
+
 // relayHeader is what the relay reads of a request: the fixed head of the
 // request header.
 type relayHeader struct {
@@ -98,7 +103,7 @@ type relayHeader struct {
 // (without its size prefix).
 func peekHeader(frame []byte) (relayHeader, error) {
 	if len(frame) < 8 {
-		return relayHeader{}, badFrame(rejectHeader, "header shorter than 8 bytes (%d)", len(frame))
+		return relayHeader{}, newproto.BadFrame(newproto.RejectHeader, "header shorter than 8 bytes (%d)", len(frame))
 	}
 	return relayHeader{
 		key:     int16(binary.BigEndian.Uint16(frame)),
@@ -120,27 +125,27 @@ func peekHeader(frame []byte) (relayHeader, error) {
 func produceAcks(frame []byte, version int16) (int16, error) {
 	probe := kmsg.ProduceRequest{Version: version}
 	if version < 0 || version > probe.MaxVersion() {
-		return 0, badFrame(rejectVersion, "Produce v%d cannot be read (codec knows v0-v%d)", version, probe.MaxVersion())
+		return 0, newproto.BadFrame(newproto.RejectVersion, "Produce v%d cannot be read (codec knows v0-v%d)", version, probe.MaxVersion())
 	}
-	b := frameReader{src: frame, ok: true}
-	b.take(8) // key, version, correlation id
-	b.nullableString()
+	b := newproto.NewFrameReader(frame)
+	b.Take(8) // key, version, correlation id
+	b.NullableString()
 	flexible := probe.IsFlexible()
 	if flexible {
-		b.skipTags()
+		b.SkipTags()
 	}
 	if version >= 3 {
 		if flexible {
-			if n := b.uvarint(); n > 0 {
-				b.take(int(min(n-1, uint64(len(frame)+1))))
+			if n := b.Uvarint(); n > 0 {
+				b.Take(int(min(n-1, uint64(len(frame)+1))))
 			}
 		} else {
-			b.nullableString()
+			b.NullableString()
 		}
 	}
-	acks := b.int16()
-	if !b.ok {
-		return 0, badFrame(rejectBody, "Produce v%d request too short to hold acks", version)
+	acks := b.Int16()
+	if !b.OK() {
+		return 0, newproto.BadFrame(newproto.RejectBody, "Produce v%d request too short to hold acks", version)
 	}
 	return acks, nil
 }
@@ -156,19 +161,19 @@ func responseCorrelationID(raw []byte) int32 {
 // header's tagged fields (response header v1), except for ApiVersions,
 // whose response header is always v0 (KIP-511).
 func responseBody(raw []byte, key, version int16) ([]byte, error) {
-	b := frameReader{src: raw[8:], ok: true}
+	b := newproto.NewFrameReader(raw[8:])
 	resp := kmsg.ResponseForKey(key)
 	if resp == nil {
 		return nil, fmt.Errorf("api key %d has no response schema", key)
 	}
 	resp.SetVersion(version)
 	if resp.IsFlexible() && key != int16(kmsg.ApiVersions) {
-		b.skipTags()
+		b.SkipTags()
 	}
-	if !b.ok {
+	if !b.OK() {
 		return nil, fmt.Errorf("%s v%d response header malformed", kmsg.NameForKey(key), version)
 	}
-	return b.src, nil
+	return b.Rest(), nil
 }
 
 // rewriteResponse decodes a response frame, lets edit change it, and
@@ -198,7 +203,7 @@ func rewriteResponse(raw []byte, key, version int16, edit func(kmsg.Response)) (
 type addressBook struct {
 	host  string
 	ports map[int32]int32 // upstream node id → its proxy listener's port
-	self  Broker          // the bridge's node: the group coordinator
+	self  newproto.Broker // the bridge's node: the group coordinator
 }
 
 // lookup returns the address clients reach broker id at through the
@@ -240,7 +245,7 @@ func (a *addressBook) rewriteMetadata(resp kmsg.Response) {
 			p := &m.Topics[i].Partitions[j]
 			if p.ErrorCode == 0 && p.Leader >= 0 && !listed[p.Leader] {
 				p.Leader = -1
-				p.ErrorCode = int16(ErrLeaderNotAvailable)
+				p.ErrorCode = int16(newproto.ErrLeaderNotAvailable)
 			}
 		}
 	}
@@ -281,7 +286,7 @@ func (a *addressBook) rewriteFindCoordinator(resp kmsg.Response) {
 			*host, *port = h, p
 			return
 		}
-		*code, *node, *host, *port = int16(ErrCoordinatorNotAvailable), -1, "", -1
+		*code, *node, *host, *port = int16(newproto.ErrCoordinatorNotAvailable), -1, "", -1
 	}
 	if m.Version < 4 {
 		fix(&m.ErrorCode, &m.NodeID, &m.Host, &m.Port)
@@ -407,7 +412,7 @@ func (p portPlan) listenAddr(id int32, explicit map[int32]string, base string) (
 	return net.JoinHostPort(host, strconv.Itoa(bp+i)), nil
 }
 
-// parseBaseAddr splits ProxyConfig.Listen, HOST:BASEPORT.
+// parseBaseAddr splits Config.Listen, HOST:BASEPORT.
 func parseBaseAddr(base string) (string, int, error) {
 	host, port, err := net.SplitHostPort(base)
 	if err != nil {

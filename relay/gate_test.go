@@ -1,4 +1,4 @@
-package newproto_test
+package relay_test
 
 import (
 	"bytes"
@@ -16,9 +16,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/kafkatest"
 )
 
-// ProxyConfig.FetchGate: while it refuses, relayed Fetch responses are
+// Config.FetchGate: while it refuses, relayed Fetch responses are
 // withheld and their connections closed; everything else is relayed as
 // usual, and once it opens again clients fetch again.
 
@@ -84,11 +86,11 @@ func fetchRequest(partition int32) *kmsg.FetchRequest {
 }
 
 // readRest reads what the server writes until it closes the connection.
-func readRest(t *testing.T, c *client) []byte {
+func readRest(t *testing.T, c *kafkatest.Client) []byte {
 	t.Helper()
-	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	b, err := io.ReadAll(c.nc)
-	if err != nil && !isReset(err) {
+	_ = c.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c.NC)
+	if err != nil && !kafkatest.IsReset(err) {
 		t.Fatalf("want the connection closed, got %v after %d bytes", err, len(b))
 	}
 	return b
@@ -100,7 +102,7 @@ func TestRelayFetchGate(t *testing.T) {
 	e := startGatedRelay(t, gate.check, logs)
 	const withheld = "relayed Fetch response withheld"
 	failures := func() float64 {
-		return counterValue(t, &testServer{reg: e.reg}, "zkbridge_kafka_relay_failures_total", map[string]string{"reason": "fetch_gated"})
+		return kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_relay_failures_total", map[string]string{"reason": "fetch_gated"})
 	}
 
 	// Partition 0 holds a few small records: its Fetch response is
@@ -133,7 +135,7 @@ func TestRelayFetchGate(t *testing.T) {
 			fetchOK := func(t *testing.T) {
 				t.Helper()
 				calls := gate.calls.Load()
-				resp := dial(t, proxy).roundTrip(fetchRequest(tc.partition)).(*kmsg.FetchResponse)
+				resp := kafkatest.Dial(t, proxy).RoundTrip(fetchRequest(tc.partition)).(*kmsg.FetchResponse)
 				if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 					t.Fatalf("fetch answered %+v", resp.Topics)
 				}
@@ -161,15 +163,15 @@ func TestRelayFetchGate(t *testing.T) {
 				// Fetch's is not. Both requests go in one write: the
 				// server has read everything when it closes, so the
 				// close is a FIN, not a reset that could drop bytes.
-				c := dial(t, proxy)
-				checkAlive(t, c)
+				c := kafkatest.Dial(t, proxy)
+				kafkatest.CheckAlive(t, c)
 				md := kmsg.NewPtrMetadataRequest()
 				md.SetVersion(9)
-				mdCorr, fetchCorr := c.corr+1, c.corr+2
+				mdCorr, fetchCorr := c.Corr+1, c.Corr+2
 				// (AppendRequest frames from the start of its buffer.)
-				c.write(append(c.fmtr.AppendRequest(nil, md, mdCorr), c.fmtr.AppendRequest(nil, fetchRequest(tc.partition), fetchCorr)...))
-				c.corr = fetchCorr
-				if corr, _ := c.recv(md.Key(), md.GetVersion()); corr != mdCorr {
+				c.Write(append(c.Frame(md, mdCorr), c.Frame(fetchRequest(tc.partition), fetchCorr)...))
+				c.Corr = fetchCorr
+				if corr, _ := c.Recv(md.Key(), md.GetVersion()); corr != mdCorr {
 					t.Fatalf("Metadata answered with corr %d, want %d", corr, mdCorr)
 				}
 				if rest := readRest(t, c); len(rest) != 0 {
@@ -185,8 +187,8 @@ func TestRelayFetchGate(t *testing.T) {
 				// Other requests, on a fresh connection, are relayed
 				// without asking the gate.
 				calls := gate.calls.Load()
-				other := dial(t, proxy)
-				if resp := other.roundTrip(md).(*kmsg.MetadataResponse); len(resp.Brokers) == 0 {
+				other := kafkatest.Dial(t, proxy)
+				if resp := other.RoundTrip(md).(*kmsg.MetadataResponse); len(resp.Brokers) == 0 {
 					t.Error("Metadata while gated: no brokers")
 				}
 				lo := kmsg.NewPtrListOffsetsRequest()
@@ -197,7 +199,7 @@ func TestRelayFetchGate(t *testing.T) {
 				lp.Partition, lp.Timestamp, lp.CurrentLeaderEpoch = tc.partition, -1, -1
 				lt.Partitions = append(lt.Partitions, lp)
 				lo.Topics = append(lo.Topics, lt)
-				if p := other.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset <= 0 {
+				if p := other.RoundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset <= 0 {
 					t.Errorf("ListOffsets while gated: error %d, offset %d", p.ErrorCode, p.Offset)
 				}
 				prod := kmsg.NewPtrProduceRequest()
@@ -210,7 +212,7 @@ func TestRelayFetchGate(t *testing.T) {
 				pp.Records = recordBatch("while-gated")
 				pt.Partitions = append(pt.Partitions, pp)
 				prod.Topics = append(prod.Topics, pt)
-				if p := other.roundTrip(prod).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 {
+				if p := other.RoundTrip(prod).(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 {
 					t.Errorf("Produce while gated: error %d", p.ErrorCode)
 				}
 				if got := gate.calls.Load() - calls; got != 0 {
@@ -253,7 +255,7 @@ func TestRelayFetchGateConsumerRetries(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := counterValue(t, &testServer{reg: e.reg}, "zkbridge_kafka_relay_failures_total", map[string]string{"reason": "fetch_gated"}); n < 2 {
+	if n := kafkatest.CounterValue(t, e.reg, "zkbridge_kafka_relay_failures_total", map[string]string{"reason": "fetch_gated"}); n < 2 {
 		t.Errorf("fetch_gated failures %v, want >= 2", n)
 	}
 	gate.closed.Store(false)
