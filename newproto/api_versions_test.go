@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -42,12 +43,12 @@ func tableOf(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) map[int16][2]i
 
 func TestApiVersions(t *testing.T) {
 	ts := startServer(t, newproto.Config{})
-	c := dial(t, ts.addr)
-	for _, v := range versions(0, 4) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(0, 4) {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "newproto-test", "1.0.0"
-		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		resp := c.RoundTrip(req).(*kmsg.ApiVersionsResponse)
 		if resp.ErrorCode != 0 {
 			t.Errorf("v%d: error %d", v, resp.ErrorCode)
 		}
@@ -66,27 +67,27 @@ func TestApiVersions(t *testing.T) {
 // maximum. The connection stays usable.
 func TestApiVersionsUnsupportedVersion(t *testing.T) {
 	ts := startServer(t, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	for _, v := range []int16{5, 42, 32767} {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
 		if v > req.MaxVersion() {
 			// kmsg cannot encode this version; write the frame by
 			// hand: a v3+ (flexible) header and a body we don't know.
-			c.corr++
+			c.Corr++
 			frame := binary.BigEndian.AppendUint16(nil, 18)
 			frame = binary.BigEndian.AppendUint16(frame, uint16(v))
-			frame = binary.BigEndian.AppendUint32(frame, uint32(c.corr))
+			frame = binary.BigEndian.AppendUint32(frame, uint32(c.Corr))
 			frame = append(frame, 0xff, 0xff, 0) // null client id, no tags
 			frame = append(frame, 1, 2, 3, 4, 5) // body of the future
-			c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
+			c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...))
 		} else {
 			req.ClientSoftwareName, req.ClientSoftwareVersion = "x", "1"
-			c.send(req)
+			c.Send(req)
 		}
-		corr, r := c.recv(18, 0)
-		if corr != c.corr {
-			t.Fatalf("v%d: correlation id %d, want %d", v, corr, c.corr)
+		corr, r := c.Recv(18, 0)
+		if corr != c.Corr {
+			t.Fatalf("v%d: correlation id %d, want %d", v, corr, c.Corr)
 		}
 		resp := r.(*kmsg.ApiVersionsResponse)
 		if resp.ErrorCode != int16(newproto.ErrUnsupportedVersion) {
@@ -96,12 +97,12 @@ func TestApiVersionsUnsupportedVersion(t *testing.T) {
 			t.Errorf("v%d: table %v", v, got)
 		}
 	}
-	checkAlive(t, c)
+	kafkatest.CheckAlive(t, c)
 }
 
 func TestApiVersionsInvalidSoftwareName(t *testing.T) {
 	ts := startServer(t, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	for _, tc := range []struct{ name, version string }{
 		{"", "1.0"},
 		{"kgo", "-1"},
@@ -110,7 +111,7 @@ func TestApiVersionsInvalidSoftwareName(t *testing.T) {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(3)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = tc.name, tc.version
-		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		resp := c.RoundTrip(req).(*kmsg.ApiVersionsResponse)
 		if resp.ErrorCode != int16(newproto.ErrInvalidRequest) || len(resp.ApiKeys) != 0 {
 			t.Errorf("%q/%q: error %d, %d keys; want INVALID_REQUEST and none", tc.name, tc.version, resp.ErrorCode, len(resp.ApiKeys))
 		}
@@ -126,11 +127,11 @@ func TestApiVersionsOffsetFetchByID(t *testing.T) {
 		t.Helper()
 		cfg := metadataConfig()
 		cfg.Cluster = cluster
-		c := dial(t, startServer(t, cfg).addr)
+		c := kafkatest.Dial(t, startServer(t, cfg).addr)
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(3)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "newproto-test", "1.0.0"
-		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		resp := c.RoundTrip(req).(*kmsg.ApiVersionsResponse)
 		return tableOf(t, resp.ApiKeys)[int16(kmsg.OffsetFetch)][1]
 	}
 	all := map[string][16]byte{"orders": {1}, "__consumer_offsets": {2}}

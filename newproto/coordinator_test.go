@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -167,75 +168,17 @@ func allEqual(codes []int16, want int16) bool {
 // clients look the coordinator up again and retry.
 func TestGroupAPIsWithoutCoordinator(t *testing.T) {
 	ts := startServer(t, newproto.Config{NodeID: 1})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	for _, api := range groupAPIs {
-		for _, v := range versions(api.min, api.max) {
+		for _, v := range kafkatest.Versions(api.min, api.max) {
 			req := api.request(v)
 			req.SetVersion(v)
-			resp := c.roundTrip(req)
+			resp := c.RoundTrip(req)
 			if codes := api.codes(resp); !allEqual(codes, int16(newproto.ErrCoordinatorNotAvailable)) {
 				t.Errorf("%s v%d: error codes %v, want all COORDINATOR_NOT_AVAILABLE", kmsg.NameForKey(int16(api.key)), v, codes)
 			}
 		}
 	}
-}
-
-// funcCoordinator routes every method to fn.
-type funcCoordinator struct {
-	fn func(ctx context.Context, req *newproto.Request) (kmsg.Response, error)
-}
-
-func as[T kmsg.Response](r kmsg.Response) T {
-	if r == nil {
-		var zero T
-		return zero
-	}
-	return r.(T)
-}
-
-func (f funcCoordinator) JoinGroup(ctx context.Context, req *newproto.Request, _ *kmsg.JoinGroupRequest) (*kmsg.JoinGroupResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.JoinGroupResponse](r), err
-}
-
-func (f funcCoordinator) SyncGroup(ctx context.Context, req *newproto.Request, _ *kmsg.SyncGroupRequest) (*kmsg.SyncGroupResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.SyncGroupResponse](r), err
-}
-
-func (f funcCoordinator) Heartbeat(ctx context.Context, req *newproto.Request, _ *kmsg.HeartbeatRequest) (*kmsg.HeartbeatResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.HeartbeatResponse](r), err
-}
-
-func (f funcCoordinator) LeaveGroup(ctx context.Context, req *newproto.Request, _ *kmsg.LeaveGroupRequest) (*kmsg.LeaveGroupResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.LeaveGroupResponse](r), err
-}
-
-func (f funcCoordinator) OffsetCommit(ctx context.Context, req *newproto.Request, _ *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.OffsetCommitResponse](r), err
-}
-
-func (f funcCoordinator) OffsetFetch(ctx context.Context, req *newproto.Request, _ *kmsg.OffsetFetchRequest) (*kmsg.OffsetFetchResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.OffsetFetchResponse](r), err
-}
-
-func (f funcCoordinator) DescribeGroups(ctx context.Context, req *newproto.Request, _ *kmsg.DescribeGroupsRequest) (*kmsg.DescribeGroupsResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.DescribeGroupsResponse](r), err
-}
-
-func (f funcCoordinator) ListGroups(ctx context.Context, req *newproto.Request, _ *kmsg.ListGroupsRequest) (*kmsg.ListGroupsResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.ListGroupsResponse](r), err
-}
-
-func (f funcCoordinator) DeleteGroups(ctx context.Context, req *newproto.Request, _ *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsResponse, error) {
-	r, err := f.fn(ctx, req)
-	return as[*kmsg.DeleteGroupsResponse](r), err
 }
 
 // Every group API at every version reaches the Coordinator with its
@@ -250,20 +193,20 @@ func TestGroupAPIsRouteToCoordinator(t *testing.T) {
 		mu    sync.Mutex
 		calls []call
 	)
-	coord := funcCoordinator{fn: func(_ context.Context, req *newproto.Request) (kmsg.Response, error) {
+	coord := kafkatest.FuncCoordinator{Fn: func(_ context.Context, req *newproto.Request) (kmsg.Response, error) {
 		mu.Lock()
 		calls = append(calls, call{req.Msg.Key(), req.Msg.GetVersion(), req.ClientID})
 		mu.Unlock()
 		return kmsg.ResponseForKey(req.Msg.Key()), nil // version 0: the server fixes it
 	}}
 	ts := startServer(t, newproto.Config{Coordinator: coord})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	var want []call
 	for _, api := range groupAPIs {
-		for _, v := range versions(api.min, api.max) {
+		for _, v := range kafkatest.Versions(api.min, api.max) {
 			req := api.request(v)
 			req.SetVersion(v)
-			c.roundTrip(req) // decodes at v and checks the bytes re-encode
+			c.RoundTrip(req) // decodes at v and checks the bytes re-encode
 			want = append(want, call{int16(api.key), v, "newproto-test"})
 		}
 	}
@@ -288,13 +231,13 @@ func TestGroupAPIsCoordinatorErrors(t *testing.T) {
 		{"no response", nil, newproto.ErrCoordinatorNotAvailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			coord := funcCoordinator{fn: func(context.Context, *newproto.Request) (kmsg.Response, error) { return nil, tc.err }}
+			coord := kafkatest.FuncCoordinator{Fn: func(context.Context, *newproto.Request) (kmsg.Response, error) { return nil, tc.err }}
 			ts := startServer(t, newproto.Config{Coordinator: coord})
-			c := dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
 			for _, api := range groupAPIs {
 				req := api.request(api.max)
 				req.SetVersion(api.max)
-				if codes := api.codes(c.roundTrip(req)); !allEqual(codes, int16(tc.want)) {
+				if codes := api.codes(c.RoundTrip(req)); !allEqual(codes, int16(tc.want)) {
 					t.Errorf("%s: codes %v, want all %s", kmsg.NameForKey(int16(api.key)), codes, tc.want.Name())
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -17,9 +18,9 @@ import (
 func TestDeleteGroupsVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(0, 2) {
+	for _, v := range kafkatest.Versions(0, 2) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			empty, busy := fmt.Sprintf("del-empty-v%d", v), fmt.Sprintf("del-busy-v%d", v)
 			simpleCommit(t, c, empty, map[string]map[int32]int64{"orders": {0: 5}})
@@ -28,7 +29,7 @@ func TestDeleteGroupsVersions(t *testing.T) {
 			r := kmsg.NewPtrDeleteGroupsRequest()
 			r.SetVersion(v)
 			r.Groups = []string{empty, busy, "del-unknown", ""}
-			resp := c.roundTrip(r).(*kmsg.DeleteGroupsResponse)
+			resp := c.RoundTrip(r).(*kmsg.DeleteGroupsResponse)
 			want := []int16{0, int16(newproto.ErrNonEmptyGroup), int16(newproto.ErrGroupIDNotFound), int16(newproto.ErrInvalidGroupID)}
 			if len(resp.Groups) != len(want) {
 				t.Fatalf("%d groups, want %d", len(resp.Groups), len(want))

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -26,17 +27,17 @@ func TestDescribeGroupsVersions(t *testing.T) {
 		return nil
 	}))
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	id, _ := stableAlone(t, c, "described", "inst-d", []byte{9, 9})
 	simpleCommit(t, c, "offsets-only", map[string]map[int32]int64{"orders": {0: 1}})
 
-	for _, v := range versions(0, 5) {
+	for _, v := range kafkatest.Versions(0, 5) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			r := kmsg.NewPtrDescribeGroupsRequest()
 			r.SetVersion(v)
 			r.Groups = []string{"described", "unknown", "", "fenced", "offsets-only"}
 			r.IncludeAuthorizedOperations = true
-			resp := c.roundTrip(r).(*kmsg.DescribeGroupsResponse)
+			resp := c.RoundTrip(r).(*kmsg.DescribeGroupsResponse)
 			if len(resp.Groups) != len(r.Groups) {
 				t.Fatalf("%d groups, want %d", len(resp.Groups), len(r.Groups))
 			}

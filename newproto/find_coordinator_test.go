@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -19,7 +20,7 @@ type coordView struct {
 
 // findCoordinator asks for keys of one type at version v and returns the
 // answers, flattening v0-v3 (one key) and v4+ (batched, KIP-699).
-func findCoordinator(t *testing.T, c *client, v int16, keyType int8, keys ...string) []coordView {
+func findCoordinator(t *testing.T, c *kafkatest.Client, v int16, keyType int8, keys ...string) []coordView {
 	t.Helper()
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.SetVersion(v)
@@ -29,7 +30,7 @@ func findCoordinator(t *testing.T, c *client, v int16, keyType int8, keys ...str
 	} else {
 		req.CoordinatorKey = keys[0]
 	}
-	resp := c.roundTrip(req).(*kmsg.FindCoordinatorResponse)
+	resp := c.RoundTrip(req).(*kmsg.FindCoordinatorResponse)
 	if v < 4 {
 		return []coordView{{keys[0], resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage != nil}}
 	}
@@ -42,8 +43,8 @@ func findCoordinator(t *testing.T, c *client, v int16, keyType int8, keys ...str
 
 func TestFindCoordinatorGroup(t *testing.T) {
 	ts := startServer(t, newproto.Config{NodeID: 7, AdvertisedHost: "bridge.test", AdvertisedPort: 19092})
-	c := dial(t, ts.addr)
-	for _, v := range versions(0, 4) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(0, 4) {
 		keys := []string{"orders-consumer"}
 		if v >= 4 {
 			keys = append(keys, "billing")
@@ -66,8 +67,8 @@ func TestFindCoordinatorGroup(t *testing.T) {
 // INVALID_REQUEST, as in Kafka.
 func TestFindCoordinatorNotGroup(t *testing.T) {
 	ts := startServer(t, newproto.Config{NodeID: 7})
-	c := dial(t, ts.addr)
-	for _, v := range versions(1, 4) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(1, 4) {
 		for _, tc := range []struct {
 			keyType int8
 			code    newproto.ErrorCode
@@ -84,7 +85,7 @@ func TestFindCoordinatorNotGroup(t *testing.T) {
 // Without an advertised address the coordinator is the address dialed.
 func TestFindCoordinatorDialedAddress(t *testing.T) {
 	ts := startServer(t, newproto.Config{NodeID: 3})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	got := findCoordinator(t, c, 2, 0, "g")[0]
 	if want := (coordView{"g", 3, "127.0.0.1", ts.port(), 0, false}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -371,11 +372,11 @@ func syncRequest(v int16, g, member string, gen int32, assignments map[string][]
 // through MEMBER_ID_REQUIRED from v4) and returns the reply that carries
 // generation 1. The fake clock has no initial delay, so a lone member's
 // join completes at once.
-func joinAlone(t *testing.T, c *client, v int16, g, instance string) *kmsg.JoinGroupResponse {
+func joinAlone(t *testing.T, c *kafkatest.Client, v int16, g, instance string) *kmsg.JoinGroupResponse {
 	t.Helper()
-	resp := c.roundTrip(joinRequest(v, g, "", instance)).(*kmsg.JoinGroupResponse)
+	resp := c.RoundTrip(joinRequest(v, g, "", instance)).(*kmsg.JoinGroupResponse)
 	if resp.ErrorCode == int16(newproto.ErrMemberIDRequired) {
-		resp = c.roundTrip(joinRequest(v, g, resp.MemberID, instance)).(*kmsg.JoinGroupResponse)
+		resp = c.RoundTrip(joinRequest(v, g, resp.MemberID, instance)).(*kmsg.JoinGroupResponse)
 	}
 	if resp.ErrorCode != 0 {
 		t.Fatalf("JoinGroup v%d %q: error %s", v, g, newproto.ErrorCode(resp.ErrorCode).Name())
@@ -386,10 +387,10 @@ func joinAlone(t *testing.T, c *client, v int16, g, instance string) *kmsg.JoinG
 // stableAlone makes g a Stable group of one member (static when instance
 // is set) whose assignment is assignment, and returns its member id and
 // generation.
-func stableAlone(t *testing.T, c *client, g, instance string, assignment []byte) (string, int32) {
+func stableAlone(t *testing.T, c *kafkatest.Client, g, instance string, assignment []byte) (string, int32) {
 	t.Helper()
 	j := joinAlone(t, c, 5, g, instance)
-	s := c.roundTrip(syncRequest(3, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: assignment})).(*kmsg.SyncGroupResponse)
+	s := c.RoundTrip(syncRequest(3, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: assignment})).(*kmsg.SyncGroupResponse)
 	if s.ErrorCode != 0 {
 		t.Fatalf("SyncGroup %q: error %s", g, newproto.ErrorCode(s.ErrorCode).Name())
 	}
@@ -397,7 +398,7 @@ func stableAlone(t *testing.T, c *client, g, instance string, assignment []byte)
 }
 
 // simpleCommit commits offsets with no member (an Empty group's commit).
-func simpleCommit(t *testing.T, c *client, g string, offsets map[string]map[int32]int64) {
+func simpleCommit(t *testing.T, c *kafkatest.Client, g string, offsets map[string]map[int32]int64) {
 	t.Helper()
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.SetVersion(8)
@@ -417,7 +418,7 @@ func simpleCommit(t *testing.T, c *client, g string, offsets map[string]map[int3
 		}
 		r.Topics = append(r.Topics, rt)
 	}
-	resp := c.roundTrip(r).(*kmsg.OffsetCommitResponse)
+	resp := c.RoundTrip(r).(*kmsg.OffsetCommitResponse)
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
 			if rp.ErrorCode != 0 {
@@ -464,12 +465,12 @@ func TestGroupsErrorsAnsweredInShape(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fg := newFakeGroups(t, withFailure(func(string, group.Event) error { return tc.err }))
 			ts := groupServer(t, fg, newproto.Config{})
-			c := dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
 			for _, api := range groupAPIs {
-				for _, v := range versions(api.min, api.max) {
+				for _, v := range kafkatest.Versions(api.min, api.max) {
 					req := api.request(v)
 					req.SetVersion(v)
-					if codes := api.codes(c.roundTrip(req)); !allEqual(codes, int16(tc.want)) {
+					if codes := api.codes(c.RoundTrip(req)); !allEqual(codes, int16(tc.want)) {
 						t.Errorf("%s v%d: codes %v, want all %s", kmsg.NameForKey(int16(api.key)), v, codes, tc.want.Name())
 					}
 				}
@@ -483,25 +484,25 @@ func TestGroupsErrorsAnsweredInShape(t *testing.T) {
 func TestEmptyGroupID(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	want := int16(newproto.ErrInvalidGroupID)
 
 	join := joinRequest(9, "", "", "")
-	if r := c.roundTrip(join).(*kmsg.JoinGroupResponse); r.ErrorCode != want || r.Generation != -1 {
+	if r := c.RoundTrip(join).(*kmsg.JoinGroupResponse); r.ErrorCode != want || r.Generation != -1 {
 		t.Errorf("JoinGroup: %s generation %d, want INVALID_GROUP_ID -1", codeName(r.ErrorCode), r.Generation)
 	}
-	if r := c.roundTrip(syncRequest(5, "", "m", 1, nil)).(*kmsg.SyncGroupResponse); r.ErrorCode != want {
+	if r := c.RoundTrip(syncRequest(5, "", "m", 1, nil)).(*kmsg.SyncGroupResponse); r.ErrorCode != want {
 		t.Errorf("SyncGroup: %s", codeName(r.ErrorCode))
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.SetVersion(4)
-	if r := c.roundTrip(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != want {
+	if r := c.RoundTrip(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != want {
 		t.Errorf("Heartbeat: %s", codeName(r.ErrorCode))
 	}
 	lv := kmsg.NewPtrLeaveGroupRequest()
 	lv.SetVersion(1)
 	lv.MemberID = "m"
-	if r := c.roundTrip(lv).(*kmsg.LeaveGroupResponse); r.ErrorCode != want {
+	if r := c.RoundTrip(lv).(*kmsg.LeaveGroupResponse); r.ErrorCode != want {
 		t.Errorf("LeaveGroup: %s", codeName(r.ErrorCode))
 	}
 	if evs := fg.eventsOf(""); len(evs) != 0 {
@@ -515,11 +516,11 @@ func TestDefaultMemberID(t *testing.T) {
 	fg := newFakeGroups(t)
 	cfg := newproto.Config{Coordinator: newproto.NewGroupCoordinator(fg)}
 	ts := startServer(t, cfg)
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	pattern := regexp.MustCompile(`^` + testClientID + `-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
 	for range 3 {
-		r := c.roundTrip(joinRequest(4, "uuid-group", "", "")).(*kmsg.JoinGroupResponse)
+		r := c.RoundTrip(joinRequest(4, "uuid-group", "", "")).(*kmsg.JoinGroupResponse)
 		if r.ErrorCode != int16(newproto.ErrMemberIDRequired) || !pattern.MatchString(r.MemberID) {
 			t.Fatalf("JoinGroup v4: %s member id %q, want MEMBER_ID_REQUIRED and %s", codeName(r.ErrorCode), r.MemberID, pattern)
 		}
@@ -535,19 +536,19 @@ func TestDefaultMemberID(t *testing.T) {
 func TestHeldJoinClientGone(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	a := dial(t, ts.addr)
+	a := kafkatest.Dial(t, ts.addr)
 	ja := joinAlone(t, a, 5, "gone", "")
 
 	// b's join parks: the group waits for a to rejoin.
-	b := dial(t, ts.addr)
-	b.send(joinRequest(3, "gone", "", ""))
+	b := kafkatest.Dial(t, ts.addr)
+	b.Send(joinRequest(3, "gone", "", ""))
 	waitFor(t, func() bool { return fg.describe("gone").State == group.PreparingRebalance })
-	b.nc.Close()
+	b.NC.Close()
 	waitFor(t, func() bool { return fg.waiting("gone") == 0 })
 
 	// a rejoins: b's JoinGroup is still parked in the engine, so the
 	// join phase completes; b's reply has no one to go to.
-	r := a.roundTrip(joinRequest(5, "gone", ja.MemberID, "")).(*kmsg.JoinGroupResponse)
+	r := a.RoundTrip(joinRequest(5, "gone", ja.MemberID, "")).(*kmsg.JoinGroupResponse)
 	if r.ErrorCode != 0 || r.Generation != 2 || len(r.Members) != 2 {
 		t.Fatalf("rejoin: %s generation %d members %d, want NONE 2 2", codeName(r.ErrorCode), r.Generation, len(r.Members))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestHeartbeatVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	const g = "hb"
 	id, gen := stableAlone(t, c, g, "inst-hb", []byte{1})
 
@@ -33,7 +34,7 @@ func TestHeartbeatVersions(t *testing.T) {
 		req  *kmsg.HeartbeatRequest
 		want newproto.ErrorCode
 	}
-	for _, v := range versions(0, 4) {
+	for _, v := range kafkatest.Versions(0, 4) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			cases := []hbCase{
 				{"member", hb(v, id, gen, ""), 0},
@@ -46,7 +47,7 @@ func TestHeartbeatVersions(t *testing.T) {
 					hbCase{"instance id of another member", hb(v, "impostor", gen, "inst-hb"), newproto.ErrFencedInstanceID})
 			}
 			for _, tc := range cases {
-				if r := c.roundTrip(tc.req).(*kmsg.HeartbeatResponse); r.ErrorCode != int16(tc.want) {
+				if r := c.RoundTrip(tc.req).(*kmsg.HeartbeatResponse); r.ErrorCode != int16(tc.want) {
 					t.Errorf("%s: %s, want %s", tc.name, codeName(r.ErrorCode), tc.want.Name())
 				}
 			}

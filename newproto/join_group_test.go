@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -21,14 +22,14 @@ import (
 func TestJoinGroupVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(0, 9) {
+	for _, v := range kafkatest.Versions(0, 9) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			g := fmt.Sprintf("join-v%d", v)
 			req := joinRequest(v, g, "", "")
 			req.Reason = kmsg.StringPtr("starting up")
-			first := c.roundTrip(req).(*kmsg.JoinGroupResponse)
+			first := c.RoundTrip(req).(*kmsg.JoinGroupResponse)
 			memberID := first.MemberID
 			if v >= 4 {
 				// KIP-394: the member id comes back with MEMBER_ID_REQUIRED.
@@ -37,7 +38,7 @@ func TestJoinGroupVersions(t *testing.T) {
 						codeName(first.ErrorCode), first.Generation, memberID)
 				}
 				req.MemberID = memberID
-				first = c.roundTrip(req).(*kmsg.JoinGroupResponse)
+				first = c.RoundTrip(req).(*kmsg.JoinGroupResponse)
 			}
 			r := first
 			if r.ErrorCode != 0 || r.Generation != 1 {
@@ -91,9 +92,9 @@ func TestJoinGroupVersions(t *testing.T) {
 func TestJoinGroupStaticRejoin(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(5, 9) {
+	for _, v := range kafkatest.Versions(5, 9) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			g := fmt.Sprintf("static-v%d", v)
 			j := joinAlone(t, c, v, g, "inst-a")
@@ -103,12 +104,12 @@ func TestJoinGroupStaticRejoin(t *testing.T) {
 			if len(j.Members) != 1 || j.Members[0].InstanceID == nil || *j.Members[0].InstanceID != "inst-a" {
 				t.Errorf("members %+v, want inst-a", j.Members)
 			}
-			s := c.roundTrip(syncRequest(5, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: {7}})).(*kmsg.SyncGroupResponse)
+			s := c.RoundTrip(syncRequest(5, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: {7}})).(*kmsg.SyncGroupResponse)
 			if s.ErrorCode != 0 {
 				t.Fatalf("sync: %s", codeName(s.ErrorCode))
 			}
 
-			r := c.roundTrip(joinRequest(v, g, "", "inst-a")).(*kmsg.JoinGroupResponse)
+			r := c.RoundTrip(joinRequest(v, g, "", "inst-a")).(*kmsg.JoinGroupResponse)
 			if r.ErrorCode != 0 || r.Generation != j.Generation || r.MemberID == j.MemberID {
 				t.Fatalf("rejoin: %s generation %d member %q, want NONE %d and a new id", codeName(r.ErrorCode), r.Generation, r.MemberID, j.Generation)
 			}
@@ -127,12 +128,12 @@ func TestJoinGroupStaticRejoin(t *testing.T) {
 			hb := kmsg.NewPtrHeartbeatRequest()
 			hb.SetVersion(3)
 			hb.Group, hb.MemberID, hb.Generation, hb.InstanceID = g, j.MemberID, j.Generation, kmsg.StringPtr("inst-a")
-			if h := c.roundTrip(hb).(*kmsg.HeartbeatResponse); h.ErrorCode != int16(newproto.ErrFencedInstanceID) {
+			if h := c.RoundTrip(hb).(*kmsg.HeartbeatResponse); h.ErrorCode != int16(newproto.ErrFencedInstanceID) {
 				t.Errorf("old id heartbeat: %s, want FENCED_INSTANCE_ID", codeName(h.ErrorCode))
 			}
 			sreq := syncRequest(5, g, r.MemberID, r.Generation, nil)
 			sreq.InstanceID = kmsg.StringPtr("inst-a")
-			if s := c.roundTrip(sreq).(*kmsg.SyncGroupResponse); s.ErrorCode != 0 || !bytes.Equal(s.MemberAssignment, []byte{7}) {
+			if s := c.RoundTrip(sreq).(*kmsg.SyncGroupResponse); s.ErrorCode != 0 || !bytes.Equal(s.MemberAssignment, []byte{7}) {
 				t.Errorf("new id sync: %s assignment %v, want the cached [7]", codeName(s.ErrorCode), s.MemberAssignment)
 			}
 		})
@@ -144,7 +145,7 @@ func TestJoinGroupStaticRejoin(t *testing.T) {
 func TestJoinGroupErrors(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	stableAlone(t, c, "taken", "", []byte{1})
 
 	for _, tc := range []struct {
@@ -173,7 +174,7 @@ func TestJoinGroupErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req()
-			r := c.roundTrip(req).(*kmsg.JoinGroupResponse)
+			r := c.RoundTrip(req).(*kmsg.JoinGroupResponse)
 			if r.ErrorCode != int16(tc.want) || r.Generation != -1 || r.MemberID != req.MemberID {
 				t.Errorf("%s generation %d member %q, want %s -1 %q", codeName(r.ErrorCode), r.Generation, r.MemberID, tc.want.Name(), req.MemberID)
 			}
@@ -188,24 +189,24 @@ func TestJoinGroupErrors(t *testing.T) {
 func TestJoinSyncTwoMembers(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	a, b := dial(t, ts.addr), dial(t, ts.addr)
+	a, b := kafkatest.Dial(t, ts.addr), kafkatest.Dial(t, ts.addr)
 	const g = "pair"
 	aID, gen := stableAlone(t, a, g, "", []byte{1})
 
 	jb := joinRequest(9, g, "", "")
-	rb := b.roundTrip(jb).(*kmsg.JoinGroupResponse) // MEMBER_ID_REQUIRED
+	rb := b.RoundTrip(jb).(*kmsg.JoinGroupResponse) // MEMBER_ID_REQUIRED
 	jb.MemberID = rb.MemberID
-	b.send(jb) // held
+	b.Send(jb) // held
 
 	waitFor(t, func() bool { return fg.describe(g).State == group.PreparingRebalance })
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.SetVersion(4)
 	hb.Group, hb.MemberID, hb.Generation = g, aID, gen
-	if h := a.roundTrip(hb).(*kmsg.HeartbeatResponse); h.ErrorCode != int16(newproto.ErrRebalanceInProgress) {
+	if h := a.RoundTrip(hb).(*kmsg.HeartbeatResponse); h.ErrorCode != int16(newproto.ErrRebalanceInProgress) {
 		t.Fatalf("heartbeat during rebalance: %s", codeName(h.ErrorCode))
 	}
-	ra := a.roundTrip(joinRequest(9, g, aID, "")).(*kmsg.JoinGroupResponse)
-	_, resp := b.recv(int16(kmsg.JoinGroup), 9)
+	ra := a.RoundTrip(joinRequest(9, g, aID, "")).(*kmsg.JoinGroupResponse)
+	_, resp := b.Recv(int16(kmsg.JoinGroup), 9)
 	rb = resp.(*kmsg.JoinGroupResponse)
 	if ra.ErrorCode != 0 || rb.ErrorCode != 0 || ra.Generation != gen+1 || rb.Generation != gen+1 {
 		t.Fatalf("rejoin: a %s gen %d, b %s gen %d", codeName(ra.ErrorCode), ra.Generation, codeName(rb.ErrorCode), rb.Generation)
@@ -214,10 +215,10 @@ func TestJoinSyncTwoMembers(t *testing.T) {
 		t.Fatalf("leader %q, leader sees %d members, follower %d", ra.LeaderID, len(ra.Members), len(rb.Members))
 	}
 
-	b.send(syncRequest(5, g, rb.MemberID, rb.Generation, nil)) // held
+	b.Send(syncRequest(5, g, rb.MemberID, rb.Generation, nil)) // held
 	waitFor(t, func() bool { return fg.waiting(g) == 1 })
-	sa := a.roundTrip(syncRequest(5, g, aID, ra.Generation, map[string][]byte{aID: {0xa}, rb.MemberID: {0xb}})).(*kmsg.SyncGroupResponse)
-	_, resp = b.recv(int16(kmsg.SyncGroup), 5)
+	sa := a.RoundTrip(syncRequest(5, g, aID, ra.Generation, map[string][]byte{aID: {0xa}, rb.MemberID: {0xb}})).(*kmsg.SyncGroupResponse)
+	_, resp = b.Recv(int16(kmsg.SyncGroup), 5)
 	sb := resp.(*kmsg.SyncGroupResponse)
 	if sa.ErrorCode != 0 || !bytes.Equal(sa.MemberAssignment, []byte{0xa}) || sb.ErrorCode != 0 || !bytes.Equal(sb.MemberAssignment, []byte{0xb}) {
 		t.Errorf("sync: a %s %v, b %s %v", codeName(sa.ErrorCode), sa.MemberAssignment, codeName(sb.ErrorCode), sb.MemberAssignment)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 )
 
 // segmentio/kafka-go's ConsumerGroup is an older client than kgo: it
@@ -141,14 +142,14 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 	if err := gen.CommitOffsets(map[string]map[int]int64{kgoTopic: {int(pa[0]): 77}}); err != nil {
 		t.Fatalf("Generation.CommitOffsets: %v", err)
 	}
-	raw := dial(t, ts.addr)
+	raw := kafkatest.Dial(t, ts.addr)
 	fetch := kmsg.NewPtrOffsetFetchRequest()
 	fetch.SetVersion(1)
 	fetch.Group = g
 	ft := kmsg.NewOffsetFetchRequestTopic()
 	ft.Topic, ft.Partitions = kgoTopic, []int32{pa[0]}
 	fetch.Topics = append(fetch.Topics, ft)
-	got := flattenFetch(raw.roundTrip(fetch).(*kmsg.OffsetFetchResponse))
+	got := flattenFetch(raw.RoundTrip(fetch).(*kmsg.OffsetFetchResponse))
 	if want := []fetched{{kgoTopic, pa[0], 77, -1, "", 0}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("OffsetFetch after kafka-go's commit: %v, want %v", got, want)
 	}

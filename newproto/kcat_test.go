@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -158,7 +159,7 @@ func TestKcatJoinsGroup(t *testing.T) {
 			}
 			startKcatConsumer(t, ts.addr, g, extra...)
 
-			raw := dial(t, ts.addr)
+			raw := kafkatest.Dial(t, ts.addr)
 			eventually(t, 20*time.Second, "kcat's member Stable", func() bool {
 				d := fg.describe(g)
 				return d.State == group.Stable && len(d.Members) == 1
@@ -166,7 +167,7 @@ func TestKcatJoinsGroup(t *testing.T) {
 			r := kmsg.NewPtrDescribeGroupsRequest()
 			r.SetVersion(5)
 			r.Groups = []string{g}
-			dg := raw.roundTrip(r).(*kmsg.DescribeGroupsResponse).Groups[0]
+			dg := raw.RoundTrip(r).(*kmsg.DescribeGroupsResponse).Groups[0]
 			if dg.ErrorCode != 0 || dg.State != "Stable" || len(dg.Members) != 1 {
 				t.Fatalf("DescribeGroups: %s %s with %d members", codeName(dg.ErrorCode), dg.State, len(dg.Members))
 			}
@@ -213,7 +214,7 @@ func TestKcatAndKgoMixedGroup(t *testing.T) {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 2
 	})
-	raw := dial(t, ts.addr)
+	raw := kafkatest.Dial(t, ts.addr)
 	state, assigned, clients := describeAssignments(t, raw, g)
 	var lists [][]int32
 	var names []string

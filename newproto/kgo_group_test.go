@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -165,12 +166,12 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // describeAssignments decodes the group's consumer-protocol assignments
 // from DescribeGroups: member id → partitions of kgoTopic.
-func describeAssignments(t *testing.T, c *client, g string) (string, map[string][]int32, map[string]string) {
+func describeAssignments(t *testing.T, c *kafkatest.Client, g string) (string, map[string][]int32, map[string]string) {
 	t.Helper()
 	r := kmsg.NewPtrDescribeGroupsRequest()
 	r.SetVersion(5)
 	r.Groups = []string{g}
-	dg := c.roundTrip(r).(*kmsg.DescribeGroupsResponse).Groups[0]
+	dg := c.RoundTrip(r).(*kmsg.DescribeGroupsResponse).Groups[0]
 	out := map[string][]int32{}
 	hosts := map[string]string{}
 	for _, m := range dg.Members {
@@ -207,7 +208,7 @@ func TestKgoConsumerGroup(t *testing.T) {
 	})
 	t.Logf("assignment: %s", o)
 
-	raw := dial(t, ts.addr)
+	raw := kafkatest.Dial(t, ts.addr)
 	state, assigned, hosts := describeAssignments(t, raw, g)
 	all := []int32{}
 	for id, ps := range assigned {
@@ -244,7 +245,7 @@ func TestKgoConsumerGroup(t *testing.T) {
 	fg8 := kmsg.NewOffsetFetchRequestGroup()
 	fg8.Group = g
 	fetch.Groups = append(fetch.Groups, fg8)
-	got := flattenFetchGroup(raw.roundTrip(fetch).(*kmsg.OffsetFetchResponse).Groups[0])
+	got := flattenFetchGroup(raw.RoundTrip(fetch).(*kmsg.OffsetFetchResponse).Groups[0])
 	// kgo puts its member id into every commit's metadata.
 	memberID, _ := clients["c0"].GroupMetadata()
 	if want := []fetched{{kgoTopic, p, 42, 4, memberID, 0}}; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -266,7 +267,7 @@ func TestKgoConsumerGroup(t *testing.T) {
 
 	// kgo used our highest versions.
 	for api, v := range map[string]string{"JoinGroup": "9", "SyncGroup": "5", "Heartbeat": "4", "OffsetFetch": "8", "OffsetCommit": "8", "LeaveGroup": "5"} {
-		if n := counterValue(t, ts, "zkbridge_kafka_requests_total", map[string]string{"api": api, "api_version": v}); n < 1 {
+		if n := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_requests_total", map[string]string{"api": api, "api_version": v}); n < 1 {
 			t.Errorf("no %s v%s request from kgo", api, v)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -45,7 +46,7 @@ func kgoCluster() *fakeCluster {
 
 func TestKgoRoundTrips(t *testing.T) {
 	var heartbeats atomic.Int32
-	coord := funcCoordinator{fn: func(_ context.Context, req *newproto.Request) (kmsg.Response, error) {
+	coord := kafkatest.FuncCoordinator{Fn: func(_ context.Context, req *newproto.Request) (kmsg.Response, error) {
 		if hb, ok := req.Msg.(*kmsg.HeartbeatRequest); ok && hb.Group == "orders-consumer" {
 			heartbeats.Add(1)
 			return kmsg.NewPtrHeartbeatResponse(), nil
@@ -70,7 +71,7 @@ func TestKgoRoundTrips(t *testing.T) {
 		// UNSUPPORTED_VERSION at v0, and retried at our v4.
 		for v, want := range map[string]float64{"5": 1, "4": 1} {
 			labels := map[string]string{"api": "ApiVersions", "api_version": v}
-			if got := counterValue(t, ts, "zkbridge_kafka_requests_total", labels); got < want {
+			if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_requests_total", labels); got < want {
 				t.Errorf("ApiVersions v%s requests = %v, want >= %v", v, got, want)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -14,9 +15,9 @@ import (
 func TestLeaveGroupSingle(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(0, 2) {
+	for _, v := range kafkatest.Versions(0, 2) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			g := fmt.Sprintf("leave-v%d", v)
 			id, _ := stableAlone(t, c, g, "", []byte{1})
@@ -24,7 +25,7 @@ func TestLeaveGroupSingle(t *testing.T) {
 				r := kmsg.NewPtrLeaveGroupRequest()
 				r.SetVersion(v)
 				r.Group, r.MemberID = g, member
-				return c.roundTrip(r).(*kmsg.LeaveGroupResponse)
+				return c.RoundTrip(r).(*kmsg.LeaveGroupResponse)
 			}
 			if r := leave("nobody"); r.ErrorCode != int16(newproto.ErrUnknownMemberID) {
 				t.Errorf("unknown member: %s, want UNKNOWN_MEMBER_ID", codeName(r.ErrorCode))
@@ -45,9 +46,9 @@ func TestLeaveGroupSingle(t *testing.T) {
 func TestLeaveGroupBatch(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(3, 5) {
+	for _, v := range kafkatest.Versions(3, 5) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			g := fmt.Sprintf("leave-batch-v%d", v)
 			id, _ := stableAlone(t, c, g, "inst-1", []byte{1})
@@ -70,7 +71,7 @@ func TestLeaveGroupBatch(t *testing.T) {
 				}
 				r.Members = append(r.Members, lm)
 			}
-			resp := c.roundTrip(r).(*kmsg.LeaveGroupResponse)
+			resp := c.RoundTrip(r).(*kmsg.LeaveGroupResponse)
 			if resp.ErrorCode != 0 || len(resp.Members) != 3 {
 				t.Fatalf("%s with %d members, want NONE and 3", codeName(resp.ErrorCode), len(resp.Members))
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestListGroupsVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	stableAlone(t, c, "list-stable", "", []byte{1})
 	simpleCommit(t, c, "list-empty", map[string]map[int32]int64{"orders": {0: 1}})
 
@@ -26,7 +27,7 @@ func TestListGroupsVersions(t *testing.T) {
 		r := kmsg.NewPtrListGroupsRequest()
 		r.SetVersion(v)
 		r.StatesFilter = states
-		resp := c.roundTrip(r).(*kmsg.ListGroupsResponse)
+		resp := c.RoundTrip(r).(*kmsg.ListGroupsResponse)
 		if resp.ErrorCode != 0 {
 			t.Fatalf("v%d: %s", v, codeName(resp.ErrorCode))
 		}
@@ -36,7 +37,7 @@ func TestListGroupsVersions(t *testing.T) {
 		}
 		return out
 	}
-	for _, v := range versions(0, 4) {
+	for _, v := range kafkatest.Versions(0, 4) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			want := []listed{{"list-empty", "", ""}, {"list-stable", "consumer", ""}}
 			if v >= 4 {
@@ -64,10 +65,10 @@ func TestListGroupsError(t *testing.T) {
 		return fmt.Errorf("zookeeper: %w", errors.Join(errors.New("session expired"), newproto.ErrCoordinatorLoadInProgress))
 	}))
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	r := kmsg.NewPtrListGroupsRequest()
 	r.SetVersion(4)
-	if resp := c.roundTrip(r).(*kmsg.ListGroupsResponse); resp.ErrorCode != int16(newproto.ErrCoordinatorLoadInProgress) || len(resp.Groups) != 0 {
+	if resp := c.RoundTrip(r).(*kmsg.ListGroupsResponse); resp.ErrorCode != int16(newproto.ErrCoordinatorLoadInProgress) || len(resp.Groups) != 0 {
 		t.Errorf("%s with %d groups, want COORDINATOR_LOAD_IN_PROGRESS", codeName(resp.ErrorCode), len(resp.Groups))
 	}
 }

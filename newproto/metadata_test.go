@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -70,14 +71,14 @@ func brokersOf(resp *kmsg.MetadataResponse) []brokerView {
 
 func TestMetadataAllTopics(t *testing.T) {
 	ts := startServer(t, metadataConfig())
-	c := dial(t, ts.addr)
-	for _, v := range versions(0, 12) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(0, 12) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			req := kmsg.NewPtrMetadataRequest()
 			req.SetVersion(v)
 			req.Topics = nil // all topics; v0 encodes it as an empty array
 			req.AllowAutoTopicCreation = true
-			resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+			resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 
 			rack := "rack-a"
 			if v == 0 {
@@ -131,8 +132,8 @@ func TestMetadataAllTopics(t *testing.T) {
 
 func TestMetadataNamedTopics(t *testing.T) {
 	ts := startServer(t, metadataConfig())
-	c := dial(t, ts.addr)
-	for _, v := range versions(0, 12) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(0, 12) {
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(v)
 		for _, name := range []string{"orders", "missing", "orders"} {
@@ -140,7 +141,7 @@ func TestMetadataNamedTopics(t *testing.T) {
 			rt.Topic = kmsg.StringPtr(name)
 			req.Topics = append(req.Topics, rt)
 		}
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		if len(resp.Topics) != 2 {
 			t.Fatalf("v%d: %d topics, want orders and missing once each", v, len(resp.Topics))
 		}
@@ -156,12 +157,12 @@ func TestMetadataNamedTopics(t *testing.T) {
 // From v1 an empty topic list asks for no topics (null asks for all).
 func TestMetadataNoTopics(t *testing.T) {
 	ts := startServer(t, metadataConfig())
-	c := dial(t, ts.addr)
-	for _, v := range versions(1, 12) {
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(1, 12) {
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(v)
 		req.Topics = []kmsg.MetadataRequestTopic{}
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		if len(resp.Topics) != 0 || len(resp.Brokers) != 3 {
 			t.Errorf("v%d: %d topics, %d brokers; want 0 and 3", v, len(resp.Topics), len(resp.Brokers))
 		}
@@ -170,13 +171,13 @@ func TestMetadataNoTopics(t *testing.T) {
 
 func TestMetadataTopicByID(t *testing.T) {
 	ts := startServer(t, metadataConfig())
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.TopicID = [16]byte{1, 2, 3}
 	req.Topics = append(req.Topics, rt)
-	resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+	resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != int16(newproto.ErrUnknownTopicID) || resp.Topics[0].TopicID != rt.TopicID {
 		t.Fatalf("topics %+v, want one UNKNOWN_TOPIC_ID", resp.Topics)
 	}
@@ -188,10 +189,10 @@ func TestMetadataTopicByID(t *testing.T) {
 func TestMetadataOurNode(t *testing.T) {
 	t.Run("no cluster", func(t *testing.T) {
 		ts := startServer(t, newproto.Config{NodeID: 5})
-		c := dial(t, ts.addr)
+		c := kafkatest.Dial(t, ts.addr)
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(1)
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		want := []brokerView{{5, "127.0.0.1", ts.port(), ""}}
 		if got := brokersOf(resp); !reflect.DeepEqual(got, want) || resp.ControllerID != 5 || len(resp.Topics) != 0 {
 			t.Errorf("brokers %v controller %d topics %d; want %v, 5, 0", got, resp.ControllerID, len(resp.Topics), want)
@@ -201,10 +202,10 @@ func TestMetadataOurNode(t *testing.T) {
 		cfg := metadataConfig()
 		cfg.NodeID = 1
 		ts := startServer(t, cfg)
-		c := dial(t, ts.addr)
+		c := kafkatest.Dial(t, ts.addr)
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(4)
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		want := []brokerView{{1, "bridge.test", 19092, ""}, {2, "10.0.0.2", 9092, ""}}
 		if got := brokersOf(resp); !reflect.DeepEqual(got, want) || resp.ControllerID != 2 {
 			t.Errorf("brokers %v controller %d; want %v, 2", got, resp.ControllerID, want)
@@ -218,12 +219,12 @@ func TestMetadataClusterError(t *testing.T) {
 	cfg := metadataConfig()
 	cfg.Cluster = &fakeCluster{err: errors.New("zookeeper session expired")}
 	ts := startServer(t, cfg)
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(9)
-	c.send(req)
-	c.expectClosed()
-	checkAlive(t, dial(t, ts.addr))
+	c.Send(req)
+	c.ExpectClosed()
+	kafkatest.CheckAlive(t, kafkatest.Dial(t, ts.addr))
 }
 
 // lockedCluster is a Cluster a test changes between requests.
@@ -261,7 +262,7 @@ func TestMetadataFollowsClusterChanges(t *testing.T) {
 	cfg := metadataConfig()
 	cfg.Cluster = cl
 	ts := startServer(t, cfg)
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	orders := func() []partView {
 		t.Helper()
 		req := kmsg.NewPtrMetadataRequest()
@@ -269,7 +270,7 @@ func TestMetadataFollowsClusterChanges(t *testing.T) {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr("orders")
 		req.Topics = append(req.Topics, rt)
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		var parts []partView
 		for _, p := range resp.Topics[0].Partitions {
 			parts = append(parts, partView{p.ErrorCode, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas})
@@ -333,7 +334,7 @@ func TestMetadataTopicIDs(t *testing.T) {
 	cfg := metadataConfig()
 	cfg.Cluster = &idCluster{fakeCluster: testCluster(), ids: map[string][16]byte{"orders": ordersID}}
 	ts := startServer(t, cfg)
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
 	idsOf := func(resp *kmsg.MetadataResponse) map[string][16]byte {
 		out := map[string][16]byte{}
@@ -347,7 +348,7 @@ func TestMetadataTopicIDs(t *testing.T) {
 	for _, v := range []int16{10, 12} {
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(v)
-		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 		want := map[string][16]byte{"orders": ordersID, "__consumer_offsets": {}}
 		if got := idsOf(resp); !reflect.DeepEqual(got, want) {
 			t.Errorf("v%d all topics: ids %v, want %v", v, got, want)
@@ -361,7 +362,7 @@ func TestMetadataTopicIDs(t *testing.T) {
 		rt.TopicID = id
 		req.Topics = append(req.Topics, rt)
 	}
-	resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+	resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
 	if len(resp.Topics) != 2 {
 		t.Fatalf("%d topics, want 2", len(resp.Topics))
 	}

@@ -7,42 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
-
-// counterValue returns the value of the metric name whose labels include
-// labels, or 0 when there is none.
-func counterValue(t *testing.T, ts *testServer, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := ts.reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 func dialErr(addr string) (net.Conn, error) {
 	nc, err := net.Dial("tcp", addr)
@@ -56,10 +23,10 @@ func listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 
 func TestMetrics(t *testing.T) {
 	ts := startServer(t, newproto.Config{})
-	c := dial(t, ts.addr)
-	checkAlive(t, c) // ApiVersions v2
+	c := kafkatest.Dial(t, ts.addr)
+	kafkatest.CheckAlive(t, c) // ApiVersions v2
 	hb := heartbeat()
-	c.roundTrip(hb) // no coordinator: COORDINATOR_NOT_AVAILABLE
+	c.RoundTrip(hb) // no coordinator: COORDINATOR_NOT_AVAILABLE
 
 	for _, tc := range []struct {
 		name   string
@@ -73,7 +40,7 @@ func TestMetrics(t *testing.T) {
 		{"zkbridge_kafka_connections_open", nil, 1},
 		{"zkbridge_kafka_connections_accepted_total", nil, 1},
 	} {
-		if got := counterValue(t, ts, tc.name, tc.labels); got != tc.want {
+		if got := kafkatest.CounterValue(t, ts.reg, tc.name, tc.labels); got != tc.want {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
@@ -81,9 +48,9 @@ func TestMetrics(t *testing.T) {
 	// A request that closes its connection counts as CONNECTION_CLOSED.
 	r := kmsg.NewPtrProduceRequest()
 	r.SetVersion(3)
-	c.send(r) // acks=0
-	c.expectClosed()
-	if got := counterValue(t, ts, "zkbridge_kafka_request_errors_total", map[string]string{"api": "Produce", "error": "CONNECTION_CLOSED"}); got != 1 {
+	c.Send(r) // acks=0
+	c.ExpectClosed()
+	if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_request_errors_total", map[string]string{"api": "Produce", "error": "CONNECTION_CLOSED"}); got != 1 {
 		t.Errorf("Produce CONNECTION_CLOSED errors = %v, want 1", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -49,12 +50,12 @@ func commitCodes(r *kmsg.OffsetCommitResponse) []int16 {
 func TestOffsetCommitVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(0, 8) {
+	for _, v := range kafkatest.Versions(0, 8) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			simple := fmt.Sprintf("commit-simple-v%d", v)
-			r := c.roundTrip(commitRequest(v, simple, "", -1,
+			r := c.RoundTrip(commitRequest(v, simple, "", -1,
 				commitPartition(0, 10, 5, kmsg.StringPtr("m0")),
 				commitPartition(1, 11, 5, nil))).(*kmsg.OffsetCommitResponse)
 			if codes := commitCodes(r); !reflect.DeepEqual(codes, []int16{0, 0}) {
@@ -74,17 +75,17 @@ func TestOffsetCommitVersions(t *testing.T) {
 
 			g := fmt.Sprintf("commit-member-v%d", v)
 			id, gen := stableAlone(t, c, g, "", []byte{1})
-			if r := c.roundTrip(commitRequest(v, g, "", -1, commitPartition(0, 1, -1, nil))).(*kmsg.OffsetCommitResponse); !allEqual(commitCodes(r), int16(newproto.ErrUnknownMemberID)) {
+			if r := c.RoundTrip(commitRequest(v, g, "", -1, commitPartition(0, 1, -1, nil))).(*kmsg.OffsetCommitResponse); !allEqual(commitCodes(r), int16(newproto.ErrUnknownMemberID)) {
 				t.Errorf("simple commit into a group with members: %v, want UNKNOWN_MEMBER_ID", commitCodes(r))
 			}
 			if v == 0 {
 				return // v0 has no member
 			}
-			if r := c.roundTrip(commitRequest(v, g, id, gen+1, commitPartition(0, 1, -1, nil))).(*kmsg.OffsetCommitResponse); !allEqual(commitCodes(r), int16(newproto.ErrIllegalGeneration)) {
+			if r := c.RoundTrip(commitRequest(v, g, id, gen+1, commitPartition(0, 1, -1, nil))).(*kmsg.OffsetCommitResponse); !allEqual(commitCodes(r), int16(newproto.ErrIllegalGeneration)) {
 				t.Errorf("stale generation: %v, want ILLEGAL_GENERATION", commitCodes(r))
 			}
 			big := strings.Repeat("x", 4097)
-			r = c.roundTrip(commitRequest(v, g, id, gen,
+			r = c.RoundTrip(commitRequest(v, g, id, gen,
 				commitPartition(0, 100, -1, nil),
 				commitPartition(1, 101, -1, &big))).(*kmsg.OffsetCommitResponse)
 			if codes := commitCodes(r); !reflect.DeepEqual(codes, []int16{0, int16(newproto.ErrOffsetMetadataTooLarge)}) {
@@ -102,16 +103,16 @@ func TestOffsetCommitVersions(t *testing.T) {
 func TestOffsetCommitInstanceID(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	id, gen := stableAlone(t, c, "commit-static", "inst-c", []byte{1})
-	for _, v := range versions(7, 8) {
+	for _, v := range kafkatest.Versions(7, 8) {
 		for _, tc := range []struct {
 			member string
 			want   newproto.ErrorCode
 		}{{id, 0}, {"impostor", newproto.ErrFencedInstanceID}} {
 			r := commitRequest(v, "commit-static", tc.member, gen, commitPartition(0, 7, -1, nil))
 			r.InstanceID = kmsg.StringPtr("inst-c")
-			if codes := commitCodes(c.roundTrip(r).(*kmsg.OffsetCommitResponse)); !allEqual(codes, int16(tc.want)) {
+			if codes := commitCodes(c.RoundTrip(r).(*kmsg.OffsetCommitResponse)); !allEqual(codes, int16(tc.want)) {
 				t.Errorf("v%d member %q: %v, want %s", v, tc.member, codes, tc.want.Name())
 			}
 		}
@@ -123,11 +124,11 @@ func TestOffsetCommitInstanceID(t *testing.T) {
 func TestOffsetCommitEmpty(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.SetVersion(8)
 	r.Group = "nothing"
-	if resp := c.roundTrip(r).(*kmsg.OffsetCommitResponse); len(resp.Topics) != 0 {
+	if resp := c.RoundTrip(r).(*kmsg.OffsetCommitResponse); len(resp.Topics) != 0 {
 		t.Errorf("topics %v", resp.Topics)
 	}
 	if evs := fg.eventsOf("nothing"); len(evs) != 0 {
@@ -163,7 +164,7 @@ func (u *uncheckedGroups) CommitUnchecked(_ context.Context, g string, offs []gr
 func TestOffsetCommitZooKeeperEraUnchecked(t *testing.T) {
 	u := &uncheckedGroups{fakeGroups: newFakeGroups(t), code: newproto.ErrUnsupportedVersion, got: map[string][]group.OffsetCommitPartition{}}
 	ts := startServer(t, newproto.Config{Coordinator: newproto.NewGroupCoordinator(u, newproto.WithUUIDs(seqUUIDs()))})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	const g = "zk-era"
 	stableAlone(t, c, g, "", []byte{1})
 	for _, tc := range []struct {
@@ -182,7 +183,7 @@ func TestOffsetCommitZooKeeperEraUnchecked(t *testing.T) {
 		u.mu.Lock()
 		before := len(u.got[g])
 		u.mu.Unlock()
-		r := c.roundTrip(commitRequest(tc.v, g, tc.member, tc.gen, commitPartition(2, 42, -1, kmsg.StringPtr("m")))).(*kmsg.OffsetCommitResponse)
+		r := c.RoundTrip(commitRequest(tc.v, g, tc.member, tc.gen, commitPartition(2, 42, -1, kmsg.StringPtr("m")))).(*kmsg.OffsetCommitResponse)
 		u.mu.Lock()
 		took := len(u.got[g]) > before
 		u.mu.Unlock()

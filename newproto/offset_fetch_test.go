@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -67,7 +68,7 @@ func TestOffsetFetchVersions(t *testing.T) {
 		return nil
 	}))
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	simpleCommit(t, c, "fetch", map[string]map[int32]int64{"orders": {0: 100, 1: 101}, "payments": {3: 7}})
 
 	request := func(v int16, g string, topics map[string][]int32, order ...string) *kmsg.OffsetFetchRequest {
@@ -86,13 +87,13 @@ func TestOffsetFetchVersions(t *testing.T) {
 	}
 	asked := map[string][]int32{"orders": {0, 1, 2}, "absent": {0}}
 
-	for _, v := range versions(0, 7) {
+	for _, v := range kafkatest.Versions(0, 7) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			e := int32(-1)
 			if v >= 5 {
 				e = 3 // simpleCommit's leader epoch
 			}
-			resp := c.roundTrip(request(v, "fetch", asked, "orders", "absent")).(*kmsg.OffsetFetchResponse)
+			resp := c.RoundTrip(request(v, "fetch", asked, "orders", "absent")).(*kmsg.OffsetFetchResponse)
 			want := []fetched{
 				{"orders", 0, 100, e, "md-100", 0},
 				{"orders", 1, 101, e, "md-101", 0},
@@ -104,7 +105,7 @@ func TestOffsetFetchVersions(t *testing.T) {
 			}
 
 			if v >= 2 {
-				resp = c.roundTrip(request(v, "fetch", nil)).(*kmsg.OffsetFetchResponse)
+				resp = c.RoundTrip(request(v, "fetch", nil)).(*kmsg.OffsetFetchResponse)
 				want = []fetched{{"orders", 0, 100, e, "md-100", 0}, {"orders", 1, 101, e, "md-101", 0}, {"payments", 3, 7, e, "md-7", 0}}
 				if got := flattenFetch(resp); !reflect.DeepEqual(got, want) {
 					t.Errorf("all topics: %v\nwant %v", got, want)
@@ -112,7 +113,7 @@ func TestOffsetFetchVersions(t *testing.T) {
 			}
 
 			for g, code := range map[string]int16{"": int16(newproto.ErrInvalidGroupID), "fenced": int16(newproto.ErrNotCoordinator)} {
-				resp = c.roundTrip(request(v, g, asked, "orders")).(*kmsg.OffsetFetchResponse)
+				resp = c.RoundTrip(request(v, g, asked, "orders")).(*kmsg.OffsetFetchResponse)
 				if v >= 2 {
 					if resp.ErrorCode != code || len(resp.Topics) != 0 {
 						t.Errorf("group %q: %s with %d topics, want %s and none", g, codeName(resp.ErrorCode), len(resp.Topics), codeName(code))
@@ -143,7 +144,7 @@ func TestOffsetFetchVersions(t *testing.T) {
 			}
 			r.Groups = append(r.Groups, rg)
 		}
-		resp := c.roundTrip(r).(*kmsg.OffsetFetchResponse)
+		resp := c.RoundTrip(r).(*kmsg.OffsetFetchResponse)
 		want := []struct {
 			group string
 			code  int16
@@ -184,7 +185,7 @@ func TestOffsetFetchTopicIDs(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := startServer(t, newproto.Config{Coordinator: newproto.NewGroupCoordinator(
 		idGroups{fg, map[string][16]byte{"orders": ordersID}}, newproto.WithUUIDs(seqUUIDs()))})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 	simpleCommit(t, c, "fetch", map[string]map[int32]int64{"orders": {0: 100, 1: 101}, "payments": {3: 7}})
 
 	type part struct {
@@ -210,7 +211,7 @@ func TestOffsetFetchTopicIDs(t *testing.T) {
 		rg.Group, rg.MemberID, rg.MemberEpoch = "fetch", kmsg.StringPtr("some-member"), 7
 		rg.Topics = topics
 		r.Groups = append(r.Groups, rg)
-		resp := c.roundTrip(r).(*kmsg.OffsetFetchResponse)
+		resp := c.RoundTrip(r).(*kmsg.OffsetFetchResponse)
 		if len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
 			t.Fatalf("v%d: groups %+v, want one without error", v, resp.Groups)
 		}

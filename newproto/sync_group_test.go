@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -16,9 +17,9 @@ import (
 func TestSyncGroupVersions(t *testing.T) {
 	fg := newFakeGroups(t)
 	ts := groupServer(t, fg, newproto.Config{})
-	c := dial(t, ts.addr)
+	c := kafkatest.Dial(t, ts.addr)
 
-	for _, v := range versions(0, 5) {
+	for _, v := range kafkatest.Versions(0, 5) {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			g := fmt.Sprintf("sync-v%d", v)
 			j := joinAlone(t, c, 3, g, "")
@@ -32,24 +33,24 @@ func TestSyncGroupVersions(t *testing.T) {
 				{"stale generation", syncRequest(v, g, j.MemberID, j.Generation+1, nil), newproto.ErrIllegalGeneration},
 				{"unknown member", syncRequest(v, g, "nobody", j.Generation, nil), newproto.ErrUnknownMemberID},
 			} {
-				if r := c.roundTrip(tc.req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(tc.want) || len(r.MemberAssignment) != 0 {
+				if r := c.RoundTrip(tc.req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(tc.want) || len(r.MemberAssignment) != 0 {
 					t.Errorf("%s: %s assignment %v, want %s and none", tc.name, codeName(r.ErrorCode), r.MemberAssignment, tc.want.Name())
 				}
 			}
 			if v >= 5 {
 				req := syncRequest(v, g, j.MemberID, j.Generation, nil)
 				req.Protocol = nil
-				if r := c.roundTrip(req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(newproto.ErrInconsistentGroupProtocol) {
+				if r := c.RoundTrip(req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(newproto.ErrInconsistentGroupProtocol) {
 					t.Errorf("v5 without protocol name: %s, want INCONSISTENT_GROUP_PROTOCOL", codeName(r.ErrorCode))
 				}
 				req = syncRequest(v, g, j.MemberID, j.Generation, nil)
 				req.Protocol = kmsg.StringPtr("roundrobin")
-				if r := c.roundTrip(req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(newproto.ErrInconsistentGroupProtocol) {
+				if r := c.RoundTrip(req).(*kmsg.SyncGroupResponse); r.ErrorCode != int16(newproto.ErrInconsistentGroupProtocol) {
 					t.Errorf("v5 with another protocol: %s, want INCONSISTENT_GROUP_PROTOCOL", codeName(r.ErrorCode))
 				}
 			}
 
-			r := c.roundTrip(syncRequest(v, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: assignment})).(*kmsg.SyncGroupResponse)
+			r := c.RoundTrip(syncRequest(v, g, j.MemberID, j.Generation, map[string][]byte{j.MemberID: assignment})).(*kmsg.SyncGroupResponse)
 			if r.ErrorCode != 0 || !bytes.Equal(r.MemberAssignment, assignment) {
 				t.Fatalf("leader sync: %s assignment %v, want NONE %v", codeName(r.ErrorCode), r.MemberAssignment, assignment)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
@@ -43,14 +44,13 @@ func tlsGroupServer(t *testing.T, ca *tlstest.CA, clientCA bool) (*testServer, *
 	return ts, fg
 }
 
-func dialTLS(t *testing.T, addr string, cfg *tls.Config) *client {
+func dialTLS(t *testing.T, addr string, cfg *tls.Config) *kafkatest.Client {
 	t.Helper()
 	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 	if err != nil {
 		t.Fatalf("dial TLS: %v", err)
 	}
-	t.Cleanup(func() { nc.Close() })
-	return &client{t: t, nc: nc, fmtr: kmsg.NewRequestFormatter(kmsg.FormatterClientID(testClientID))}
+	return kafkatest.NewClient(t, nc, testClientID)
 }
 
 // A kgo consumer joins a group over mutual TLS; offsets committed over TLS read back; a
@@ -82,15 +82,15 @@ func TestTLSKgoGroup(t *testing.T) {
 	ft := kmsg.NewOffsetFetchRequestTopic()
 	ft.Topic, ft.Partitions = kgoTopic, []int32{0}
 	f.Topics = append(f.Topics, ft)
-	resp := c.roundTrip(f).(*kmsg.OffsetFetchResponse)
+	resp := c.RoundTrip(f).(*kmsg.OffsetFetchResponse)
 	if got := resp.Topics[0].Partitions[0].Offset; got != 42 {
 		t.Fatalf("offset read back over TLS = %d, want 42", got)
 	}
 
 	t.Run("plaintext client", func(t *testing.T) {
-		p := dial(t, ts.addr)
-		p.send(kmsg.NewPtrApiVersionsRequest())
-		if _, err := p.readFrame(); err == nil {
+		p := kafkatest.Dial(t, ts.addr)
+		p.Send(kmsg.NewPtrApiVersionsRequest())
+		if _, err := p.ReadFrame(); err == nil {
 			t.Fatal("a plaintext client got an answer from a TLS listener")
 		}
 	})

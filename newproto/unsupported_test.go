@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
 
@@ -91,11 +92,11 @@ func TestUnsupportedAnswered(t *testing.T) {
 		name := fmt.Sprintf("%s v%d", kmsg.NameForKey(tc.req.Key()), tc.req.GetVersion())
 		t.Run(name, func(t *testing.T) {
 			ts := startServer(t, newproto.Config{})
-			c := dial(t, ts.addr)
-			if codes := tc.codes(c.roundTrip(tc.req)); !allEqual(codes, unsupported) {
+			c := kafkatest.Dial(t, ts.addr)
+			if codes := tc.codes(c.RoundTrip(tc.req)); !allEqual(codes, unsupported) {
 				t.Errorf("codes %v, want all UNSUPPORTED_VERSION", codes)
 			}
-			checkAlive(t, c)
+			kafkatest.CheckAlive(t, c)
 		})
 	}
 }
@@ -128,11 +129,11 @@ func TestUnsupportedClosed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, newproto.Config{})
-			other := dial(t, ts.addr)
-			c := dial(t, ts.addr)
-			c.write(tc.frame)
-			c.expectClosed()
-			checkAlive(t, other)
+			other := kafkatest.Dial(t, ts.addr)
+			c := kafkatest.Dial(t, ts.addr)
+			c.Write(tc.frame)
+			c.ExpectClosed()
+			kafkatest.CheckAlive(t, other)
 		})
 	}
 }
