@@ -182,7 +182,7 @@ func newApp(e *env) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(e),
 			groupsCommand(e),
-			withSubcommands(offsetsCommand(e), offsetsImportCommand(e)),
+			withSubcommands(offsetsCommand(e), offsetsImportCommand(e), offsetsResetCommand(e)),
 			migrateCommand(e),
 			rollbackCommand(e),
 			handoffCommand(e),

@@ -43,6 +43,8 @@ var commandExits = map[string][]exitDoc{
 		{exitRefused, "refused: the group is not finalized"}},
 	"offsets import": {exitDone, exitFail, exitBad,
 		{exitBlocked, "blocked: an active group would move backwards (--force), or a consumer committed in between (run it again)"}},
+	"offsets reset": {exitDone, exitFail, exitBad,
+		{exitBlocked, "blocked: the group has members (--force), or a consumer committed in between (run it again)"}},
 	"demo":            {{exitOK, "the demo ran"}, {exitError, "a step of the demo failed"}, exitBad},
 	"legacy-consumer": {{exitOK, "stopped by a signal"}, {exitError, "the coordinator refused or lost the consumer"}, exitBad},
 	"serve":           {{exitOK, "stopped by a signal, drained"}, {exitError, "could not start or serve (a listener, ZooKeeper)"}, exitBad},
