@@ -30,11 +30,12 @@ package bridge
 // common group engine (bridge/group), which will then take these functions' inputs as events.
 
 import (
-	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/zkbridge/zkbridge/bridge/ownership"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -59,17 +60,8 @@ type legacyMemberSpec struct {
 	Running []legacy.TopicPartition
 }
 
-// legacyOwner is one owner znode as read: /consumers/<g>/owners/<t>/<p>.
-type legacyOwner struct {
-	Thread  string // the znode's data: the owning thread id
-	Version int32  // data version, for the CAS of the delete
-	// Session is the znode's ephemeral owner: our ZooKeeper session for the owners this
-	// coordinator wrote, another session's for a 0.8 consumer's (or a previous coordinator's
-	// whose session has not expired yet), 0 for a persistent node someone wrote by hand, -1
-	// when not read: the owner holds another registration's thread, which makes it not ours
-	// whatever its session (legacyPlanInput.ours), and Version is -1 too.
-	Session int64
-}
+// legacyOwner is one owner znode as read: /consumers/<g>/owners/<t>/<p> (ownership.Owner).
+type legacyOwner = ownership.Owner
 
 // legacyPlanInput is everything a rebalance decision depends on.
 type legacyPlanInput struct {
@@ -110,16 +102,30 @@ type legacyPlanInput struct {
 	Final map[legacy.TopicPartition]int64
 }
 
-// ours reports whether an owner znode is this coordinator's to rewrite or delete: our session
-// holds it (DESIGN §4: never trust an owner znode without checking its ephemeral owner), and
-// its thread is not another registration's — the bridge's other coordinators write their
-// members' owners in the same session.
+// ours reports whether an owner znode is this coordinator's to rewrite or delete
+// (ownership.Input.Ours): our session holds it, and its thread is not another registration's.
 func (in *legacyPlanInput) ours(o legacyOwner) bool {
-	if o.Session != in.Session {
-		return false
+	oin := ownership.Input{Session: in.Session, Others: in.Others}
+	return oin.Ours(o)
+}
+
+// ownership is the input of the ownership decision: our members' threads, the others', the
+// partitions and the owners.
+func (in *legacyPlanInput) ownership() ownership.Input {
+	members := make(map[string]map[string]int, len(in.Members))
+	for id, m := range in.Members {
+		members[id] = legacyThreads(m.Subscription)
 	}
-	_, other := in.Others[legacy.ConsumerOf(o.Thread)]
-	return !other
+	return ownership.Input{Group: in.Group, Strategy: in.Strategy, Session: in.Session, Members: members,
+		Others: in.Others, Partitions: in.Partitions, Owners: in.Owners}
+}
+
+func legacyThreads(sub []legacy.TopicThreads) map[string]int {
+	out := make(map[string]int, len(sub))
+	for _, tt := range sub {
+		out[tt.Topic] = int(tt.Threads)
+	}
+	return out
 }
 
 // legacyPlan is a rebalance decision.
@@ -178,148 +184,48 @@ func (p *legacyPlan) Why() string {
 	return p.Reason.String()
 }
 
-// legacyAssignInput builds the assignor's input (seed steps 1-2): each member's threads per
-// subscribed topic — ours and the others' — and the partitions of those topics known in
-// partitions. threadOf maps our members' thread ids to their consumer ids.
+// legacyAssignInput is ownership.AssignInput over our members' registered threads (seed steps
+// 1-2). threadOf maps our members' thread ids to their consumer ids.
 func legacyAssignInput(members map[string]legacyMemberSpec, others map[string]map[string]int,
 	partitions map[string][]int32) (in legacy.Input, threadOf map[string]string) {
-	in = legacy.Input{Consumers: make(map[string]legacy.Subscription, len(members)+len(others)), Partitions: map[string][]int32{}}
-	threadOf = map[string]string{}
+	threads := make(map[string]map[string]int, len(members))
 	for id, m := range members {
-		sub := legacy.Subscription{}
-		for _, tt := range m.Subscription {
-			threads := legacy.ThreadIDs(id, int(tt.Threads))
-			sub[tt.Topic] = threads
-			for _, th := range threads {
-				threadOf[th] = id
-			}
-			in.Partitions[tt.Topic] = partitions[tt.Topic]
-		}
-		in.Consumers[id] = sub
+		threads[id] = legacyThreads(m.Subscription)
 	}
-	for id, topics := range others {
-		if _, dup := members[id]; dup {
-			continue // one registration per consumer id; ours is the one we wrote
-		}
-		sub := legacy.Subscription{}
-		for topic, n := range topics {
-			sub[topic] = legacy.ThreadIDs(id, n)
-			if ps, ok := partitions[topic]; ok {
-				in.Partitions[topic] = ps
-			}
-		}
-		in.Consumers[id] = sub
-	}
-	return in, threadOf
+	return ownership.AssignInput(threads, others, partitions)
 }
 
-// legacyResolveOthers turns the registrations of a group's /consumers/<g>/ids (a zkstate
-// Snapshot's Consumers and Problems) into legacyPlanInput.Others: every registration that is
-// not one of our members', as consumer id → topic → thread count. A static subscription is
-// taken as registered (TopicCount.constructTopicCount, TC:59-98); a white_list or black_list
-// one is resolved against topics, the topics present in /brokers/topics, as
-// WildcardTopicCount.getConsumerThreadIdsPerTopic does (zkstate.WildcardThreads: the filter
-// matched against whole names, internal topics left out), which is what zkconsumer does for
-// every member it reads (zkconsumer's topicThreads).
-//
-// A registration that cannot be read — malformed JSON (Snapshot leaves it out of Consumers and
-// reports it in Problems), or a topic filter we cannot compile — is left out and returned in
-// skipped. A zk member fails its rebalance on it (it reads every registration for the
-// AssignmentContext, PA:51-52), so the group has no assignment to agree on; leaving it out keeps
-// our members running and agrees with the bridge's Kafka members (mixed_plan.go otherThreads
-// does the same), which matters more: the bridge's coordinators must not wait on each other.
+// legacyResolveOthers is ownership.Resolve: the group's registrations that are not our members'
+// (legacyPlanInput.Others), and those that cannot be read.
 func legacyResolveOthers(group string, consumers map[string]zkstate.Consumer, problems []zkstate.Problem,
 	topics []string, own func(id string) bool) (others map[string]map[string]int, skipped []zkstate.Problem) {
-	prefix := zkstate.IDsPath(group) + "/"
-	for _, pr := range problems {
-		if id, ok := strings.CutPrefix(pr.Path, prefix); ok && !strings.Contains(id, "/") && !own(id) {
-			skipped = append(skipped, pr)
-		}
-	}
-	others = make(map[string]map[string]int, len(consumers))
-	for id, c := range consumers {
-		if own(id) {
-			continue
-		}
-		threads, err := zkstate.WildcardThreads(id, c.Registration, topics)
-		if err != nil {
-			skipped = append(skipped, zkstate.Problem{Path: zkstate.IDPath(group, id), Err: err})
-			continue
-		}
-		sub := make(map[string]int, len(threads))
-		for topic, ids := range threads {
-			if len(ids) > 0 {
-				sub[topic] = len(ids)
-			}
-		}
-		others[id] = sub
-	}
-	slices.SortFunc(skipped, func(a, b zkstate.Problem) int { return strings.Compare(a.Path, b.Path) })
-	return others, skipped
+	return ownership.Resolve(group, consumers, problems, topics, own)
 }
 
 // legacyPlanRebalance decides a rebalance of our members of a group (seed 001 "rebalance
-// (group)", steps 1 to 4), counting the others' registrations as every zk member does. It fails
-// only when the assignor does (roundrobin over unequal subscriptions, an unknown strategy),
-// which makes every zk member's rebalance fail too (PA:74-83).
+// (group)", steps 1 to 4), counting the others' registrations as every zk member does: the
+// ownership (steps 1, 2 and the owner znodes of 4) is ownership.Decide's; what is the legacy
+// members' own is added here — step 3's verdict, who must be stopped and started, and the
+// offsets they start from and report. It fails only when the assignor does (roundrobin over
+// unequal subscriptions, an unknown strategy), which makes every zk member's rebalance fail too
+// (PA:74-83).
 func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
-	// Steps 1 and 2: the group's topics are those its members subscribe to; the new ownership
-	// comes from their partitions and the threads of every registration through the 0.8.2
-	// assignor. Without a member of ours there is nothing to compute: our owner znodes, if any,
-	// are released whatever the others' registrations say.
-	ain, threadOf := legacyAssignInput(in.Members, in.Others, in.Partitions)
-	group := legacy.Assignment{}
-	if len(in.Members) > 0 {
-		var err error
-		if group, err = legacy.Assign(in.Strategy, ain); err != nil {
-			return legacyPlan{}, fmt.Errorf("bridge: legacy group %q: assign (seed step 2): %w", in.Group, err)
-		}
+	oin := in.ownership()
+	own, err := ownership.Decide(oin)
+	if err != nil {
+		return legacyPlan{}, fmt.Errorf("bridge: legacy group %q: assign (seed step 2): %w", in.Group, err)
 	}
-	// Our part: the partitions of our members' threads (PA:102-106 and PA:136-155 keep, for
-	// the consumer computing, only those its own threads got; we are every member of ours).
-	next := make(legacy.Assignment, len(group))
 	p := legacyPlan{
-		Group:   group,
-		Owner:   make(map[legacy.TopicPartition]string, len(group)),
-		Starts:  make(map[string][]legacy.PartitionOffset, len(in.Members)),
-		Offsets: make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),
+		Group:      own.Group,
+		Assignment: own.Assignment,
+		Owner:      own.Member,
+		Foreign:    own.Foreign,
+		Reason:     legacyStep3(&in, own),
+		Starts:     make(map[string][]legacy.PartitionOffset, len(in.Members)),
+		Offsets:    make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),
 	}
-	for tp, th := range group {
-		if id, ok := threadOf[th]; ok {
-			next[tp] = th
-			p.Owner[tp] = id
-		}
-	}
-	p.Assignment = next
-
-	// Step 3 compares our part with the owners in ZooKeeper, on our part of the group only:
-	// the partitions assigned to our members and the owner znodes that are ours. Owner znodes
-	// of others outside our part (a zk member's, a topic nobody here subscribes to any more)
-	// are none of our business: we cannot delete them, and counting them would call for a
-	// rebalance after every rebalance; nor is a partition of another member that is not owned
-	// yet (a zk member still rebalancing) a reason to stop ours.
-	current := make(map[legacy.TopicPartition]string, len(in.Owners))
-	for tp, o := range in.Owners {
-		_, assigned := next[tp]
-		if assigned || in.ours(o) {
-			current[tp] = o.Thread
-		}
-	}
-	domain := map[string][]int32{}
-	for topic, ids := range ain.Partitions {
-		for _, id := range ids {
-			tp := legacy.TopicPartition{Topic: topic, Partition: id}
-			_, assigned := next[tp]
-			o, owned := in.Owners[tp]
-			if assigned || owned && in.ours(o) {
-				domain[topic] = append(domain[topic], id)
-			}
-		}
-	}
-	p.Reason = legacy.RebalanceNeeded(current, next, domain)
-
 	parts := map[string][]legacy.TopicPartition{}
-	for tp := range next {
+	for tp := range p.Assignment {
 		parts[p.Owner[tp]] = append(parts[p.Owner[tp]], tp)
 	}
 	for id, m := range in.Members {
@@ -332,88 +238,77 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 	}
 	slices.Sort(p.NotRunning)
 
-	for tp, o := range in.Owners {
-		// Even a znode of another session that holds the very thread we would write (a
-		// previous coordinator of this group whose session has not expired yet) is not ours:
-		// it disappears when that session ends, so it must be released and claimed anew.
-		if _, assigned := next[tp]; assigned && !in.ours(o) {
-			p.Foreign = append(p.Foreign, tp)
-		}
-	}
-	slices.SortFunc(p.Foreign, legacyCompareTP)
-
 	// Offsets: committed, updated with the final offsets of the stopped members.
-	for tp, off := range in.Committed {
-		p.Offsets[tp] = off
-	}
-	for tp, off := range in.Final {
-		p.Offsets[tp] = off
-	}
-
+	maps.Copy(p.Offsets, in.Committed)
+	maps.Copy(p.Offsets, in.Final)
 	// Step 4.2's parts, each partition with its starting offset.
 	for id, m := range in.Members {
-		reset, ok := legacy.ResetOffset(m.Reset)
-		if !ok {
-			reset = legacy.OffsetLargest // 0.8's default auto.offset.reset; the server validated it anyway
-		}
-		starts := make([]legacy.PartitionOffset, 0, len(parts[id]))
-		for _, tp := range parts[id] {
-			off, ok := p.Offsets[tp]
-			if !ok || off < 0 {
-				off = reset
-			}
-			starts = append(starts, legacy.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
-		}
-		p.Starts[id] = starts
+		p.Starts[id] = legacyStarts(m, parts[id], p.Offsets)
 	}
 
-	if len(p.Foreign) == 0 {
-		p.Ops, _ = legacyClaimOps(&in, next, false)
-	} else if rel, deletes := legacyClaimOps(&in, next, true); deletes > 0 {
-		p.Release = rel
-	}
-	return p, nil
-}
-
-// legacyClaimOps is step 4's one Multi: the changed final offsets, then deletes of our owner
-// znodes that are released or change thread, then creates of the new owners. A reassigned
-// partition is deleted and created rather than set, as a 0.8 consumer releases and then claims
-// it: the new znode's ctime and ephemeral owner (our current session) are those of the new
-// ownership. With releaseOnly, it is legacyPlan.Release: the final offsets and the deletes of our
-// owner znodes of partitions that are no longer ours, nothing else. deletes counts the deletes.
-func legacyClaimOps(in *legacyPlanInput, next legacy.Assignment, releaseOnly bool) (ops []zkstate.Op, deletes int) {
+	// Step 4's Multi: the final offsets that changed, then the owner znodes (ownership.Plan.Ops:
+	// deletes checked against the version read, then ephemeral creates). While a foreign owner
+	// is left, only what is no longer ours is let go.
 	final := make(map[legacy.TopicPartition]int64, len(in.Final))
 	for tp, off := range in.Final {
 		if old, ok := in.Committed[tp]; !ok || old != off {
 			final[tp] = off
 		}
 	}
-	ops = legacyOffsetOps(in.Group, final, in.OffsetNodes)
+	switch {
+	case len(p.Foreign) == 0:
+		p.Ops = append(legacyOffsetOps(in.Group, final, in.OffsetNodes), own.Ops(&oin, false)...)
+	case len(own.Release) > 0:
+		p.Release = append(legacyOffsetOps(in.Group, final, in.OffsetNodes), own.Ops(&oin, true)...)
+	}
+	return p, nil
+}
 
-	var creates []zkstate.Op
-	for _, tp := range legacySortedTPs(in.Owners) {
-		o := in.Owners[tp]
-		if !in.ours(o) {
-			continue // not ours; legacyPlanRebalance reports those in the assignment as Foreign
+// legacyStep3 compares our part with the owners in ZooKeeper (seed step 3), on our part of the
+// group only: the partitions assigned to our members and the owner znodes that are ours. Owner
+// znodes of others outside our part (a zk member's, a topic nobody here subscribes to any more)
+// are none of our business: we cannot delete them, and counting them would call for a
+// rebalance after every rebalance; nor is a partition of another member that is not owned yet
+// (a zk member still rebalancing) a reason to stop ours.
+func legacyStep3(in *legacyPlanInput, own ownership.Plan) legacy.Reason {
+	next := own.Assignment
+	current := make(map[legacy.TopicPartition]string, len(in.Owners))
+	for tp, o := range in.Owners {
+		_, assigned := next[tp]
+		if assigned || in.ours(o) {
+			current[tp] = o.Thread
 		}
-		th, ok := next[tp]
-		if ok && (th == o.Thread || releaseOnly) {
-			continue // unchanged, or still ours (moving between our threads waits for the claim)
+	}
+	domain := map[string][]int32{}
+	for topic, ids := range own.Topics {
+		for _, id := range ids {
+			tp := legacy.TopicPartition{Topic: topic, Partition: id}
+			_, assigned := next[tp]
+			o, owned := in.Owners[tp]
+			if assigned || owned && in.ours(o) {
+				domain[topic] = append(domain[topic], id)
+			}
 		}
-		ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition), o.Version))
-		deletes++
 	}
-	if releaseOnly {
-		return ops, deletes
+	return legacy.RebalanceNeeded(current, next, domain)
+}
+
+// legacyStarts is a member's StartRequest part: each partition from the final offset reported,
+// else the committed one, else the member's reset sentinel (docs §6 StartRequest).
+func legacyStarts(m legacyMemberSpec, part []legacy.TopicPartition, offsets map[legacy.TopicPartition]int64) []legacy.PartitionOffset {
+	reset, ok := legacy.ResetOffset(m.Reset)
+	if !ok {
+		reset = legacy.OffsetLargest // 0.8's default auto.offset.reset; the server validated it anyway
 	}
-	for _, tp := range legacySortedTPs(next) {
-		if o, ok := in.Owners[tp]; ok && in.ours(o) && o.Thread == next[tp] {
-			continue
+	starts := make([]legacy.PartitionOffset, 0, len(part))
+	for _, tp := range part {
+		off, ok := offsets[tp]
+		if !ok || off < 0 {
+			off = reset
 		}
-		creates = append(creates, zkstate.CreateOp(zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition),
-			[]byte(next[tp]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
+		starts = append(starts, legacy.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
-	return append(ops, creates...), deletes
+	return starts
 }
 
 // legacyOffsetOps writes offsets to /consumers/<g>/offsets/<t>/<p> as decimal text (the 0.8
@@ -493,12 +388,7 @@ func legacyCheckPing(member string, autoCommit bool, owner map[legacy.TopicParti
 	return c
 }
 
-func legacyCompareTP(a, b legacy.TopicPartition) int {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
-}
+func legacyCompareTP(a, b legacy.TopicPartition) int { return ownership.CompareTP(a, b) }
 
 func legacySortedTPs[V any](m map[legacy.TopicPartition]V) []legacy.TopicPartition {
 	out := make([]legacy.TopicPartition, 0, len(m))

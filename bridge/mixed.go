@@ -41,6 +41,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/bridge/ownership"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -415,7 +416,7 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirror
 			}
 		}
 		ours := mi.oursNow()
-		fp := mixedFingerprint(snap, ours)
+		fp := ownership.Fingerprint(snap, ours)
 		count(ctx, store, snap, ours)
 		send(fp)
 	}

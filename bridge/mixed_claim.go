@@ -122,7 +122,7 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 			continue
 		}
 		in := c.in
-		in.Snap, in.Ours, in.Held = snap, mi.oursNow(), ownersHeld(held)
+		in.Snap, in.Ours, in.Held, in.Session = snap, mi.oursNow(), ownersHeld(held), mi.store.SessionID()
 		plan, err := planMixed(in)
 		if err != nil {
 			log.Error().Err(err).Msg("mixed group: cannot assign; retrying")

@@ -15,6 +15,7 @@ package bridge
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/bridge/ownership"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -41,16 +43,20 @@ type mixedInput struct {
 	// Ours lists consumer ids that are the bridge's Kafka members (present or on their way out):
 	// their registrations in the snapshot are not others'.
 	Ours map[string]bool
-	// Held maps the owner znodes the bridge holds for its Kafka members (path → thread).
-	Held map[string]string
-	Snap *zkstate.GroupSnapshot
+	// Held maps the owner znodes the bridge holds for its Kafka members (path → thread), as
+	// ephemerals of Session.
+	Held    map[string]string
+	Session int64
+	Snap    *zkstate.GroupSnapshot
 }
 
 // mixedPlan is the outcome.
 type mixedPlan struct {
 	// Assignments maps each member to its part, topic → sorted partitions.
 	Assignments map[group.MemberID]map[string][]int32
-	// Release are held owner znodes that the new assignment does not give to the same thread.
+	// Release are held owner znodes to delete now: those no Kafka member keeps, and, once
+	// nothing foreign is left to wait for, those that move between two Kafka members
+	// (ownership.Plan's Release and Move).
 	Release []string
 	// Foreign are owner znodes of our members' new partitions that someone else still holds.
 	Foreign []string
@@ -62,137 +68,85 @@ type mixedPlan struct {
 	Fingerprint string
 }
 
-// planMixed computes the 0.8.2 assignment over every registration and what the bridge must
-// release, wait for and claim. It fails only when the assignor does (roundrobin over unequal
-// subscriptions).
+// planMixed is ownership.Decide for the Kafka members: the 0.8.2 assignment over every
+// registration, and what the bridge must release, wait for and claim. The owner znodes the
+// snapshot shows and the bridge does not hold for its Kafka members count as unread (session
+// -1): not theirs, whoever holds them. It fails only when the assignor does (roundrobin over
+// unequal subscriptions).
 func planMixed(in mixedInput) (mixedPlan, error) {
-	ain := legacy.Input{Consumers: map[string]legacy.Subscription{}, Partitions: map[string][]int32{}}
+	oin := ownership.Input{Group: in.Group, Strategy: in.Strategy, Session: in.Session,
+		Members:    make(map[string]map[string]int, len(in.Members)),
+		Others:     ownership.ResolveSnapshot(in.Snap, in.Ours),
+		Partitions: in.Snap.Partitions,
+		Owners:     make(map[legacy.TopicPartition]ownership.Owner, len(in.Snap.Owners)+len(in.Held)),
+	}
 	for _, mm := range in.Members {
-		sub := legacy.Subscription{}
+		sub := make(map[string]int, len(mm.Topics))
 		for _, t := range mm.Topics {
-			sub[t] = zkstate.ThreadIDs(mm.CID, 1)
+			sub[t] = 1
 		}
-		ain.Consumers[mm.CID] = sub
+		oin.Members[mm.CID] = sub
 	}
-	for cid, sub := range otherThreads(in.Snap, in.Ours) {
-		if _, ours := ain.Consumers[cid]; !ours {
-			ain.Consumers[cid] = sub
+	for tp, th := range in.Snap.Owners {
+		oin.Owners[legacy.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = ownership.Owner{Thread: th, Version: -1, Session: -1}
+	}
+	prefix := zkstate.OwnersPath(in.Group) + "/"
+	for path, th := range in.Held {
+		tp, ok := mixedOwnerTP(prefix, path)
+		if !ok {
+			continue
 		}
+		oin.Owners[tp] = ownership.Owner{Thread: th, Version: -1, Session: in.Session}
 	}
-	for _, sub := range ain.Consumers {
-		for t := range sub {
-			ain.Partitions[t] = in.Snap.Partitions[t]
-		}
-	}
-	next, err := legacy.Assign(in.Strategy, ain)
+	own, err := ownership.Decide(oin)
 	if err != nil {
 		return mixedPlan{}, fmt.Errorf("bridge: mixed group %q: 0.8.2 assignment: %w", in.Group, err)
 	}
-	member := map[string]group.MemberID{} // thread → member
-	p := mixedPlan{Assignments: map[group.MemberID]map[string][]int32{}, Claim: map[string]string{}}
+	p := mixedPlan{Assignments: make(map[group.MemberID]map[string][]int32, len(in.Members)), Claim: map[string]string{},
+		Fingerprint: ownership.Fingerprint(in.Snap, in.Ours)}
+	member := make(map[string]group.MemberID, len(in.Members)) // consumer id → member
 	for _, mm := range in.Members {
-		member[zkstate.ThreadIDs(mm.CID, 1)[0]] = mm.ID
+		member[mm.CID] = mm.ID
 		p.Assignments[mm.ID] = map[string][]int32{}
 	}
-	want := map[string]string{}
-	for tp, th := range next {
-		id, ours := member[th]
-		if !ours {
-			continue
-		}
-		p.Assignments[id][tp.Topic] = append(p.Assignments[id][tp.Topic], tp.Partition)
-		want[zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition)] = th
+	for _, tp := range slices.SortedFunc(maps.Keys(own.Assignment), ownership.CompareTP) {
+		part := p.Assignments[member[own.Member[tp]]]
+		part[tp.Topic] = append(part[tp.Topic], tp.Partition)
 	}
-	for _, parts := range p.Assignments {
-		for _, ps := range parts {
-			slices.Sort(ps)
-		}
+	release := own.Release
+	if len(own.Foreign) == 0 {
+		release = slices.SortedFunc(slices.Values(slices.Concat(own.Release, own.Move)), ownership.CompareTP)
 	}
-	for path, th := range in.Held {
-		if want[path] != th {
-			p.Release = append(p.Release, path)
-		}
+	for _, tp := range release {
+		p.Release = append(p.Release, zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition))
 	}
-	for tp, th := range next {
-		if _, ours := member[th]; !ours {
-			continue
-		}
-		path := zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition)
-		if in.Held[path] == th {
-			continue
-		}
-		if _, taken := in.Snap.Owners[zkstate.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]; taken {
-			if _, releasing := in.Held[path]; !releasing {
-				p.Foreign = append(p.Foreign, path)
-				continue
-			}
-		}
-		p.Claim[path] = th
+	for _, tp := range own.Foreign {
+		p.Foreign = append(p.Foreign, zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition))
 	}
-	slices.Sort(p.Release)
+	for _, tp := range own.Claim {
+		p.Claim[zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition)] = own.Assignment[tp]
+	}
+	slices.Sort(p.Release) // as paths, which is how the mirrorer deletes and logs them
 	slices.Sort(p.Foreign)
-	p.Fingerprint = mixedFingerprint(in.Snap, in.Ours)
 	return p, nil
 }
 
-// otherThreads reads the threads of every registration that is not one of ours, as 0.8.2's
-// ZkUtils.getConsumersPerTopic does: a static subscription's thread counts, a wildcard's matched
-// against the topics the snapshot knows.
-func otherThreads(snap *zkstate.GroupSnapshot, ours map[string]bool) map[string]legacy.Subscription {
-	topics := make([]string, 0, len(snap.Partitions))
-	for t := range snap.Partitions {
-		topics = append(topics, t)
+// mixedOwnerTP reads the partition of an owner znode's path, prefix being the group's
+// /consumers/<g>/owners/.
+func mixedOwnerTP(prefix, path string) (legacy.TopicPartition, bool) {
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return legacy.TopicPartition{}, false
 	}
-	slices.Sort(topics)
-	out := map[string]legacy.Subscription{}
-	for cid, c := range snap.Consumers {
-		if ours[cid] {
-			continue
-		}
-		threads, err := zkstate.WildcardThreads(cid, c.Registration, topics)
-		if err != nil {
-			continue // Snapshot reported it in Problems; 0.8.2 would fail its rebalance on it
-		}
-		sub := legacy.Subscription{}
-		for t, ths := range threads {
-			if len(ths) > 0 {
-				sub[t] = ths
-			}
-		}
-		out[cid] = sub
+	topic, part, ok := strings.Cut(rest, "/")
+	if !ok {
+		return legacy.TopicPartition{}, false
 	}
-	return out
-}
-
-// mixedFingerprint says what, besides the Kafka members, a mixed group's assignment depends on:
-// every other registration's threads and the partition count of every subscribed topic.
-func mixedFingerprint(snap *zkstate.GroupSnapshot, ours map[string]bool) string {
-	others := otherThreads(snap, ours)
-	var parts []string
-	topics := map[string]bool{}
-	for cid, sub := range others {
-		var ts []string
-		for t, ths := range sub {
-			ts = append(ts, t+"="+strconv.Itoa(len(ths)))
-			topics[t] = true
-		}
-		slices.Sort(ts)
-		parts = append(parts, cid+"{"+strings.Join(ts, ",")+"}")
+	n, err := strconv.ParseInt(part, 10, 32)
+	if err != nil {
+		return legacy.TopicPartition{}, false
 	}
-	for cid, c := range snap.Consumers {
-		if ours[cid] {
-			for t := range c.Registration.Subscription {
-				topics[t] = true
-			}
-		}
-	}
-	slices.Sort(parts)
-	var ts []string
-	for t := range topics {
-		ts = append(ts, t+":"+strconv.Itoa(len(snap.Partitions[t])))
-	}
-	slices.Sort(ts)
-	return strings.Join(parts, ";") + "|" + strings.Join(ts, ",")
+	return legacy.TopicPartition{Topic: topic, Partition: int32(n)}, true
 }
 
 // encodeAssignment writes a member's part as a ConsumerMemberAssignment v0, which every consumer
