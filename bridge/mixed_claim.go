@@ -188,24 +188,46 @@ func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threa
 
 // releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
 // costs an exists and a delete per znode — 600 requests when a 300-partition group reshuffles),
-// or, when that fails (a znode already gone: a 0.8.2 consumer deletes every owner it believes
-// its own, ZCC:580-590), one by one with the ownership check of DeleteEphemeral. The Multi needs
-// no ownership check: held znodes are ephemerals of our session, and only a 0.8 consumer that
-// believes it owns the partition deletes another session's owner znode.
+// or, when that fails, one by one with the ownership check of DeleteEphemeral. Each znode is
+// read first, in one batch, and deleted only while it is still ours — an ephemeral of our
+// session holding the thread we wrote — checked against the version read: a 0.8.2 consumer
+// deletes every owner it believes its own (ZCC:580-590), and another session may have created
+// the znode again since, at version 0 like ours; deleting that one would take its partition
+// away from its new owner (mirror_aba_test.go). A znode gone or someone else's is simply no
+// longer held.
 func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
 	if len(paths) == 0 {
 		return
 	}
-	ops := make([]zkstate.Op, len(paths))
-	for i, p := range paths {
-		ops[i] = zkstate.DeleteOp(p, -1)
-	}
 	defer mi.releases.released(mi.group, mi.wake)
-	if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
-		for _, p := range paths {
-			delete(held.owners, p)
+	ops := make([]zkstate.Op, 0, len(paths))
+	mine := make([]string, 0, len(paths))
+	if reads, err := mi.store.GetMany(ctx, paths); err == nil {
+		session := mi.store.SessionID()
+		for i, p := range paths {
+			r := reads[i]
+			switch {
+			case r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode):
+				mine = append(mine, p) // unknown: DeleteEphemeral below checks it
+			case r.Err != nil, r.Stat.EphemeralOwner != session, string(r.Data) != string(held.owners[p]):
+				delete(held.owners, p) // gone, or someone else's now
+			default:
+				ops = append(ops, zkstate.DeleteOp(p, r.Stat.Version))
+				mine = append(mine, p)
+			}
 		}
-		return
+		if len(ops) == len(mine) {
+			if len(ops) == 0 {
+				return
+			}
+			if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+				for _, p := range mine {
+					delete(held.owners, p)
+				}
+				return
+			}
+		}
+		paths = mine
 	}
 	for _, p := range paths {
 		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {

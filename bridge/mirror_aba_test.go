@@ -1,0 +1,59 @@
+package bridge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// An owner znode the bridge holds for a Kafka member can be deleted by someone else (a 0.8.2
+// consumer deletes every owner it believes its own, ZCC:580-590) and created again by another
+// session, at version 0 like ours. Releasing the partition must then leave the new owner alone:
+// a delete checked by version alone (or not checked) would take another member's partition
+// away from it (the ABA of issue 14 item 2).
+func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
+	connect := legacyConnect(t)
+	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
+	defer ours.Close()
+	defer theirs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := &mirrorer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
+	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	gone, kept := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)
+	if err := mi.claimOwners(ctx, held, map[string]string{gone: "k-0", kept: "k-0"}); err != nil {
+		t.Fatal(err)
+	}
+	// t/0 changes hands behind the bridge's back; t/1 stays the bridge's.
+	if err := theirs.Delete(ctx, gone, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.MultiAtomic(ctx, zkstate.CreateOp(gone, []byte("z-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	mi.releaseOwners(ctx, held, []string{gone, kept})
+
+	data, st, err := theirs.Get(ctx, gone)
+	if err != nil {
+		t.Fatalf("the re-created owner znode was deleted by the bridge's release: %v", err)
+	}
+	if string(data) != "z-0" || st.EphemeralOwner != theirs.SessionID() {
+		t.Errorf("owner of t/0 is %q of session 0x%x, want z-0 of 0x%x", data, st.EphemeralOwner, theirs.SessionID())
+	}
+	if ok, _, err := theirs.Exists(ctx, kept); err != nil || ok {
+		t.Errorf("the bridge's own owner znode of t/1 was not released (exists %v, %v)", ok, err)
+	}
+	if len(held.owners) != 0 {
+		t.Errorf("still held after the release: %v", held.owners)
+	}
+}
