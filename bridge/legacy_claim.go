@@ -53,53 +53,64 @@ func (g *legacyGroup) claim(now time.Time) {
 		g.lastOthers = view.others
 	}
 	if len(plan.Foreign) > 0 {
-		// Another member (a zk member that has not noticed the change yet, a member of
-		// another coordinator, a previous coordinator whose session has not expired) still
-		// owns partitions we must claim. 0.8 consumers retry their claims the same way; ours
-		// stay stopped, and keep being pinged, meanwhile. What is no longer ours is let go
-		// first: whoever we wait for may be waiting for it.
-		if len(plan.Release) > 0 {
-			if err := g.multi(plan.Release); err != nil {
-				g.written, g.writtenSession = nil, 0
-				if legacyParentRace(err) && !g.att.reclaimed {
-					g.att.reclaimed = true
-					g.claim(now)
-					return
-				}
-				g.fail(now, fmt.Errorf("releasing owner znodes before waiting to claim (seed step 4): %w", err))
-				return
-			}
-			g.released(plan, view)
-			g.c.releases.released(g.name, g.wake)
-		}
-		g.att.waited = g.waitedView(plan, view)
-		g.claimTries++
-		g.c.claimWaits.Add(1)
-		wait := g.backoff(g.claimTries)
-		if g.claimTries == 1 {
-			g.claimWaitSince = now
-		}
-		// Waiting is routine in a group with other members (they release at their own pace):
-		// a warning only when it lasts.
-		ev := g.log.Debug()
-		switch {
-		case g.claimTries == 1:
-			ev = g.log.Info()
-		case !g.foreignLogged && now.Sub(g.claimWaitSince) >= legacyClaimWarnAfter:
-			ev = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
-			g.foreignLogged = true
-		}
-		first := plan.Foreign[0]
-		holder := view.owners[first]
-		if holder.Session >= 0 {
-			ev = ev.Str("session", fmt.Sprintf("0x%x", holder.Session))
-		}
-		ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).Str("held_by", holder.Thread).
-			Dur("retry_in", wait).Msg("owner znodes held by another member; waiting to claim")
-		g.phase, g.retryAt = legacyClaimWait, now.Add(wait)
-		g.watchRelease(zkstate.OwnerPath(g.name, first.Topic, first.Partition))
+		g.waitForeign(now, plan, view)
 		return
 	}
+	g.writeClaim(now, plan, view, refreshed, reading)
+}
+
+// waitForeign is a claim that must wait: another member (a zk member that has not noticed the
+// change yet, a member of another coordinator, a previous coordinator whose session has not
+// expired) still owns partitions we must claim. 0.8 consumers retry their claims the same way;
+// ours stay stopped, and keep being pinged, meanwhile. What is no longer ours is let go first:
+// whoever we wait for may be waiting for it.
+func (g *legacyGroup) waitForeign(now time.Time, plan legacyPlan, view legacyGroupView) {
+	if len(plan.Release) > 0 {
+		if err := g.multi(plan.Release); err != nil {
+			g.written, g.writtenSession = nil, 0
+			if legacyParentRace(err) && !g.att.reclaimed {
+				g.att.reclaimed = true
+				g.claim(now)
+				return
+			}
+			g.fail(now, fmt.Errorf("releasing owner znodes before waiting to claim (seed step 4): %w", err))
+			return
+		}
+		g.released(plan, view)
+		g.c.releases.released(g.name, g.wake)
+	}
+	g.att.waited = g.waitedView(plan, view)
+	g.claimTries++
+	g.c.claimWaits.Add(1)
+	wait := g.backoff(g.claimTries)
+	if g.claimTries == 1 {
+		g.claimWaitSince = now
+	}
+	// Waiting is routine in a group with other members (they release at their own pace):
+	// a warning only when it lasts.
+	ev := g.log.Debug()
+	switch {
+	case g.claimTries == 1:
+		ev = g.log.Info()
+	case !g.foreignLogged && now.Sub(g.claimWaitSince) >= legacyClaimWarnAfter:
+		ev = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
+		g.foreignLogged = true
+	}
+	first := plan.Foreign[0]
+	holder := view.owners[first]
+	if holder.Session >= 0 {
+		ev = ev.Str("session", fmt.Sprintf("0x%x", holder.Session))
+	}
+	ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).Str("held_by", holder.Thread).
+		Dur("retry_in", wait).Msg("owner znodes held by another member; waiting to claim")
+	g.phase, g.retryAt = legacyClaimWait, now.Add(wait)
+	g.watchRelease(zkstate.OwnerPath(g.name, first.Topic, first.Partition))
+}
+
+// writeClaim is the claim's one Multi (final offsets, released owners deleted, new owners
+// created), then the StartRequests (seed step 4.2). refreshed says the view was read in part
+// after a wait; reading is how long the read took, for the log.
+func (g *legacyGroup) writeClaim(now time.Time, plan legacyPlan, view legacyGroupView, refreshed bool, reading time.Duration) {
 	writeStart := time.Now()
 	if err := g.multi(plan.Ops); err != nil {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing
@@ -182,11 +193,12 @@ func (g *legacyGroup) waitedView(plan legacyPlan, view legacyGroupView) *legacyW
 			view.committed[tp], view.nodes[tp] = off, true
 		}
 	}
-	return &legacyWaited{view: view, foreign: plan.Foreign}
+	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
 }
 
-// refreshWaited reads again what a claim waited for: the owner znode and the offset of every
-// foreign partition, in one batch, into the view kept by the wait.
+// refreshWaited reads again what a claim waited for — the owner znode and the offset of every
+// foreign partition — and the owner znodes it is about to delete for a move between our
+// threads, in one batch, into the view kept by the wait.
 func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
 	defer cancel()
@@ -194,9 +206,12 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 	if err := legacySameSession(store, v.session, "while waiting to claim"); err != nil {
 		return v, err
 	}
-	paths := make([]string, 0, 2*len(w.foreign))
+	paths := make([]string, 0, 2*len(w.foreign)+len(w.moving))
 	for _, tp := range w.foreign {
 		paths = append(paths, zkstate.OwnerPath(g.name, tp.Topic, tp.Partition), zkstate.OffsetPath(g.name, tp.Topic, tp.Partition))
+	}
+	for _, tp := range w.moving {
+		paths = append(paths, zkstate.OwnerPath(g.name, tp.Topic, tp.Partition))
 	}
 	reads, err := store.GetMany(ctx, paths)
 	g.countReads(len(paths), 1)
@@ -204,35 +219,16 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 		return v, err
 	}
 	for i, tp := range w.foreign {
-		owner, offset := reads[2*i], reads[2*i+1]
-		switch {
-		case errors.Is(owner.Err, zkstate.ErrNoNode):
-			delete(v.owners, tp)
-		case owner.Err != nil:
-			return v, owner.Err
-		default:
-			thread := string(owner.Data)
-			o := legacyOwner{Thread: thread, Version: owner.Stat.Version, Session: owner.Stat.EphemeralOwner}
-			if _, other := v.others[legacy.ConsumerOf(thread)]; other {
-				o = legacyOwner{Thread: thread, Version: -1, Session: -1} // as readGroup: not ours
-			}
-			v.owners[tp] = o
+		if err := g.refreshOwner(&v, tp, reads[2*i]); err != nil {
+			return v, err
 		}
-		switch {
-		case errors.Is(offset.Err, zkstate.ErrNoNode):
-			delete(v.committed, tp)
-			delete(v.nodes, tp)
-		case offset.Err != nil:
-			return v, offset.Err
-		default:
-			v.nodes[tp] = true
-			off, err := zkstate.ParseOffset(offset.Data)
-			if err != nil {
-				delete(v.committed, tp)
-				g.warnBadOffset(tp, err)
-				continue
-			}
-			v.committed[tp] = off
+		if err := g.refreshOffset(&v, tp, reads[2*i+1]); err != nil {
+			return v, err
+		}
+	}
+	for i, tp := range w.moving {
+		if err := g.refreshOwner(&v, tp, reads[2*len(w.foreign)+i]); err != nil {
+			return v, err
 		}
 	}
 	if err := legacySameSession(store, v.session, "while reading the group"); err != nil {
@@ -240,6 +236,46 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 	}
 	v.queued = 0
 	return v, nil
+}
+
+// refreshOwner puts an owner znode read again into the view: gone, or as read, with its
+// session and version (not ours when it holds another registration's thread, as readGroup).
+func (g *legacyGroup) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition, owner zkstate.Read) error {
+	switch {
+	case errors.Is(owner.Err, zkstate.ErrNoNode):
+		delete(v.owners, tp)
+	case owner.Err != nil:
+		return owner.Err
+	default:
+		thread := string(owner.Data)
+		o := legacyOwner{Thread: thread, Version: owner.Stat.Version, Session: owner.Stat.EphemeralOwner}
+		if _, other := v.others[legacy.ConsumerOf(thread)]; other {
+			o = legacyOwner{Thread: thread, Version: -1, Session: -1} // as readGroup: not ours
+		}
+		v.owners[tp] = o
+	}
+	return nil
+}
+
+// refreshOffset puts an offset znode read again into the view.
+func (g *legacyGroup) refreshOffset(v *legacyGroupView, tp legacy.TopicPartition, offset zkstate.Read) error {
+	switch {
+	case errors.Is(offset.Err, zkstate.ErrNoNode):
+		delete(v.committed, tp)
+		delete(v.nodes, tp)
+	case offset.Err != nil:
+		return offset.Err
+	default:
+		v.nodes[tp] = true
+		off, err := zkstate.ParseOffset(offset.Data)
+		if err != nil {
+			delete(v.committed, tp)
+			g.warnBadOffset(tp, err)
+			return nil
+		}
+		v.committed[tp] = off
+	}
+	return nil
 }
 
 // released records a plan's Release Multi: the final offsets are committed, and the partitions

@@ -144,6 +144,10 @@ type legacyAttempt struct {
 type legacyWaited struct {
 	view    legacyGroupView
 	foreign []legacy.TopicPartition
+	// moving are our owner znodes that the claim deletes and creates again for another of our
+	// threads: read again too, since someone may have deleted one and created it again in the
+	// meantime, at the version we read (the ABA of a delete by version).
+	moving []legacy.TopicPartition
 }
 
 // legacyGroup is the actor of one group. Every field below quit is owned by run's goroutine.

@@ -148,6 +148,9 @@ type legacyPlan struct {
 	// empty while any is left. Partitions of others never are: whoever holds them, they are
 	// not ours to wait for.
 	Foreign []legacy.TopicPartition
+	// Moving lists, sorted, our owner znodes of partitions that change thread among our
+	// members: Ops deletes and creates them again (ownership.Plan.Move).
+	Moving []legacy.TopicPartition
 	// Release, while Foreign is not empty, is the Multi to run before waiting: the final
 	// offsets that changed, then the deletes of our owner znodes of partitions that are no
 	// longer ours; empty when there is none to delete. A 0.8.2 consumer too releases before it
@@ -220,6 +223,7 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 		Assignment: own.Assignment,
 		Owner:      own.Member,
 		Foreign:    own.Foreign,
+		Moving:     own.Move,
 		Reason:     legacyStep3(&in, own),
 		Starts:     make(map[string][]legacy.PartitionOffset, len(in.Members)),
 		Offsets:    make(map[legacy.TopicPartition]int64, len(in.Committed)+len(in.Final)),

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -48,130 +49,145 @@ func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
 	cctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	start := time.Now()
-	log := mi.log.With().Int32("generation", int32(c.gen)).Logger()
-
-	backoff := claimBackoff
-	// wait sleeps until the backoff's end, another actor of this bridge releasing owner znodes,
-	// or, with held set, that owner znode going away: 0.8 consumers and other bridges release
-	// at their own pace, and a watch sees it when it happens rather than at the backoff's end
-	// (one request per wait).
-	wait := func(held string) bool {
-		t := time.NewTimer(backoff)
-		defer t.Stop()
-		backoff = min(2*backoff, claimBackoffMax)
-		var gone <-chan zkstate.WatchEvent
-		if held != "" {
-			wctx, wcancel := context.WithCancel(cctx)
-			defer wcancel()
-			if ch, err := mi.store.WatchData(wctx, held); err == nil {
-				gone = ch
-			}
-		}
-		for {
-			select {
-			case <-t.C:
-				return true
-			case <-mi.wake: // another actor of this bridge let go of owner znodes: look now
-				return true
-			case ev, ok := <-gone:
-				switch {
-				case !ok:
-					gone = nil
-				case ev.Exists:
-					// Still held (the first event, or its data was rewritten).
-				default:
-					return true
-				}
-			case <-cctx.Done():
-				return false
-			}
-		}
-	}
+	r := claimRun{mi: mi, held: held, c: c, start: time.Now(), backoff: claimBackoff,
+		log: mi.log.With().Int32("generation", int32(c.gen)).Logger()}
 	for round := 1; ; round++ {
 		if cctx.Err() != nil {
 			return
 		}
-		// Members that left give up their partitions before their registrations go: an owner
-		// znode whose consumer is not registered would look like nobody's.
-		t0 := time.Now()
-		mi.releaseDeparted(cctx, held, c.ids)
-		if !mi.claimRegistrations(cctx, held, c.ids) {
-			if !wait("") {
-				return
+		res, next := r.round(cctx, round)
+		switch {
+		case res != nil:
+			select {
+			case c.results <- *res:
+			case <-cctx.Done():
 			}
-			continue
+			return
+		case next.now:
+		case !r.wait(cctx, next.owner):
+			return
 		}
-		t1 := time.Now()
-		// The first round claims without reading the owners: the Multi's creates fail if
-		// someone holds one of them, and then the next round reads them and waits. In a
-		// rebalance that gives the Kafka members nothing another kind still holds (they only
-		// lose partitions, or gain free ones), that saves reading every owner znode, and the
-		// release of what moves away from them comes that much sooner.
-		optimistic := round == 1
-		parts := zkstate.WithOwners // offsets: see above
-		if optimistic {
-			parts = 0
+	}
+}
+
+// claimRun is one claim in progress.
+type claimRun struct {
+	mi      *mirrorer
+	held    *mirrorState
+	c       *claim
+	start   time.Time
+	backoff time.Duration
+	log     zerolog.Logger
+}
+
+// claimNext says what a round that did not finish the claim asks for: another round at once
+// (now), or after a wait, which ends early when owner, if set, goes away.
+type claimNext struct {
+	now   bool
+	owner string
+}
+
+// round is one round of a claim: registrations, read, plan, release, and the claim of the owner
+// znodes once nothing foreign is left. It returns the result when the claim is done.
+func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNext) {
+	mi, log := r.mi, r.log
+	// Members that left give up their partitions before their registrations go: an owner
+	// znode whose consumer is not registered would look like nobody's.
+	t0 := time.Now()
+	mi.releaseDeparted(ctx, r.held, r.c.ids)
+	if !mi.claimRegistrations(ctx, r.held, r.c.ids) {
+		return nil, claimNext{}
+	}
+	t1 := time.Now()
+	// The first round claims without reading the owners: the Multi's creates fail if
+	// someone holds one of them, and then the next round reads them and waits. In a
+	// rebalance that gives the Kafka members nothing another kind still holds (they only
+	// lose partitions, or gain free ones), that saves reading every owner znode, and the
+	// release of what moves away from them comes that much sooner.
+	optimistic := round == 1
+	parts := zkstate.WithOwners // offsets: see mixed.go
+	if optimistic {
+		parts = 0
+	}
+	snap, err := mi.store.SnapshotOf(ctx, mi.group, parts)
+	if err != nil {
+		log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
+		return nil, claimNext{}
+	}
+	in := r.c.in
+	in.Snap, in.Ours, in.Held, in.Session = snap, mi.oursNow(), ownersHeld(r.held), mi.store.SessionID()
+	plan, err := planMixed(in)
+	if err != nil {
+		log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
+		return nil, claimNext{}
+	}
+	t2 := time.Now()
+	mi.releaseOwners(ctx, r.held, plan.Release)
+	t3 := time.Now()
+	if len(plan.Foreign) > 0 {
+		e := log.Debug()
+		if time.Since(r.start) > claimWarnAfter {
+			e = log.Warn()
 		}
-		snap, err := mi.store.SnapshotOf(cctx, mi.group, parts)
-		if err != nil {
-			log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
-			if !wait("") {
-				return
-			}
-			continue
+		e.Int("partitions", len(plan.Foreign)).Str("first", plan.Foreign[0]).
+			Msg("mixed group: waiting for other members to release partitions of Kafka members")
+		return nil, claimNext{owner: plan.Foreign[0]}
+	}
+	if err := mi.claimOwners(ctx, r.held, plan.Claim); err != nil {
+		if optimistic && errors.Is(err, zkstate.ErrNodeExists) {
+			log.Debug().Msg("mixed group: an owner znode to claim is taken; reading the owners")
+			return nil, claimNext{now: true}
 		}
-		in := c.in
-		in.Snap, in.Ours, in.Held, in.Session = snap, mi.oursNow(), ownersHeld(held), mi.store.SessionID()
-		plan, err := planMixed(in)
-		if err != nil {
-			log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
-			if !wait("") {
-				return
-			}
-			continue
+		e := log.Warn()
+		if errors.Is(err, zkstate.ErrNodeExists) || ctx.Err() != nil {
+			e = log.Debug() // taken between our read and our write: read again
 		}
-		t2 := time.Now()
-		mi.releaseOwners(cctx, held, plan.Release)
-		t3 := time.Now()
-		if len(plan.Foreign) > 0 {
-			e := log.Debug()
-			if time.Since(start) > claimWarnAfter {
-				e = log.Warn()
-			}
-			e.Int("partitions", len(plan.Foreign)).Str("first", plan.Foreign[0]).
-				Msg("mixed group: waiting for other members to release partitions of Kafka members")
-			if !wait(plan.Foreign[0]) {
-				return
-			}
-			continue
+		e.Err(err).Msg("mixed group: claiming owner znodes failed; retrying")
+		return nil, claimNext{}
+	}
+	res := &claimResult{gen: r.c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
+		fingerprint: plan.Fingerprint, took: time.Since(r.start), rounds: round,
+		regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
+	for id, part := range plan.Assignments {
+		res.assignments[id] = encodeAssignment(part)
+	}
+	return res, claimNext{}
+}
+
+// wait sleeps until the backoff's end, another actor of this bridge releasing owner znodes,
+// or, with owner set, that owner znode going away: 0.8 consumers and other bridges release
+// at their own pace, and a watch sees it when it happens rather than at the backoff's end
+// (one request per wait). It reports false when ctx ended.
+func (r *claimRun) wait(ctx context.Context, owner string) bool {
+	t := time.NewTimer(r.backoff)
+	defer t.Stop()
+	r.backoff = min(2*r.backoff, claimBackoffMax)
+	var gone <-chan zkstate.WatchEvent
+	if owner != "" {
+		wctx, wcancel := context.WithCancel(ctx)
+		defer wcancel()
+		if ch, err := r.mi.store.WatchData(wctx, owner); err == nil {
+			gone = ch
 		}
-		if err := mi.claimOwners(cctx, held, plan.Claim); err != nil {
-			if optimistic && errors.Is(err, zkstate.ErrNodeExists) {
-				log.Debug().Msg("mixed group: an owner znode to claim is taken; reading the owners")
-				continue
-			}
-			e := log.Warn()
-			if errors.Is(err, zkstate.ErrNodeExists) || cctx.Err() != nil {
-				e = log.Debug() // taken between our read and our write: read again
-			}
-			e.Err(err).Msg("mixed group: claiming owner znodes failed; retrying")
-			if !wait("") {
-				return
-			}
-			continue
-		}
-		res := claimResult{gen: c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
-			fingerprint: plan.Fingerprint, took: time.Since(start), rounds: round,
-			regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
-		for id, part := range plan.Assignments {
-			res.assignments[id] = encodeAssignment(part)
-		}
+	}
+	for {
 		select {
-		case c.results <- res:
-		case <-cctx.Done():
+		case <-t.C:
+			return true
+		case <-r.mi.wake: // another actor of this bridge let go of owner znodes: look now
+			return true
+		case ev, ok := <-gone:
+			switch {
+			case !ok:
+				gone = nil
+			case ev.Exists:
+				// Still held (the first event, or its data was rewritten).
+			default:
+				return true
+			}
+		case <-ctx.Done():
+			return false
 		}
-		return
 	}
 }
 

@@ -1,0 +1,94 @@
+package bridge
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// A legacy claim that waited for a foreign owner keeps what it read before the wait, and its
+// Multi then deletes the owner znodes that move between its threads, checked against the
+// version read. If one was deleted meanwhile (a 0.8.2 consumer deletes the owners it believes
+// its own, ZCC:580-590) and created again by another session, at version 0 like ours, that
+// delete would take the partition away from its new owner (the ABA of issue 14 item 2). So the
+// read after the wait reads those owner znodes again, and the plan then waits for the new owner
+// instead of deleting it.
+func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
+	connect := legacyConnect(t)
+	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
+	defer ours.Close()
+	defer theirs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &legacyGroup{c: c, name: "g", lifetime: ctx, log: legacyTestLogger(t)}
+
+	// Our a-0 holds t/1, which moves to our b-0 (range over t/0..t/1, threads a-0 and b-0);
+	// z, a zk member that left, still holds t/0, which is a-0's now: the claim waits.
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	moved, waited := zkstate.OwnerPath("g", "t", 1), zkstate.OwnerPath("g", "t", 0)
+	if err := ours.MultiAtomic(ctx, zkstate.CreateOp(moved, []byte("a-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.MultiAtomic(ctx, zkstate.CreateOp(waited, []byte("z-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	in := legacyPlanInput{Group: "g", Strategy: legacy.StrategyRange, Session: ours.SessionID(),
+		Members: map[string]legacyMemberSpec{
+			"a": {Subscription: legacySub("t"), Reset: legacy.ResetSmallest},
+			"b": {Subscription: legacySub("t"), Reset: legacy.ResetSmallest},
+		},
+		Partitions: map[string][]int32{"t": {0, 1}},
+		Owners: map[legacy.TopicPartition]legacyOwner{
+			legacyTP("t", 0): {Thread: "z-0", Version: 0, Session: theirs.SessionID()},
+			legacyTP("t", 1): {Thread: "a-0", Version: 0, Session: ours.SessionID()},
+		},
+		Committed: map[legacy.TopicPartition]int64{}, OffsetNodes: map[legacy.TopicPartition]bool{},
+	}
+	plan, err := legacyPlanRebalance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 0)}) || !slices.Equal(plan.Moving, []legacy.TopicPartition{legacyTP("t", 1)}) {
+		t.Fatalf("plan: foreign %v, moving %v; want t-0 foreign and t-1 moving", plan.Foreign, plan.Moving)
+	}
+	view := legacyGroupView{session: ours.SessionID(), owners: in.Owners, committed: in.Committed, nodes: in.OffsetNodes,
+		others: map[string]map[string]int{}}
+	w := &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
+
+	// While the claim waits, z lets t/0 go, and t/1 changes hands behind our back.
+	for _, p := range []string{waited, moved} {
+		if err := theirs.Delete(ctx, p, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := theirs.MultiAtomic(ctx, zkstate.CreateOp(moved, []byte("y-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+
+	v, err := g.refreshWaited(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Owners = v.owners
+	plan, err = legacyPlanRebalance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range legacyOpStrings(slices.Concat(plan.Ops, plan.Release)) {
+		if strings.HasPrefix(op, "delete "+moved) {
+			t.Errorf("the claim after the wait deletes %s, which another session created again: %s", moved, op)
+		}
+	}
+	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 1)}) {
+		t.Errorf("foreign after the wait %v, want [t-1]: its new owner must let go first", plan.Foreign)
+	}
+}
