@@ -23,6 +23,10 @@ package newproto
 // describes a group it has no metadata for (GroupCoordinator.DeadGroup). A
 // group that fails gets Kafka's empty summary: state "", no members.
 //
+// Answered per node, as brokers do: on a proxy listener (a node that stands
+// for an upstream broker, not the groups' coordinator) every group is
+// NOT_COORDINATOR, which sends an admin client to FindCoordinator's answer.
+//
 // The protocol, the members' metadata and their assignments are set only
 // while the group is Stable (the engine's Describe, Kafka's
 // GroupMetadata.summary).
@@ -45,10 +49,18 @@ func init() { regKey(kmsg.DescribeGroups, 0, 5) }
 const authorizedOperationsNotProvided = math.MinInt32
 
 // DescribeGroups implements Coordinator.
-func (gc *GroupCoordinator) DescribeGroups(ctx context.Context, _ *Request, m *kmsg.DescribeGroupsRequest) (*kmsg.DescribeGroupsResponse, error) {
+func (gc *GroupCoordinator) DescribeGroups(ctx context.Context, req *Request, m *kmsg.DescribeGroupsRequest) (*kmsg.DescribeGroupsResponse, error) {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.SetVersion(m.Version)
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(m.Groups))
+	if notCoordinatorNode(req) {
+		for i, name := range m.Groups {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.AuthorizedOperations = name, int16(ErrNotCoordinator), authorizedOperationsNotProvided
+			resp.Groups[i] = rg
+		}
+		return resp, nil
+	}
 	gc.eachGroup(len(m.Groups), func(i int) {
 		resp.Groups[i] = gc.describe(ctx, m.Groups[i])
 	})

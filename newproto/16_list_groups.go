@@ -15,6 +15,15 @@ package newproto
 // The groups are those Groups.ListGroups knows, sorted by name so that the
 // answer is deterministic. A failure of Groups fails the whole request
 // (top-level error).
+//
+// Answered per node, as brokers do: a broker lists the groups it
+// coordinates, and admin clients (kafkajs admin.listGroups, kadm, kcat -L
+// through kafka-consumer-groups --list) ask every broker of the metadata
+// and concatenate the answers. Every group's coordinator is the bridge's
+// own node (10_find_coordinator.go), so its listeners list the groups and
+// a proxy listener, which stands for an upstream broker, lists none:
+// otherwise each group came back once per node (kafkajs listed every group
+// four times through a bridge in front of three brokers).
 
 import (
 	"context"
@@ -28,7 +37,12 @@ import (
 func init() { regKey(kmsg.ListGroups, 0, 4) }
 
 // ListGroups implements Coordinator.
-func (gc *GroupCoordinator) ListGroups(ctx context.Context, _ *Request, m *kmsg.ListGroupsRequest) (*kmsg.ListGroupsResponse, error) {
+func (gc *GroupCoordinator) ListGroups(ctx context.Context, req *Request, m *kmsg.ListGroupsRequest) (*kmsg.ListGroupsResponse, error) {
+	if notCoordinatorNode(req) {
+		resp := kmsg.NewPtrListGroupsResponse()
+		resp.SetVersion(m.Version)
+		return resp, nil
+	}
 	listed, err := gc.groups.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
@@ -51,4 +65,14 @@ func (gc *GroupCoordinator) ListGroups(ctx context.Context, _ *Request, m *kmsg.
 	}
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	return resp, nil
+}
+
+// notCoordinatorNode reports a request on a proxy listener: that node stands
+// for an upstream broker, which coordinates no group the bridge serves.
+func notCoordinatorNode(req *Request) bool {
+	if req == nil {
+		return false
+	}
+	_, proxied := req.Conn.UpstreamBroker()
+	return proxied
 }
