@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/newproto"
@@ -186,6 +187,15 @@ type Config struct {
 	// which stays possible per listener for the clients that cannot do TLS (0.8-era consumers).
 	// With a client CA the listener requires mutual TLS.
 	KafkaTLS, LegacyTLS, AdminTLS tlsconfig.Server
+	// PrincipalMappingRules map a client certificate's subject to its principal, as Kafka's
+	// ssl.principal.mapping.rules ("RULE:^CN=(.*?),.*$/$1/,DEFAULT"; empty: DEFAULT).
+	PrincipalMappingRules string
+	// Authorizer "zookeeper" enforces Kafka's ACLs from ZooKeeper on the requests the bridge
+	// answers (acls.go, newproto/authorize.go); empty: everything is allowed. SuperUsers is
+	// super.users ("User:admin;User:ops"), AllowEveryoneIfNoACL allow.everyone.if.no.acl.found.
+	Authorizer           string
+	SuperUsers           string
+	AllowEveryoneIfNoACL bool
 
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
@@ -463,6 +473,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: admin listener: %w", err)
 	}
 
+	az, err := b.authorizer(ctx, store) // security.go
+	if err != nil {
+		kafkaLn.Close()
+		adminLn.Close()
+		return err
+	}
+	rules, _ := authz.ParseRules(cfg.PrincipalMappingRules) // Validate checked it
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
 	b.cluster.Store(cl)
 	host, port := b.advertised(kafkaLn.Addr())
@@ -489,6 +506,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		Cluster:        cl,
 		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
 		TLS:            kafkaTLS,
+		PrincipalRules: rules,
+		Authorizer:     newprotoAuthorizer(az),
 	})
 	if err != nil {
 		kafkaLn.Close()
@@ -554,6 +573,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("bridge: admin listener: %w", err)
 		}
 	}()
+	if az != nil {
+		bg.Go(func() { followACLs(bgCtx, store, az, b.log) }) // acls.go
+	}
 	if up != nil {
 		// upstream.go: the proxy listeners (closed by srv.Close at shutdown) and the broker set.
 		b.proxySrv.Store(srv)

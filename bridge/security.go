@@ -1,18 +1,34 @@
 package bridge
 
-// Security of the listeners (issue 16): TLS per listener, from PEM files reloaded on change.
+// Security (issue 16): TLS per listener, from PEM files reloaded on change; Kafka's ACLs from
+// ZooKeeper (acls.go) enforced on the Kafka listener (newproto/authorize.go).
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
 
+	"github.com/zkbridge/zkbridge/authz"
+	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/tlsconfig"
+	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// validateTLS checks the listeners' TLS settings.
+// validateTLS checks the listeners' TLS settings and the authorizer's.
 func (c Config) validateTLS() []error {
 	var errs []error
+	switch c.Authorizer {
+	case "", AuthorizerZooKeeper:
+	default:
+		errs = append(errs, fmt.Errorf("bridge: Authorizer %q: want %q or none", c.Authorizer, AuthorizerZooKeeper))
+	}
+	if _, err := authz.ParseSuperUsers(c.SuperUsers); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: SuperUsers: %w", err))
+	}
+	if _, err := authz.ParseRules(c.PrincipalMappingRules); err != nil {
+		errs = append(errs, fmt.Errorf("bridge: PrincipalMappingRules: %w", err))
+	}
 	for _, l := range []struct {
 		name string
 		s    tlsconfig.Server
@@ -41,6 +57,31 @@ func (b *Bridge) serverTLS(listener string, s tlsconfig.Server) (*tls.Config, er
 		return nil, fmt.Errorf("bridge: %s listener: %w", listener, err)
 	}
 	return cfg, nil
+}
+
+// authorizer builds the authorizer and loads the ACLs once, so that the listeners never serve
+// with an empty set; nil without Config.Authorizer. Run follows the changes (followACLs).
+func (b *Bridge) authorizer(ctx context.Context, store *zkstate.Store) (*authz.Authorizer, error) {
+	if b.cfg.Authorizer == "" {
+		return nil, nil
+	}
+	su, _ := authz.ParseSuperUsers(b.cfg.SuperUsers) // Validate checked it
+	a := authz.New(authz.Policy{SuperUsers: su, AllowIfNoACL: b.cfg.AllowEveryoneIfNoACL})
+	t, err := loadACLs(ctx, store, b.log)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: authorizer: %w", err)
+	}
+	a.Set(t)
+	b.log.Info().Int("patterns", t.Len()).Msg("authorizer: ACLs loaded from ZooKeeper")
+	return a, nil
+}
+
+// newprotoAuthorizer is a as newproto.Config wants it: nil stays an untyped nil.
+func newprotoAuthorizer(a *authz.Authorizer) newproto.Authorizer {
+	if a == nil {
+		return nil
+	}
+	return a
 }
 
 // tlsListener wraps ln in cfg; nil cfg: ln as it is.

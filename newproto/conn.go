@@ -14,6 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/authz"
 )
 
 // conn serves one client connection with kfake's shape (client_conn.go):
@@ -78,7 +80,7 @@ type readEnd struct {
 
 func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 	ctx, cancel := context.WithCancel(s.base)
-	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), role: role}
+	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), role: role, Principal: authz.Anonymous}
 	c := &conn{
 		s:    s,
 		nc:   nc,

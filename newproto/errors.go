@@ -51,6 +51,32 @@ const (
 // errorInfo holds Kafka's name and default message for each code above.
 // Retriable follows Kafka's RetriableException hierarchy: clients retry
 // those by themselves.
+
+// The security error codes (authorize.go, sasl.go).
+const (
+	ErrTopicAuthorizationFailed   ErrorCode = 29 // TOPIC_AUTHORIZATION_FAILED
+	ErrClusterAuthorizationFailed ErrorCode = 31 // CLUSTER_AUTHORIZATION_FAILED
+	ErrUnsupportedSASLMechanism   ErrorCode = 33 // UNSUPPORTED_SASL_MECHANISM
+	ErrIllegalSASLState           ErrorCode = 34 // ILLEGAL_SASL_STATE
+	ErrSASLAuthenticationFailed   ErrorCode = 58 // SASL_AUTHENTICATION_FAILED
+)
+
+func init() {
+	for c, info := range map[ErrorCode][2]string{
+		ErrTopicAuthorizationFailed:   {"TOPIC_AUTHORIZATION_FAILED", "Topic authorization failed."},
+		ErrClusterAuthorizationFailed: {"CLUSTER_AUTHORIZATION_FAILED", "Cluster authorization failed."},
+		ErrUnsupportedSASLMechanism:   {"UNSUPPORTED_SASL_MECHANISM", "The broker does not support the requested SASL mechanism."},
+		ErrIllegalSASLState:           {"ILLEGAL_SASL_STATE", "Request is not valid given the current SASL state."},
+		ErrSASLAuthenticationFailed:   {"SASL_AUTHENTICATION_FAILED", "SASL Authentication failed."},
+	} {
+		errorInfo[c] = struct {
+			name      string
+			message   string
+			retriable bool
+		}{info[0], info[1], false}
+	}
+}
+
 var errorInfo = map[ErrorCode]struct {
 	name      string
 	message   string

@@ -72,6 +72,9 @@ type ConnInfo struct {
 	// TLS is the connection's TLS state (its client certificate with mutual TLS); nil on a
 	// plaintext listener.
 	TLS *tls.ConnectionState
+	// Principal is who the connection authenticated as: "User:<name>" after SASL, the mapped
+	// certificate subject with mutual TLS, else authz.Anonymous ("User:ANONYMOUS").
+	Principal string
 
 	role listenerRole // the listener it came on (UpstreamBroker)
 }

@@ -25,6 +25,7 @@ type router struct {
 	srv       *Server // nil in unit tests; gives the bootstrap port to proxy listeners' clients
 
 	topics topicCache // Metadata's per-topic answers (03_metadata.go)
+	guard  *guard     // nil: no authorizer (authorize.go)
 }
 
 // Handle implements Handler.
@@ -40,11 +41,11 @@ func (r *router) Handle(ctx context.Context, req *Request) (kmsg.Response, error
 	case *kmsg.MetadataRequest:
 		return r.metadata(ctx, req, m)
 	case *kmsg.FindCoordinatorRequest:
-		return r.findCoordinator(req, m), nil
+		return r.checkedFindCoordinator(req, m), nil // authorize.go
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
 		*kmsg.LeaveGroupRequest, *kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest,
 		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest:
-		return r.group(ctx, req)
+		return r.checkedGroup(ctx, req) // authorize.go
 	}
 	// A key registered with regKey but not routed above; a test checks
 	// that every registered key has a route.

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/authz"
 )
 
 // Defaults for the zero values of Config.
@@ -118,6 +120,12 @@ type Config struct {
 	// TLS, when set, makes every listener of the Server (bootstrap and proxy) a TLS listener
 	// (tls.go); nil: plaintext.
 	TLS *tls.Config
+	// PrincipalRules map a client certificate's subject to the connection's principal, as
+	// ssl.principal.mapping.rules (nil: DEFAULT, "User:<the subject's DN>").
+	PrincipalRules *authz.Rules
+	// Authorizer, when set, authorizes the requests the bridge answers itself as a broker
+	// does (authorize.go); nil: everything is allowed.
+	Authorizer Authorizer
 }
 
 // Validate reports the first invalid field.
@@ -191,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, metrics: m, done: make(chan struct{})}
 	h := cfg.Handler
 	if h == nil {
-		h = &router{
+		rt := &router{
 			srv:       s,
 			nodeID:    cfg.NodeID,
 			host:      cfg.AdvertisedHost,
@@ -201,6 +209,12 @@ func New(cfg Config) (*Server, error) {
 			coord:     cfg.Coordinator,
 			log:       log,
 		}
+		if cfg.Authorizer != nil {
+			if rt.guard, err = newGuard(cfg.Authorizer, cfg.Registerer, log); err != nil {
+				return nil, err
+			}
+		}
+		h = rt
 	}
 	s.handler = h
 	s.base, s.cancelBase = context.WithCancel(context.Background())

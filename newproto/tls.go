@@ -10,6 +10,8 @@ import (
 	"crypto/tls"
 	"net"
 	"time"
+
+	"github.com/zkbridge/zkbridge/authz"
 )
 
 // DefaultHandshakeTimeout bounds a client's TLS handshake.
@@ -39,5 +41,15 @@ func (c *conn) handshake() bool {
 	}
 	st := tc.ConnectionState()
 	c.info.TLS = &st
+	if len(st.PeerCertificates) > 0 {
+		p, err := authz.CertificatePrincipal(st.PeerCertificates[0], c.s.cfg.PrincipalRules)
+		if err != nil {
+			// Kafka fails the connection's authentication when no rule applies.
+			c.s.metrics.framesRejected.WithLabelValues("tls_principal").Inc()
+			c.log.Warn().Err(err).Msg("no principal for the client certificate; closing connection")
+			return false
+		}
+		c.info.Principal = p
+	}
 	return true
 }

@@ -28,6 +28,16 @@ func securityFlags() []cli.Flag {
 				Usage: "PEM CA file: clients of " + l.what + " must present a certificate signed by it (mutual TLS)"},
 		)
 	}
+	flags = append(flags,
+		&cli.StringFlag{Name: "ssl-principal-mapping-rules", EnvVars: []string{"ZKBRIDGE_SSL_PRINCIPAL_MAPPING_RULES"},
+			Usage: "how a client certificate's subject (RFC 2253, CN=alice,OU=eng,O=corp) becomes the principal User:<name>, as Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU] and DEFAULT, comma-separated, the first matching rule wins; no rule matching refuses the connection (default DEFAULT: the whole subject)"},
+		&cli.StringFlag{Name: "authorizer", EnvVars: []string{"ZKBRIDGE_AUTHORIZER"},
+			Usage: "zookeeper: enforce the Kafka ACLs kept in ZooKeeper (/kafka-acl, /kafka-acl-extended, followed through their change notifications) on every request the bridge answers, as a broker with AclAuthorizer does: Group READ (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit), Group DESCRIBE (FindCoordinator, OffsetFetch, DescribeGroups), Group DELETE (DeleteGroups), Topic READ for committed topics, Topic DESCRIBE for fetched ones, ListGroups filtered unless Cluster DESCRIBE (default: none, everything allowed)"},
+		&cli.StringFlag{Name: "super-users", EnvVars: []string{"ZKBRIDGE_SUPER_USERS"},
+			Usage: "principals allowed everything by the authorizer, as super.users: User:admin;User:ops"},
+		&cli.BoolFlag{Name: "allow-everyone-if-no-acl-found", EnvVars: []string{"ZKBRIDGE_ALLOW_EVERYONE_IF_NO_ACL_FOUND"},
+			Usage: "allow an operation on a resource no ACL matches, as allow.everyone.if.no.acl.found (default false: denied)"},
+	)
 	return flags
 }
 
@@ -44,6 +54,13 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	cfg.KafkaTLS = tlsServerFlags(c, "kafka")
 	cfg.LegacyTLS = tlsServerFlags(c, "legacy")
 	cfg.AdminTLS = tlsServerFlags(c, "admin")
+	cfg.PrincipalMappingRules = c.String("ssl-principal-mapping-rules")
+	cfg.Authorizer = c.String("authorizer")
+	cfg.SuperUsers = c.String("super-users")
+	cfg.AllowEveryoneIfNoACL = c.Bool("allow-everyone-if-no-acl-found")
+	if cfg.Authorizer != "" && cfg.Authorizer != bridge.AuthorizerZooKeeper {
+		return usagef("--authorizer %q: want zookeeper", cfg.Authorizer)
+	}
 	for _, l := range []struct {
 		name string
 		s    tlsconfig.Server
