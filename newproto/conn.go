@@ -39,6 +39,8 @@ type conn struct {
 	// relay forwards the requests the Handler does not answer to an
 	// upstream broker (relayhook.go); nil without Config.Relay.
 	relay RelayConn
+	// sasl is the connection's authentication (sasl.go); nil without Config.SASL.
+	sasl *saslState
 
 	// ctx is cancelled when the connection must stop at once; it
 	// derives from the server's base context.
@@ -94,6 +96,9 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 		results: make(chan result, s.cfg.MaxInflight),
 	}
 	c.in = activeReader{c}
+	if s.cfg.SASL != nil {
+		c.sasl = &saslState{}
+	}
 	if s.cfg.Relay != nil {
 		c.relay = s.cfg.Relay.Open(&ClientConn{c})
 	}
@@ -149,7 +154,7 @@ func (c *conn) draining() bool {
 // started has exited.
 func (c *conn) serve() {
 	c.log.Debug().Msg("connection opened")
-	if !c.handshake() { // tls.go
+	if !c.handshake() || (c.sasl != nil && !c.authenticate()) { // tls.go, sasl.go
 		c.cancel()
 		_ = c.nc.Close()
 		if c.relay != nil {
@@ -249,6 +254,10 @@ func (c *conn) read() readEnd {
 			return readEnd{accepted: seq}
 		}
 		req.Conn = c.info
+		if c.sessionExpired() && !isSASL(req.Msg.Key()) { // sasl.go, KIP-368
+			c.log.Info().Str("principal", c.info.Principal).Msg("SASL session expired without re-authentication; closing connection")
+			return readEnd{accepted: seq}
+		}
 		next()
 		last = make(chan struct{})
 		req.later = last
@@ -299,10 +308,21 @@ func (c *conn) readFailed(err error) {
 func (c *conn) handle(seq uint64, req *Request) {
 	defer c.handlers.Done()
 	key, version := req.Msg.Key(), req.Msg.GetVersion()
-	resp, err := c.callHandler(req)
+	var (
+		resp kmsg.Response
+		err  error
+	)
+	if c.sasl != nil && isSASL(key) {
+		resp, err = c.reauthenticate(req) // sasl.go, KIP-368
+	} else {
+		resp, err = c.callHandler(req)
+	}
 	if c.relay != nil && err == nil && key == int16(kmsg.ApiVersions) {
 		// The upstream's ranges for the relayed keys.
 		resp, err = c.relay.APIVersions(c.ctx, resp)
+	}
+	if c.sasl != nil && err == nil && key == int16(kmsg.ApiVersions) {
+		resp = withSASLKeys(resp)
 	}
 	if err == nil && resp != nil {
 		if resp.Key() != key {

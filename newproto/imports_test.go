@@ -23,7 +23,7 @@ func TestImportBoundaries(t *testing.T) {
 		}
 		switch rest := strings.TrimPrefix(imp, module); {
 		case rest == "bridge/group":
-		case rest == "tlsconfig", rest == "tlsconfig/tlstest", rest == "authz":
+		case rest == "tlsconfig", rest == "tlsconfig/tlstest", rest == "authz", rest == "sasl":
 			// Leaf packages: TLS from files, and the tests' certificates.
 		case rest == "newproto":
 		case rest == "kafkatest" && slices.Contains(pkg.XTestImports, imp) &&

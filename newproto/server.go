@@ -123,6 +123,9 @@ type Config struct {
 	// PrincipalRules map a client certificate's subject to the connection's principal, as
 	// ssl.principal.mapping.rules (nil: DEFAULT, "User:<the subject's DN>").
 	PrincipalRules *authz.Rules
+	// SASL, when set, requires clients to authenticate with SASL before anything but
+	// ApiVersions (sasl.go); the listener is then SASL_PLAINTEXT, or SASL_SSL with TLS.
+	SASL *SASLConfig
 	// Authorizer, when set, authorizes the requests the bridge answers itself as a broker
 	// does (authorize.go); nil: everything is allowed.
 	Authorizer Authorizer
@@ -141,6 +144,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("newproto: NodeID %d is negative", c.NodeID)
 	case c.AdvertisedPort < 0 || c.AdvertisedPort > 65535:
 		return fmt.Errorf("newproto: AdvertisedPort %d out of range", c.AdvertisedPort)
+	}
+	if c.SASL != nil {
+		if err := c.SASL.Validate(c.Relay != nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
