@@ -196,6 +196,13 @@ type Config struct {
 	Authorizer           string
 	SuperUsers           string
 	AllowEveryoneIfNoACL bool
+	// SASLMechanisms, when set, make the Kafka listener (and the proxy listeners) require SASL
+	// (scram.go): SCRAM-SHA-256 and SCRAM-SHA-512 against the credentials in ZooKeeper's
+	// /config/users, PLAIN against SASLPlainFile ("user:password" lines). SASLSessionLifetime
+	// is KIP-368's session lifetime (connections.max.reauth.ms; 0: none).
+	SASLMechanisms      []string
+	SASLPlainFile       string
+	SASLSessionLifetime time.Duration
 
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
@@ -291,6 +298,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateUpstream()...) // upstream.go
 	errs = append(errs, c.validateTLS()...)      // security.go
+	errs = append(errs, c.validateSASL()...)     // scram.go
 	if err := c.Group.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("bridge: %w", err))
 	}
@@ -480,6 +488,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	rules, _ := authz.ParseRules(cfg.PrincipalMappingRules) // Validate checked it
+	saslCfg, err := b.saslConfig(store)                     // scram.go
+	if err != nil {
+		kafkaLn.Close()
+		adminLn.Close()
+		return err
+	}
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
 	b.cluster.Store(cl)
 	host, port := b.advertised(kafkaLn.Addr())
@@ -507,6 +521,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
 		TLS:            kafkaTLS,
 		PrincipalRules: rules,
+		SASL:           saslCfg,
 		Authorizer:     newprotoAuthorizer(az),
 	})
 	if err != nil {

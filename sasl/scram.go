@@ -270,7 +270,10 @@ func (e *scramExchange) clientFinal(msg string) ([]byte, string, bool, error) {
 	if len(attrs) < 2 || attrs[0] != "c="+base64.StdEncoding.EncodeToString([]byte(e.gs2)) {
 		return fail("channel binding does not match the gs2 header")
 	}
-	if attrs[1] != "r="+e.nonce {
+	// Kafka's ScramSaslServer checks that the nonce ends with the server-first nonce, not that
+	// it equals it: librdkafka sends its own nonce, then the whole server nonce (which already
+	// starts with its own). The proof covers the message as sent, so nothing is lost.
+	if !strings.HasPrefix(attrs[1], "r=") || !strings.HasSuffix(attrs[1], e.nonce) {
 		return fail("nonce does not match")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)

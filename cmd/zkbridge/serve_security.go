@@ -35,6 +35,12 @@ func securityFlags() []cli.Flag {
 			Usage: "zookeeper: enforce the Kafka ACLs kept in ZooKeeper (/kafka-acl, /kafka-acl-extended, followed through their change notifications) on every request the bridge answers, as a broker with AclAuthorizer does: Group READ (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit), Group DESCRIBE (FindCoordinator, OffsetFetch, DescribeGroups), Group DELETE (DeleteGroups), Topic READ for committed topics, Topic DESCRIBE for fetched ones, ListGroups filtered unless Cluster DESCRIBE (default: none, everything allowed)"},
 		&cli.StringFlag{Name: "super-users", EnvVars: []string{"ZKBRIDGE_SUPER_USERS"},
 			Usage: "principals allowed everything by the authorizer, as super.users: User:admin;User:ops"},
+		&cli.StringFlag{Name: "sasl-mechanisms", EnvVars: []string{"ZKBRIDGE_SASL_MECHANISMS"},
+			Usage: "require SASL on the Kafka listener (and the proxy listeners) with these mechanisms, comma-separated: SCRAM-SHA-256 and SCRAM-SHA-512 check the credentials Kafka keeps in ZooKeeper under /config/users/<user> (kafka-configs --alter --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users writes them), PLAIN the --sasl-plain-file; with --kafka-tls-cert the listener is SASL_SSL, else SASL_PLAINTEXT (default: no SASL)"},
+		&cli.StringFlag{Name: "sasl-plain-file", EnvVars: []string{"ZKBRIDGE_SASL_PLAIN_FILE"},
+			Usage: "PLAIN credentials, one user:password a line (keep it readable by the bridge only)"},
+		&cli.DurationFlag{Name: "sasl-session-lifetime", EnvVars: []string{"ZKBRIDGE_SASL_SESSION_LIFETIME"},
+			Usage: "KIP-368 session lifetime, as connections.max.reauth.ms: a SASL client must re-authenticate on its connection within it or the connection is closed at its next request (default 0: sessions never expire; not with --upstream)"},
 		&cli.BoolFlag{Name: "allow-everyone-if-no-acl-found", EnvVars: []string{"ZKBRIDGE_ALLOW_EVERYONE_IF_NO_ACL_FOUND"},
 			Usage: "allow an operation on a resource no ACL matches, as allow.everyone.if.no.acl.found (default false: denied)"},
 	)
@@ -58,6 +64,13 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	cfg.Authorizer = c.String("authorizer")
 	cfg.SuperUsers = c.String("super-users")
 	cfg.AllowEveryoneIfNoACL = c.Bool("allow-everyone-if-no-acl-found")
+	if m := c.String("sasl-mechanisms"); m != "" {
+		for _, name := range strings.Split(m, ",") {
+			cfg.SASLMechanisms = append(cfg.SASLMechanisms, strings.ToUpper(strings.TrimSpace(name)))
+		}
+	}
+	cfg.SASLPlainFile = c.String("sasl-plain-file")
+	cfg.SASLSessionLifetime = c.Duration("sasl-session-lifetime")
 	if cfg.Authorizer != "" && cfg.Authorizer != bridge.AuthorizerZooKeeper {
 		return usagef("--authorizer %q: want zookeeper", cfg.Authorizer)
 	}
