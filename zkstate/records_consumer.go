@@ -18,6 +18,14 @@ import (
 // the path.
 var ErrMalformed = errors.New("malformed znode data")
 
+// ErrRegistrationPending marks an ids znode that has no data yet: a consumer that is
+// registering, not a malformed registration. kafka-node 3.0.1's HighLevelConsumer registers in
+// two requests (lib/zookeeper.js registerConsumer creates the ephemeral znode empty, then sets
+// its JSON), so every reader can meet one in between. It does not wrap ErrMalformed. (Kafka's
+// own consumer fails its rebalance on such a znode and tries again, which a faithful 0.8.2
+// reimplementation keeps doing with this error.)
+var ErrRegistrationPending = errors.New("registration in progress: the ids znode has no data yet")
+
 // maxThreadsPerTopic bounds a subscription's thread count. Kafka has no limit below 2^31-1
 // (kafka.utils.Json reads numbers as 32-bit Ints), but every thread is a stream the consumer
 // process serves, so no real consumer comes near this; a larger count is garbage, and
@@ -40,10 +48,15 @@ const maxThreadsPerTopic = 10000
 //
 // Thread counts must be integers in 1..10000 (see maxThreadsPerTopic).
 //
+// Empty data is a registration in progress (ErrRegistrationPending), not malformed.
+//
 // For white_list and black_list the single subscription key is the topic filter, not a topic
 // (TopicCount.constructTopicCount reads topMap.head); more than one key is rejected because
 // Kafka would pick one arbitrarily.
 func ParseConsumerRegistration(data []byte) (ConsumerRegistration, error) {
+	if len(data) == 0 {
+		return ConsumerRegistration{}, ErrRegistrationPending
+	}
 	obj, err := decodeObject(data)
 	if err != nil {
 		return ConsumerRegistration{}, err
@@ -216,6 +229,26 @@ func ParseThreadID(threadID string) (consumerID string, n int, err error) {
 		return "", 0, fmt.Errorf("%w: thread id %q: thread number out of range", ErrMalformed, threadID)
 	}
 	return threadID[:i], int(v), nil
+}
+
+// ParseOwner reads the data of an owner znode, /consumers/<g>/owners/<t>/<p>, as the client
+// that wrote it meant it, and returns the owning consumer and its thread number:
+//
+//   - Kafka's ZookeeperConsumerConnector (0.8.2 to 2.x) writes the owning thread id,
+//     <consumerID>-<n> (ParseThreadID);
+//   - kafka-node 3.0.1's HighLevelConsumer (lib/zookeeper.js addPartitionOwnership) writes its
+//     bare consumer id. It registers one thread per topic (`"<topic>": 1`), so the id names
+//     that consumer's only thread, 0.
+//
+// registered reports whether a consumer id is registered in /consumers/<g>/ids. An owner that is
+// exactly a registered consumer id is read as that consumer's first, so that a kafka-node id
+// ending in -<digits> (its id option is free text: "worker-1") is not taken for thread 1 of a
+// consumer "worker". Anything else must be a thread id; errors wrap ErrMalformed.
+func ParseOwner(data string, registered func(consumerID string) bool) (consumerID string, thread int, err error) {
+	if data != "" && registered != nil && registered(data) {
+		return data, 0, nil
+	}
+	return ParseThreadID(data)
 }
 
 // ConsumerThreads maps each topic of a static registration to the consumer's thread ids for

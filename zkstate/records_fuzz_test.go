@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/zkbridge/zkbridge/zkstate"
@@ -44,7 +45,7 @@ func FuzzParseConsumerRegistration(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := zkstate.ParseConsumerRegistration(data)
 		if err != nil {
-			if !errors.Is(err, zkstate.ErrMalformed) {
+			if !errors.Is(err, zkstate.ErrMalformed) && (len(data) > 0 || !errors.Is(err, zkstate.ErrRegistrationPending)) {
 				t.Fatalf("error %q does not wrap ErrMalformed", err)
 			}
 			return
@@ -198,6 +199,29 @@ func FuzzParseGroupRecordHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := zkstate.ParseGroupRecordHead(data); err != nil && !errors.Is(err, zkstate.ErrMalformed) {
 			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+	})
+}
+
+// Owner data is read against the registered consumers: whatever it is, the answer is a
+// registered consumer's only thread, or a thread id written back byte for byte.
+func FuzzParseOwner(f *testing.F) {
+	recordsSeed(f, "testdata/owners", func(data []byte) { f.Add(string(data), "") })
+	f.Add("worker-1", "worker-1")
+	f.Add("worker-1", "worker")
+	f.Fuzz(func(t *testing.T, data, registered string) {
+		cid, n, err := zkstate.ParseOwner(data, func(id string) bool { return id != "" && id == registered })
+		switch {
+		case err != nil:
+			if !errors.Is(err, zkstate.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+		case cid == registered && data == registered:
+			if n != 0 {
+				t.Fatalf("%q: a registered consumer's bare id read as thread %d", data, n)
+			}
+		case cid+"-"+strconv.Itoa(n) != data:
+			t.Fatalf("%q read as thread %d of %q", data, n, cid)
 		}
 	})
 }

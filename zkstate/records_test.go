@@ -16,14 +16,18 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// Golden samples of what each Kafka version wrote live in testdata/<kind>/; files named
-// malformed-* must be rejected. Every file needs a row in its table and every row a file, so
+// Golden samples of what each Kafka version (and kafka-node 3.0.1, the last ZooKeeper-era
+// client of Node.js) wrote live in testdata/<kind>/; files named malformed-* must be rejected,
+// pending-* are registrations in progress. Every file needs a row in its table and every row a file, so
 // a sample cannot be added without saying what it must parse to.
 
 type recordsGoldenCase[T any] struct {
 	want T
 	// errHas, for malformed-* files, is a part of the error message that says what is wrong.
 	errHas string
+	// errIs is the error a sample that is not malformed, but not a value either, must give (a
+	// registration in progress); it must not wrap ErrMalformed.
+	errIs error
 }
 
 // recordsWalkGolden runs check on every file of dir and makes sure cases and files match.
@@ -52,6 +56,12 @@ func recordsWalkGolden[T any](t *testing.T, dir string, cases map[string]records
 		}
 		t.Run(name, func(t *testing.T) {
 			got, err := parse(data)
+			if tc.errIs != nil {
+				if !errors.Is(err, tc.errIs) || errors.Is(err, zkstate.ErrMalformed) {
+					t.Fatalf("parse %q: %+v, %v; want %v, not malformed", data, got, err, tc.errIs)
+				}
+				return
+			}
 			if strings.HasPrefix(name, "malformed-") {
 				if err == nil {
 					t.Fatalf("parsed %s as %+v, want an error", data, got)
@@ -95,6 +105,14 @@ func TestParseConsumerRegistrationGolden(t *testing.T) {
 		"kafka-2.3-static.json":             {want: static(1570701004383, map[string]int{"test01": 2, "test02": 3})},
 		"tool-numeric-timestamp.json":       {want: static(1500000000000, map[string]int{"metrics": 1})},
 		"tool-no-pattern-no-timestamp.json": {want: static(0, map[string]int{"metrics": 1})},
+		// kafka-node 3.0.1 (lib/zookeeper.js registerConsumer) writes its JSON by hand, with a
+		// space after each topic's colon, a white_list pattern and 1 per topic; a single topic
+		// reads as the whitelist of that topic, which is what a 0.8.2 consumer reads too.
+		"kafka-node-3.0.1-white_list.json": {want: zkstate.ConsumerRegistration{
+			Version: 1, Subscription: map[string]int{"orders": 1}, Pattern: zkstate.PatternWhiteList, TimestampMs: 1764763200000}},
+		// ... and it creates the ephemeral znode empty first, then sets that JSON: in between
+		// the consumer is registering.
+		"pending-kafka-node-3.0.1.json": {errIs: zkstate.ErrRegistrationPending},
 
 		"malformed-truncated.json":          {errHas: "not JSON"},
 		"malformed-not-json.json":           {errHas: "not JSON"},
@@ -226,7 +244,8 @@ func recordsGoldenData(t testing.TB, dir string) map[string][]byte {
 	}
 	out := make(map[string][]byte)
 	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), "malformed-") {
+		// pending-* samples (a registration in progress) hold no value to encode.
+		if e.IsDir() || strings.HasPrefix(e.Name(), "malformed-") || strings.HasPrefix(e.Name(), "pending-") {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -716,4 +735,34 @@ func TestFormatOffset(t *testing.T) {
 	if got := string(zkstate.FormatOffset(1337)); got != "1337" {
 		t.Errorf("FormatOffset(1337) = %q", got)
 	}
+}
+
+// Owner znodes hold what the client that wrote them meant: a thread id (Kafka's consumer), or
+// kafka-node's bare consumer id, its only thread. The registered consumers of these samples:
+func TestParseOwnerGolden(t *testing.T) {
+	registered := map[string]bool{
+		"billing_host1-1700000000000-1a2b3c4d":         true,
+		"billing_5b3f0c1e-2f6d-4e8a-9b1c-0123456789ab": true,
+		"billing_5b3f0c1e-2f6d-4e8a-9b1c-123456":       true,
+		"worker-1":                                     true, // kafka-node's id option is free text
+	}
+	type owner struct {
+		Consumer string
+		Thread   int
+	}
+	type c = recordsGoldenCase[owner]
+	recordsWalkGolden(t, "testdata/owners", map[string]c{
+		"kafka-0.8.2.txt":      {want: owner{"billing_host1-1700000000000-1a2b3c4d", 1}},
+		"kafka-node-3.0.1.txt": {want: owner{"billing_5b3f0c1e-2f6d-4e8a-9b1c-0123456789ab", 0}},
+		// A uuid whose last group is all digits is not a thread number of another consumer.
+		"kafka-node-3.0.1-digits.txt":    {want: owner{"billing_5b3f0c1e-2f6d-4e8a-9b1c-123456", 0}},
+		"kafka-node-3.0.1-custom-id.txt": {want: owner{"worker-1", 0}},
+		// A bare id names its consumer only while it is registered (kafka-node's owner znodes
+		// are ephemerals: they go with it).
+		"malformed-bare-unregistered.txt": {errHas: "is not <consumerID>-<n>"},
+		"malformed-empty.txt":             {errHas: "is not <consumerID>-<n>"},
+	}, func(data []byte) (owner, error) {
+		cid, n, err := zkstate.ParseOwner(string(data), func(id string) bool { return registered[id] })
+		return owner{cid, n}, err
+	})
 }

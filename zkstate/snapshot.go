@@ -19,10 +19,12 @@ import (
 type GroupSnapshot struct {
 	Group string
 	// Consumers are the registrations under /consumers/<g>/ids, by consumer id. A registration
-	// whose JSON does not parse is left out and reported in Problems.
+	// whose JSON does not parse is left out and reported in Problems; one with no data yet is a
+	// consumer registering (Consumer.Registering).
 	Consumers map[string]Consumer
 	// Owners maps a partition to the thread id in /consumers/<g>/owners/<t>/<p>, as written
-	// (a value that is not a thread id is kept and also reported in Problems).
+	// (read it with OwnerOf; a value that is neither a thread id nor a registered consumer's id
+	// is kept and also reported in Problems).
 	Owners map[TopicPartition]string
 	// Offsets holds /consumers/<g>/offsets/<t>/<p>: the next offset to consume.
 	Offsets map[TopicPartition]int64
@@ -44,6 +46,15 @@ type Consumer struct {
 	// EphemeralOwner is the session holding the registration (0 for a persistent node, as
 	// fixtures write them).
 	EphemeralOwner int64
+	// Registering: the ids znode has no data yet (ErrRegistrationPending), so the consumer
+	// subscribes to nothing until it is filled; Registration is then an empty static one.
+	Registering bool
+}
+
+// OwnerOf reads an owner znode's data (a value of Owners) against the snapshot's registrations
+// (ParseOwner): the owning consumer and its thread number.
+func (s *GroupSnapshot) OwnerOf(thread string) (consumerID string, n int, err error) {
+	return ParseOwner(thread, func(id string) bool { _, ok := s.Consumers[id]; return ok })
 }
 
 // Problem is a znode a read skipped or kept only in part because its name or data is
@@ -328,6 +339,11 @@ func (s *Store) SnapshotOf(ctx context.Context, group string, parts SnapshotPart
 			continue // the consumer left between our two reads
 		}
 		reg, err := ParseConsumerRegistration(regs.data[i])
+		if errors.Is(err, ErrRegistrationPending) {
+			snap.Consumers[id] = Consumer{ID: id, EphemeralOwner: regs.stats[i].EphemeralOwner, Registering: true,
+				Registration: ConsumerRegistration{Version: 1, Pattern: PatternStatic, Subscription: map[string]int{}}}
+			continue
+		}
 		if err != nil {
 			problem(regs.paths[i], err)
 			continue
@@ -399,7 +415,7 @@ func (s *Store) SnapshotOf(ctx context.Context, group string, parts SnapshotPart
 		}
 		thread := string(owners.data[i])
 		snap.Owners[tp] = thread
-		if _, _, err := ParseThreadID(thread); err != nil {
+		if _, _, err := snap.OwnerOf(thread); err != nil {
 			problem(owners.paths[i], err)
 		}
 	}
