@@ -75,7 +75,11 @@ func (tablePrinter) group(w io.Writer, v groupView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tKIND\tPATTERN\tSUBSCRIPTION\tOWNED")
 	for _, m := range v.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, m.Pattern, subscriptionString(m.Subscription), orDash(compactRanges(m.Owned)))
+		sub := subscriptionString(m.Subscription)
+		if m.Registering {
+			sub = "(registering)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.ID, m.Kind, m.Pattern, sub, orDash(compactRanges(m.Owned)))
 	}
 	if len(v.Members) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t\t")

@@ -33,6 +33,9 @@ type memberView struct {
 	Subscription map[string]int `json:"subscription"`
 	Threads      int            `json:"threads"`
 	Owned        []string       `json:"owned"`
+	// Registering: its ids znode has no data yet (kafka-node writes it in two steps), so it has
+	// no subscription until it is filled.
+	Registering bool `json:"registering,omitempty"`
 }
 
 type partitionView struct {
@@ -101,7 +104,7 @@ func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
 
 	ownedBy := map[string][]zkstate.TopicPartition{} // consumer id -> partitions
 	for tp, thread := range s.Owners {
-		cid, _, err := zkstate.ParseThreadID(thread)
+		cid, _, err := s.OwnerOf(thread)
 		if _, ok := s.Consumers[cid]; err != nil || !ok {
 			v.StaleOwners = append(v.StaleOwners, fmt.Sprintf("%s owned by %s", tpString(tp), thread))
 			continue
@@ -117,7 +120,11 @@ func buildGroupView(s *zkstate.GroupSnapshot, kinds memberKinds) groupView {
 	consumed := false
 	for id, c := range s.Consumers {
 		h, ok := hosted[id]
-		m := memberView{ID: id, Kind: memberKind(c, h, ok, kinds), Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription}
+		m := memberView{ID: id, Kind: memberKind(c, h, ok, kinds), Pattern: c.Registration.Pattern, Subscription: c.Registration.Subscription,
+			Registering: c.Registering}
+		if c.Registering {
+			m.Pattern = ""
+		}
 		if m.Kind == kindKafka || m.Kind == kindLegacy {
 			node := h.Node
 			m.Node, m.MemberID, m.Instance = &node, h.Member, h.Instance
