@@ -204,6 +204,14 @@ type Config struct {
 	SASLPlainFile       string
 	SASLSessionLifetime time.Duration
 
+	// MaxGroups bounds the groups under Root: a group the bridge does not know yet is refused
+	// (GROUP_MAX_SIZE_REACHED) once that many exist (limits.go). DefaultMaxGroups when 0;
+	// negative: no limit.
+	MaxGroups int
+	// MaxCommitPartitions bounds the partitions of one OffsetCommit; a larger one is refused
+	// (INVALID_COMMIT_OFFSET_SIZE). DefaultMaxCommitPartitions when 0; negative: no limit.
+	MaxCommitPartitions int
+
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
 	Logger zerolog.Logger
@@ -231,6 +239,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Strategy == "" {
 		c.Strategy = legacy.StrategyRange
+	}
+	if c.MaxGroups == 0 {
+		c.MaxGroups = DefaultMaxGroups
+	}
+	if c.MaxCommitPartitions == 0 {
+		c.MaxCommitPartitions = DefaultMaxCommitPartitions
 	}
 	if c.Group == (group.Config{}) {
 		c.Group = group.DefaultConfig()
@@ -496,6 +510,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
 	b.cluster.Store(cl)
+	b.coord.topics, b.coord.groups = cl, b.modes // limits.go
 	host, port := b.advertised(kafkaLn.Addr())
 	up, proxy, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
 	if err != nil {

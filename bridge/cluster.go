@@ -47,6 +47,9 @@ type cluster struct {
 	topics    map[string][]newproto.Partition
 	topicIDs  map[string][16]byte // the topics that have an id (Kafka 2.8+ writes them)
 	topicsAt  time.Time
+	// noTopicsNode: /brokers/topics was missing at the last refresh (no Kafka cluster has
+	// registered in this ZooKeeper; limits.go).
+	noTopicsNode atomic.Bool
 }
 
 var _ newproto.Cluster = (*cluster)(nil)
@@ -157,6 +160,15 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 			out[t] = nil // a topic without partitions still exists
 		}
 	}
+	if len(assignments) == 0 {
+		ok, _, err := c.store.Exists(ctx, zkstate.TopicsPath)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: topics: %w", err)
+		}
+		c.noTopicsNode.Store(!ok)
+	} else {
+		c.noTopicsNode.Store(false)
+	}
 	ids := make(map[string][16]byte)
 	for t, a := range assignments {
 		if a.TopicID != ([16]byte{}) {
@@ -166,6 +178,9 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 	c.topics, c.topicIDs, c.topicsAt = out, ids, time.Now()
 	return out, nil
 }
+
+// HasTopicsNode reports whether /brokers/topics existed at the last refresh of Topics.
+func (c *cluster) HasTopicsNode() bool { return !c.noTopicsNode.Load() }
 
 // TopicIDs implements newproto.TopicIDs: the ids of the topics whose znode has one, read with
 // their partitions (Topics).
@@ -293,15 +308,18 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 		if zkData[i] == nil {
 			continue
 		}
-		off, err := zkstate.ParseOffset(zkData[i])
+		off, err := parseCommitted(zkData[i]) // limits.go
 		if err != nil {
-			b.log.Warn().Err(err).Str("group", groupName).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable 0.8 offset; reported as no commit")
+			b.coord.badOffset(zkstate.OffsetPath(groupName, x.Topic, x.Partition), err, "reported as no commit")
 			continue
 		}
 		pair := zkstate.OffsetPair{HasZK: true, ZK: off}
 		if ownData[i] != nil {
 			pair.Own, err = zkstate.ParseOwnOffset(ownData[i])
 			pair.HasOwn = err == nil
+			if err != nil {
+				b.coord.badOffset(zkstate.OwnOffsetPath(b.cfg.Root, groupName, x.Topic, x.Partition), err, "leader epoch and metadata not reported") // limits.go
+			}
 		}
 		f, _ := pair.Fetch(false, 0)
 		out = append(out, CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})

@@ -89,6 +89,11 @@ type coordinator struct {
 	// owners (fetchgate.go).
 	gate fetchGate
 
+	// topics and groups feed the limits (limits.go); nil: not checked.
+	topics  topicSource
+	groups  groupCounter
+	logOnce onceLog
+
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
 	actors map[string]*actor
@@ -148,9 +153,17 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 		return errorReply(name, ev, errInvalidGroupID), nil
 	}
 	req := &request{token: tok, ev: ev, reply: make(chan group.Reply, 1)}
-	if oc, ok := ev.(group.OffsetCommit); ok {
-		valid, fix := screenOffsets(oc)
-		if len(valid.Offsets) == 0 && len(oc.Offsets) > 0 {
+	if c.groupRefused(name, ev) { // limits.go
+		return errorReply(name, ev, group.ErrGroupMaxSizeReached), nil
+	}
+	if oc, ok := ev.(group.OffsetCommit); ok && len(oc.Offsets) > 0 {
+		check, err := c.commitCheck(ctx, oc) // limits.go
+		if err != nil {
+			c.log.Debug().Err(err).Str("group", name).Msg("cannot check a commit's topics")
+			return errorReply(name, ev, group.ErrCoordinatorNotAvailable), nil
+		}
+		valid, fix := c.screenOffsets(oc, check)
+		if len(valid.Offsets) == 0 {
 			return fix(group.OffsetCommitReply{Token: tok}), nil
 		}
 		req.ev, req.fix = valid, fix
@@ -763,26 +776,31 @@ func errorReply(name string, ev group.Event, code group.ErrorCode) group.Reply {
 	return nil
 }
 
-// screenOffsets takes out of a commit the partitions ZooKeeper cannot hold (a topic name that
-// is not a znode name, a negative partition), which Kafka answers UNKNOWN_TOPIC_OR_PARTITION
-// before its coordinator sees the request, so that one bad entry cannot fail the group's write.
-// fix merges the engine's reply for the rest back into request order.
-func screenOffsets(ev group.OffsetCommit) (group.OffsetCommit, func(group.Reply) group.Reply) {
-	bad := make([]bool, len(ev.Offsets))
-	nbad := 0
+// screenOffsets takes out of a commit the partitions check refuses (limits.go: a topic name
+// that is not a znode name, a negative partition, a topic or partition the cluster does not
+// have, an invalid offset), which Kafka answers before its coordinator sees the request, so
+// that one bad entry cannot fail the group's write. fix merges the engine's reply for the rest
+// back into request order, with each refused partition's code.
+func (c *coordinator) screenOffsets(ev group.OffsetCommit, check commitCode) (group.OffsetCommit, func(group.Reply) group.Reply) {
+	var bad []group.ErrorCode // nil while every partition passes
 	for i, o := range ev.Offsets {
-		if validName("topic", o.Topic) != nil || o.Partition < 0 {
-			bad[i] = true
-			nbad++
+		code, limit := check(o)
+		if code == group.ErrNone {
+			continue
 		}
+		if bad == nil {
+			bad = make([]group.ErrorCode, len(ev.Offsets))
+		}
+		bad[i] = code
+		c.metrics.limitRefusals.WithLabelValues(limit).Inc()
 	}
-	if nbad == 0 {
+	if bad == nil {
 		return ev, nil
 	}
 	valid := ev
-	valid.Offsets = make([]group.OffsetCommitPartition, 0, len(ev.Offsets)-nbad)
+	valid.Offsets = nil
 	for i, o := range ev.Offsets {
-		if !bad[i] {
+		if bad[i] == group.ErrNone {
 			valid.Offsets = append(valid.Offsets, o)
 		}
 	}
@@ -791,8 +809,8 @@ func screenOffsets(ev group.OffsetCommit) (group.OffsetCommit, func(group.Reply)
 		out := group.OffsetCommitReply{Token: ev.Token, Partitions: make([]group.OffsetCommitResult, len(ev.Offsets))}
 		j := 0
 		for i, o := range ev.Offsets {
-			res := group.OffsetCommitResult{Topic: o.Topic, Partition: o.Partition, Err: errUnknownTopicOrPartition}
-			if !bad[i] {
+			res := group.OffsetCommitResult{Topic: o.Topic, Partition: o.Partition, Err: bad[i]}
+			if bad[i] == group.ErrNone {
 				if j < len(in.Partitions) {
 					res.Err = in.Partitions[j].Err
 				}

@@ -1,15 +1,19 @@
 package bridge
 
 import (
+	"context"
 	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -124,28 +128,131 @@ func TestSanitizeHost(t *testing.T) {
 	}
 }
 
-// One bad entry of an OffsetCommit is answered UNKNOWN_TOPIC_OR_PARTITION by itself, the
-// engine's answers for the rest keep their places.
+// One bad entry of an OffsetCommit is answered by itself (UNKNOWN_TOPIC_OR_PARTITION for a
+// name ZooKeeper cannot hold or a topic or partition the cluster does not have,
+// OFFSET_OUT_OF_RANGE for an offset below -1), the engine's answers for the rest keep their
+// places, and each refusal is counted (issue 17: Kafka's KafkaApis.handleOffsetCommitRequest
+// answers unknown partitions before the coordinator sees them).
 func TestScreenOffsets(t *testing.T) {
+	c := testLimitsCoordinator(t, Config{}, fakeTopics{"a": {0}, "c": {0, 1, 2}})
 	ev := group.OffsetCommit{Token: 9, Offsets: []group.OffsetCommitPartition{
 		{Topic: "a", Partition: 0}, {Topic: "x/y", Partition: 0}, {Topic: "b", Partition: -1}, {Topic: "c", Partition: 2},
+		{Topic: "nope", Partition: 0}, {Topic: "c", Partition: 3}, {Topic: "a", Partition: 0, Offset: -7}, {Topic: "c", Partition: 1, Offset: -1},
 	}}
-	valid, fix := screenOffsets(ev)
-	if len(valid.Offsets) != 2 || valid.Offsets[0].Topic != "a" || valid.Offsets[1].Topic != "c" {
+	check, err := c.commitCheck(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid, fix := c.screenOffsets(ev, check)
+	if len(valid.Offsets) != 3 || valid.Offsets[0].Topic != "a" || valid.Offsets[1].Topic != "c" || valid.Offsets[2].Offset != -1 {
 		t.Fatalf("screened = %+v", valid.Offsets)
 	}
 	got := fix(group.OffsetCommitReply{Token: 9, Partitions: []group.OffsetCommitResult{
-		{Topic: "a", Err: group.ErrNone}, {Topic: "c", Partition: 2, Err: group.ErrIllegalGeneration},
+		{Topic: "a", Err: group.ErrNone}, {Topic: "c", Partition: 2, Err: group.ErrIllegalGeneration}, {Topic: "c", Partition: 1},
 	}}).(group.OffsetCommitReply)
-	want := []group.ErrorCode{group.ErrNone, errUnknownTopicOrPartition, errUnknownTopicOrPartition, group.ErrIllegalGeneration}
+	want := []group.ErrorCode{group.ErrNone, errUnknownTopicOrPartition, errUnknownTopicOrPartition, group.ErrIllegalGeneration,
+		errUnknownTopicOrPartition, errUnknownTopicOrPartition, errOffsetOutOfRange, group.ErrNone}
 	for i, p := range got.Partitions {
-		if p.Err != want[i] || p.Topic != ev.Offsets[i].Topic {
-			t.Errorf("partition %d = %+v, want %s with %v", i, p, ev.Offsets[i].Topic, want[i])
+		if p.Err != want[i] || p.Topic != ev.Offsets[i].Topic || p.Partition != ev.Offsets[i].Partition {
+			t.Errorf("partition %d = %+v, want %s/%d with %v", i, p, ev.Offsets[i].Topic, ev.Offsets[i].Partition, want[i])
 		}
 	}
-	if _, fix := screenOffsets(group.OffsetCommit{Offsets: []group.OffsetCommitPartition{{Topic: "ok"}}}); fix != nil {
+	for limit, n := range map[string]float64{limitUnknownTopic: 4, limitNegativeOffset: 1} {
+		if got := metricValue(t, c.metrics.limitRefusals.WithLabelValues(limit)); got != n {
+			t.Errorf("refusals{limit=%q} = %v, want %v", limit, got, n)
+		}
+	}
+
+	clean := group.OffsetCommit{Offsets: []group.OffsetCommitPartition{{Topic: "a"}}}
+	check, _ = c.commitCheck(context.Background(), clean)
+	if _, fix := c.screenOffsets(clean, check); fix != nil {
 		t.Errorf("a clean commit got a fix")
 	}
+}
+
+// A commit of more partitions than MaxCommitPartitions is refused as a whole with
+// INVALID_COMMIT_OFFSET_SIZE (what Kafka answers a commit too large for its offsets topic).
+func TestScreenOffsetsTooMany(t *testing.T) {
+	c := testLimitsCoordinator(t, Config{MaxCommitPartitions: 2}, fakeTopics{"a": {0, 1, 2}})
+	ev := group.OffsetCommit{Offsets: []group.OffsetCommitPartition{{Topic: "a"}, {Topic: "a", Partition: 1}, {Topic: "a", Partition: 2}}}
+	check, err := c.commitCheck(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid, fix := c.screenOffsets(ev, check)
+	if len(valid.Offsets) != 0 {
+		t.Fatalf("screened = %+v, want none", valid.Offsets)
+	}
+	for _, p := range fix(group.OffsetCommitReply{}).(group.OffsetCommitReply).Partitions {
+		if p.Err != errInvalidCommitOffsetSize {
+			t.Errorf("%+v, want INVALID_COMMIT_OFFSET_SIZE", p)
+		}
+	}
+	if got := metricValue(t, c.metrics.limitRefusals.WithLabelValues(limitCommitPartitions)); got != 3 {
+		t.Errorf("refusals = %v, want 3", got)
+	}
+	ev.Offsets = ev.Offsets[:2]
+	check, _ = c.commitCheck(context.Background(), ev)
+	if _, fix := c.screenOffsets(ev, check); fix != nil {
+		t.Errorf("a commit at the limit was refused")
+	}
+}
+
+// Without /brokers/topics (no Kafka cluster registered) nothing can be checked: any topic is
+// accepted, and the gauge says so.
+func TestScreenOffsetsNoTopicsNode(t *testing.T) {
+	c := testLimitsCoordinator(t, Config{}, fakeTopics(nil))
+	ev := group.OffsetCommit{Offsets: []group.OffsetCommitPartition{{Topic: "anything", Partition: 7}}}
+	check, err := c.commitCheck(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, fix := c.screenOffsets(ev, check); fix != nil {
+		t.Errorf("refused without a topic list")
+	}
+	if got := metricValue(t, c.metrics.topicCheck); got != 0 {
+		t.Errorf("topic_check = %v, want 0", got)
+	}
+}
+
+// metricValue reads one counter or gauge.
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if c := out.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return out.GetGauge().GetValue()
+}
+
+// fakeTopics is a topicSource: topic → partition ids; nil: ZooKeeper has no /brokers/topics.
+type fakeTopics map[string][]int32
+
+func (f fakeTopics) Topics(context.Context) (map[string][]newproto.Partition, error) {
+	out := map[string][]newproto.Partition{}
+	for t, ps := range f {
+		for _, p := range ps {
+			out[t] = append(out[t], newproto.Partition{ID: p})
+		}
+	}
+	return out, nil
+}
+
+func (f fakeTopics) HasTopicsNode() bool { return f != nil }
+
+func testLimitsCoordinator(t *testing.T, cfg Config, topics topicSource) *coordinator {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCoordinator(cfg.withDefaults(), zerolog.Nop(), m)
+	t.Cleanup(c.cancel)
+	c.topics = topics
+	return c
 }
 
 func TestValidName(t *testing.T) {

@@ -319,6 +319,8 @@ type LegacyCoordinator struct {
 	// when a rebalance released owner znodes, and wakes ours when they did (releases.go); set
 	// by Bridge.newLegacy, nil outside a Bridge.
 	releases *ownerReleases
+	// badOffsets logs each malformed offset znode once (limits.go).
+	badOffsets onceLog
 
 	rebalances, failures, skipped, claimWaits   atomic.Uint64
 	committed, refused                          atomic.Uint64

@@ -157,7 +157,9 @@ func legacySameSession(store *zkstate.Store, session int64, when string) error {
 
 // warnBadOffset reports an offset znode whose data does not parse.
 func (g *legacyGroup) warnBadOffset(tp legacy.TopicPartition, err error) {
-	g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+	g.c.badOffsets.do(zkstate.OffsetPath(g.name, tp.Topic, tp.Partition), func() {
+		g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+	})
 }
 
 // refreshOffsetNodes looks up which offset znodes of tps exist.

@@ -35,6 +35,10 @@ type metrics struct {
 
 	members    *prometheus.GaugeVec   // group, kind
 	rebalances *prometheus.CounterVec // cause
+
+	// Limits (limits.go).
+	limitRefusals *prometheus.CounterVec // limit
+	topicCheck    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -109,6 +113,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "zkbridge", Subsystem: "groups", Name: "rebalances_total",
 			Help: "Rebalances the group engine started, by cause: member_join, member_rejoin (new metadata, a rejoining leader or static member), member_leave (LeaveGroup or session timeout), sync_timeout, other_kinds (a mixed group's zk or legacy members or topics changed), assignor_changed (the group became mixed), restore, other.",
 		}, []string{"cause"}),
+		limitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "limits", Name: "refusals_total",
+			Help: "Requests (for commits: partitions) refused by a limit, by limit: unknown_topic_or_partition (a commit for a topic or partition /brokers/topics does not list), negative_offset (a commit of an offset below -1), commit_partitions (a commit of more than --max-commit-partitions partitions), groups (a new group past --max-groups).",
+		}, []string{"limit"}),
+		topicCheck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "limits", Name: "topic_check",
+			Help: "1 while commits are checked against /brokers/topics; 0 while ZooKeeper has no /brokers/topics (no Kafka cluster registered) and offsets of any topic are accepted.",
+		}),
+	}
+	m.topicCheck.Set(1)
+	for _, l := range []string{limitUnknownTopic, limitNegativeOffset, limitCommitPartitions, limitGroups} {
+		m.limitRefusals.WithLabelValues(l)
 	}
 	for _, c := range []string{"member_join", "member_rejoin", "member_leave", "sync_timeout", "other_kinds", "assignor_changed", "restore", "other"} {
 		m.rebalances.WithLabelValues(c)
@@ -130,6 +146,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
 		m.mixedClaimSeconds, m.mixedRebalances, m.mixedCrashUnsafe, // mixed groups (mixed.go)
 		m.members, m.rebalances,
+		m.limitRefusals, m.topicCheck, // limits.go
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

@@ -120,7 +120,8 @@ type groupModes struct {
 	store   *zkstate.Store  // nil until start
 	ctx     context.Context // the watches' lifetime, from start
 	stopped bool
-	synced  bool // the first listing of <root>/groups is in: a group not listed has no record
+	synced  bool                // the first listing of <root>/groups is in: a group not listed has no record
+	listing map[string]struct{} // the last listing of <root>/groups (limits.go)
 	groups  map[string]*modeEntry
 	warned  map[string]time.Time // group → last warning about a refused member
 	wg      sync.WaitGroup       // watchGroup goroutines
@@ -172,13 +173,34 @@ func (m *groupModes) run() {
 		return
 	}
 	for ev := range ch { // closed when ctx ends
+		listing := make(map[string]struct{}, len(ev.Children))
 		for _, g := range ev.Children {
 			m.watch(g)
+			listing[g] = struct{}{}
 		}
 		m.mu.Lock()
 		m.synced = true
+		m.listing = listing
 		m.mu.Unlock()
 	}
+}
+
+// listed implements groupCounter (limits.go): how many groups <root>/groups listed last, and
+// whether g is one of them or is known to exist; ok is false before the first listing.
+func (m *groupModes) listed(g string) (n int, has bool, ok bool) {
+	if m == nil {
+		return 0, false, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.synced {
+		return 0, false, false
+	}
+	_, has = m.listing[g]
+	if e := m.groups[g]; e != nil && e.exists {
+		has = true
+	}
+	return len(m.listing), has, true
 }
 
 // watch starts following the group's mode record unless it is followed already.
@@ -851,12 +873,14 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 			if err == nil {
 				pair.HasOwn, pair.Own, pair.OwnZxid = true, own, r.Stat.Mzxid
 			} else {
-				b.log.Warn().Err(err).Str("group", name).Str("topic", x.Topic).Int32("partition", x.Partition).Msg("unreadable offset record; ignored")
+				b.coord.badOffset(zkstate.OwnOffsetPath(root, name, x.Topic, x.Partition), err, "ignored; the 0.8 znode's offset is used") // limits.go
 			}
 		}
 		if r := zkRead[i]; r.Err == nil {
-			if off, err := zkstate.ParseOffset(r.Data); err == nil {
+			if off, err := parseCommitted(r.Data); err == nil { // limits.go
 				pair.HasZK, pair.ZK, pair.ZKZxid = true, off, r.Stat.Mzxid
+			} else {
+				b.coord.badOffset(zkstate.OffsetPath(name, x.Topic, x.Partition), err, "ignored; the bridge's own record is used if any")
 			}
 		}
 		f, ok := pair.Fetch(true, finalZxid)

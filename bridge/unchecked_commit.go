@@ -55,13 +55,17 @@ func (b *Bridge) CommitUnchecked(ctx context.Context, name string, offs []group.
 			return codes, nil
 		}
 	}
+	refused, err := b.coord.refusedOffsets(ctx, offs) // limits.go
+	if err != nil {
+		return nil, unavailable("commit offsets of group %q: %w", name, err)
+	}
 	maxMeta := b.cfg.Group.MaxOffsetMetadata
 	errs := make([]error, len(offs))
 	fanOut(ctx, len(offs), func(i int) {
 		o := offs[i]
 		switch {
-		case validName("topic", o.Topic) != nil || o.Partition < 0:
-			codes[i] = newproto.ErrUnknownTopicOrPartition
+		case refused[i] != group.ErrNone:
+			codes[i] = newproto.ErrorCode(refused[i])
 		case len(o.Metadata) > maxMeta:
 			codes[i] = newproto.ErrOffsetMetadataTooLarge
 		default:

@@ -41,10 +41,12 @@ package newproto
 // partition alone. A request with no partitions is answered at once
 // without touching the group, as Kafka does.
 //
-// Not implemented: UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster
-// does not have (Kafka checks its metadata cache; the translation layer
-// does not know the cluster, so such an offset is stored);
-// INVALID_COMMIT_OFFSET_SIZE; authorization.
+// UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have,
+// OFFSET_OUT_OF_RANGE for an offset below -1 and INVALID_COMMIT_OFFSET_SIZE
+// for a commit of too many partitions are answered by the Groups
+// implementation, which knows the cluster (bridge/limits.go).
+//
+// Not implemented: authorization.
 
 import (
 	"context"

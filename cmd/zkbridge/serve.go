@@ -55,6 +55,11 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
 			&cli.StringFlag{Name: "assignment-strategy", Value: string(legacy.StrategyRange), EnvVars: []string{"ZKBRIDGE_ASSIGNMENT_STRATEGY"},
 				Usage: "the 0.8.2 assignor of legacy and mixed groups, range or roundrobin: set it to the partition.assignment.strategy of the groups' ZooKeeper (0.8) consumers, since they compute the same assignment on their own"},
+			// Limits (bridge/limits.go).
+			&cli.IntFlag{Name: "max-groups", Value: bridge.DefaultMaxGroups, EnvVars: []string{"ZKBRIDGE_MAX_GROUPS"},
+				Usage: "groups under --root past which a new group is refused (GROUP_MAX_SIZE_REACHED, counted in zkbridge_limits_refusals_total{limit=\"groups\"}); -1: no limit. Offsets are accepted only for topics and partitions /brokers/topics lists (UNKNOWN_TOPIC_OR_PARTITION otherwise), so a group holds at most one offset per partition of the cluster"},
+			&cli.IntFlag{Name: "max-commit-partitions", Value: bridge.DefaultMaxCommitPartitions, EnvVars: []string{"ZKBRIDGE_MAX_COMMIT_PARTITIONS"},
+				Usage: "partitions one OffsetCommit may carry; a larger commit is refused whole (INVALID_COMMIT_OFFSET_SIZE); -1: no limit"},
 		), securityFlags()...), // serve_security.go
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
@@ -122,6 +127,7 @@ func serveCommand(e *env) *cli.Command {
 			if err := securityConfig(c, &cfg); err != nil {
 				return err
 			}
+			cfg.MaxGroups, cfg.MaxCommitPartitions = c.Int("max-groups"), c.Int("max-commit-partitions")
 			b, err := bridge.New(cfg)
 			if err != nil {
 				return usageError{err.Error()}
