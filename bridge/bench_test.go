@@ -236,7 +236,7 @@ func bridgeTargetWith(b *testing.B, topic string, partitions int32, gcfg group.C
 	load func(testing.TB, *zkstate.Store, map[string]int32)) coordinatorTarget {
 	b.Helper()
 	connect := zktest.Connect(b)
-	load(b, openStore(b, connect), map[string]int32{topic: partitions})
+	load(b, zktest.OpenStore(b, connect), map[string]int32{topic: partitions})
 	br := startBridgeTB(b, connect, func(c *bridge.Config) { c.Group = gcfg })
 	return coordinatorTarget{name: "zkbridge", addr: br.Addr().String(), bridge: br}
 }

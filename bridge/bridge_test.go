@@ -30,7 +30,7 @@ func TestIntegration_LifecycleAndRestart(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	insts := [2]group.InstanceID{"i-a", "i-b"}
 	stableGroup(t, b, "billing", insts)
 
@@ -55,7 +55,7 @@ func TestIntegration_LifecycleAndRestart(t *testing.T) {
 
 	// Ownership in the 0.8 layout, readable by the 0.8 tooling's reader.
 	var snap *zkstate.GroupSnapshot
-	eventually(t, 10*time.Second, "owners mirrored", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "owners mirrored", func() (bool, string) {
 		snap, err = zk.Snapshot(ctx, "billing")
 		if err != nil {
 			return false, err.Error()
@@ -131,7 +131,7 @@ func TestIntegration_LifecycleAndRestart(t *testing.T) {
 	}
 	// The restored generation is mirrored again (the first bridge's ephemerals went with its
 	// session).
-	eventually(t, 10*time.Second, "owners mirrored after restart", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "owners mirrored after restart", func() (bool, string) {
 		snap, err = zk.Snapshot(ctx, "billing")
 		if err != nil {
 			return false, err.Error()
@@ -187,7 +187,7 @@ func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	a := startBridge(t, connect, 1, nil)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	stableGroup(t, a, "g", [2]group.InstanceID{"i-a", "i-b"})
 	if c := commit(t, a, "g", "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on A: %v", c.Partitions[0].Err)
@@ -198,7 +198,7 @@ func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 	if d := describe(t, b, "g"); d.Err != group.ErrNotCoordinator {
 		t.Fatalf("Describe on B while A lives = %v, want NOT_COORDINATOR", d.Err)
 	}
-	eventually(t, 10*time.Second, "A registered", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "A registered", func() (bool, string) {
 		ok, _, err := zk.Exists(ctx, "/zkbridge/bridges/1")
 		return ok && err == nil, fmt.Sprint(ok, err)
 	})
@@ -240,7 +240,7 @@ func TestIntegration_StaleMemberCannotRewindOffsets(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	stableGroup(t, b, "g", [2]group.InstanceID{"", ""})
 	if c := commit(t, b, "g", "b", "", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 3, Offset: 100, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit at generation 1: %v", c.Partitions[0].Err)
@@ -287,7 +287,7 @@ func TestIntegration_StaleMemberCannotRewindOffsets(t *testing.T) {
 		t.Fatalf("offset = %q, %v; want 200", d, err)
 	}
 	// The 0.8 mirror follows generation 2: b's registration is gone, c owns 3-5.
-	eventually(t, 10*time.Second, "generation 2 mirrored", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "generation 2 mirrored", func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, "g")
 		if err != nil {
 			return false, err.Error()
@@ -308,7 +308,7 @@ func TestIntegration_ShellAnswers(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 
 	if r := heartbeat(t, b, "a/b", "m", "", 1); r.Err != 24 {
 		t.Errorf("heartbeat in group a/b = %v, want INVALID_GROUP_ID", r.Err)
@@ -368,7 +368,7 @@ func TestIntegration_ShellAnswers(t *testing.T) {
 func TestIntegration_RunServesAndStopsCleanly(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	if err := zkstate.LoadLayout(ctx, zk, zkstate.ExampleLayout()); err != nil {
 		t.Fatalf("LoadLayout: %v", err)
 	}
@@ -468,7 +468,7 @@ func TestIntegration_ZooKeeperGoesAway(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop ZooKeeper: %v", err)
 	}
-	eventually(t, 10*time.Second, "/readyz fails", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "/readyz fails", func() (bool, string) {
 		code, body := httpGet(t, admin+"/readyz")
 		return code == 503 && strings.Contains(body, "zookeeper"), fmt.Sprint(code, body)
 	})
@@ -485,7 +485,7 @@ func TestIntegration_ZooKeeperGoesAway(t *testing.T) {
 		t.Errorf("join of a new group without ZooKeeper = %v, want a retriable coordinator error", j.Err)
 	}
 	// Once the session is as good as expired, every group is fenced.
-	eventually(t, 10*time.Second, "group fenced", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "group fenced", func() (bool, string) {
 		hb := heartbeat(t, b, "g", "a", "i-a", 1)
 		return slices.Contains(retriable, hb.Err), hb.Err.String()
 	})

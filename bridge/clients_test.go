@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -168,7 +167,7 @@ func checkOwnership(t *testing.T, zk *zkstate.Store, g, topic string, want map[s
 		byHash[memberHash(id)] = id
 		total += len(ps)
 	}
-	eventually(t, 15*time.Second, "0.8 mirror of "+g, func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "0.8 mirror of "+g, func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, g)
 		if err != nil {
 			return false, err.Error()
@@ -306,7 +305,7 @@ func (m *kafkaGoMember) current() (*kafka.Generation, int32, string, []int32) {
 // member id.
 func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	const g, topic = "kafka-go group", "clicks"
 	loadTopics(t, zk, map[string]int32{topic: 6})
 	b := startBridge(t, connect, clientsNode, nil)
@@ -315,7 +314,7 @@ func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
 	a := startKafkaGo(t, addr, g, topic, "billing/worker 1@host-a (github.com/segmentio/kafka-go)")
 	c := startKafkaGo(t, addr, g, topic, "billing/worker 2@host-b (github.com/segmentio/kafka-go)")
 
-	eventually(t, 20*time.Second, "2 kafka-go members Stable, covering 6 partitions", func() (bool, string) {
+	zktest.Eventually(t, 20*time.Second, "2 kafka-go members Stable, covering 6 partitions", func() (bool, string) {
 		_, ga, _, pa := a.current()
 		_, gc, _, pc := c.current()
 		d := describe(t, b, g).Group
@@ -367,44 +366,6 @@ func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
 	if want := map[int32]int64{pa[0]: 77, pc[0]: -1}; !maps.Equal(got, want) {
 		t.Errorf("OffsetFetch = %v, want %v (-1: nothing committed)", got, want)
 	}
-}
-
-// kcatPath finds kcat, or skips; with ZKBRIDGE_REQUIRE_ZK=1 (CI installs kcat) it fails instead.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
-			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
-		}
-		t.Skip("kcat not installed; apt-get install -y kcat")
-	}
-	return kcat
-}
-
-// startKcat runs `kcat -G <group> <topic>` (librdkafka's balanced consumer) until the test
-// ends, heartbeating every 100 ms. It will fail to fetch (nothing serves Fetch yet) and log it;
-// its stderr is shown when the test fails.
-func startKcat(t *testing.T, addr, g, topic string, extra ...string) {
-	t.Helper()
-	kcat := kcatPath(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	args := append([]string{"-b", addr, "-G", g, "-q", "-o", "end",
-		"-X", "heartbeat.interval.ms=100", "-X", "session.timeout.ms=10000"}, extra...)
-	cmd := exec.CommandContext(ctx, kcat, append(args, topic)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting kcat: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kcat stderr:\n%s", stderr.String())
-		}
-	})
 }
 
 // kgoMember is a kgo consumer-group client whose partitions (from OnPartitionsAssigned,
@@ -490,24 +451,24 @@ func (m *kgoMember) fenced() (bool, []error) {
 // once, and the ownership of every partition is mirrored in /consumers/<g>/owners (rule 7),
 // each owner naming the registration of the member that was assigned it.
 func TestIntegration_KgoAndKcatInOneGroup(t *testing.T) {
-	kcatPath(t)
+	kafkatest.KcatPath(t)
 	t.Parallel()
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	const g, topic = "kgo-kcat", "events"
 	loadTopics(t, zk, map[string]int32{topic: 6})
 	b := startBridge(t, connect, clientsNode, nil)
 	addr := b.Addr().String()
 
 	k := startKgo(t, addr, g, topic, kgo.Balancers(kgo.RangeBalancer()), kgo.ClientID("kgo-member"))
-	eventually(t, 15*time.Second, "kgo alone Stable", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "kgo alone Stable", func() (bool, string) {
 		d := describe(t, b, g).Group
 		return d.State == group.Stable && len(d.Members) == 1 && len(k.partitions()) == 6, fmt.Sprintf("%v %d members", d.State, len(d.Members))
 	})
-	startKcat(t, addr, g, topic, "-X", "group.instance.id=kcat-static")
+	kafkatest.StartKcat(t, addr, g, topic, "-X", "group.instance.id=kcat-static")
 
 	var members map[string]describedMember
-	eventually(t, 30*time.Second, "kgo and kcat Stable, covering 6 partitions", func() (bool, string) {
+	zktest.Eventually(t, 30*time.Second, "kgo and kcat Stable, covering 6 partitions", func() (bool, string) {
 		var state string
 		state, members = describeWire(t, addr, g, topic)
 		var lists [][]int32
@@ -531,7 +492,7 @@ func TestIntegration_KgoAndKcatInOneGroup(t *testing.T) {
 	// kgo learns its partitions from its SyncGroup answer, a moment after the coordinator
 	// has them.
 	kid, _ := k.GroupMetadata()
-	eventually(t, 5*time.Second, "kgo holds what DescribeGroups says", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "kgo holds what DescribeGroups says", func() (bool, string) {
 		return slices.Equal(want[kid], k.partitions()), fmt.Sprintf("kgo holds %v, DescribeGroups says %v", k.partitions(), want[kid])
 	})
 	t.Logf("members %+v", members)
@@ -544,18 +505,18 @@ func TestIntegration_KgoAndKcatInOneGroup(t *testing.T) {
 // group record under the bridge's root (rule 6: members with instance ids) and in the 0.8
 // mirror.
 func TestIntegration_KcatStaticMember(t *testing.T) {
-	kcatPath(t)
+	kafkatest.KcatPath(t)
 	t.Parallel()
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	const g, topic = "kcat-static", "payments"
 	loadTopics(t, zk, map[string]int32{topic: 4})
 	b := startBridge(t, connect, clientsNode, nil)
 	addr := b.Addr().String()
-	startKcat(t, addr, g, topic, "-X", "group.instance.id=x")
+	kafkatest.StartKcat(t, addr, g, topic, "-X", "group.instance.id=x")
 
 	var members map[string]describedMember
-	eventually(t, 20*time.Second, "kcat Stable", func() (bool, string) {
+	zktest.Eventually(t, 20*time.Second, "kcat Stable", func() (bool, string) {
 		var state string
 		state, members = describeWire(t, addr, g, topic)
 		return state == "Stable" && len(members) == 1, fmt.Sprintf("%s %+v", state, members)
@@ -586,14 +547,14 @@ func TestIntegration_KcatStaticMember(t *testing.T) {
 func TestIntegration_KgoSameInstanceIDFenced(t *testing.T) {
 	t.Parallel()
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	const g, topic, inst = "twins", "orders", "pod/a b@zone-1"
 	loadTopics(t, zk, map[string]int32{topic: 6})
 	b := startBridge(t, connect, clientsNode, nil)
 	addr := b.Addr().String()
 
 	older := startKgo(t, addr, g, topic, kgo.InstanceID(inst))
-	eventually(t, 15*time.Second, "the first client Stable with 6 partitions", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "the first client Stable with 6 partitions", func() (bool, string) {
 		d := describe(t, b, g).Group
 		return d.State == group.Stable && len(d.Members) == 1 && len(older.partitions()) == 6,
 			fmt.Sprintf("%v %d members, owns %v", d.State, len(d.Members), older.partitions())
@@ -603,7 +564,7 @@ func TestIntegration_KgoSameInstanceIDFenced(t *testing.T) {
 	checkOwnership(t, zk, g, topic, map[string][]int32{oldID: {0, 1, 2, 3, 4, 5}})
 
 	newer := startKgo(t, addr, g, topic, kgo.InstanceID(inst))
-	eventually(t, 15*time.Second, "the older client fenced (82), the newer owning 6 partitions", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "the older client fenced (82), the newer owning 6 partitions", func() (bool, string) {
 		fenced, errs := older.fenced()
 		return fenced && len(newer.partitions()) == 6, fmt.Sprintf("older errors %v, newer owns %v", errs, newer.partitions())
 	})

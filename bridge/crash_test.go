@@ -288,7 +288,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	// ZooKeeper holds the same cluster, 0.8 style: the zk member reads its topics there, and the
 	// bridge its upstream brokers.
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	layout := zkstate.Layout{
 		Brokers: []zkstate.BrokerRegistration{{ID: 0, Version: 1, Host: host, Port: int32(p), JMXPort: -1, Timestamp: "1700000000000"}},
 		Topics:  map[string]zkstate.TopicAssignment{},
@@ -354,7 +354,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	k2, _ := mc.kafkaMember("k2", long...)
 	t.Cleanup(cancelClients)
 	mc.waitConverged(30*time.Second, 4, map[string]*kgo.Client{"k1": k1, "k2": k2})
-	eventually(t, 10*time.Second, "both Kafka members receive records", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "both Kafka members receive records", func() (bool, string) {
 		return got.of("k1") > 0 && got.of("k2") > 0, fmt.Sprintf("k1 %d, k2 %d records", got.of("k1"), got.of("k2"))
 	})
 	z1 := mc.group + "_z1"
@@ -371,7 +371,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	}
 	var took time.Time // when z1 first consumed a partition of a Kafka member
 	gaveUp := map[string]time.Duration{}
-	eventually(t, 30*time.Second, "z1 consumes every partition", func() (bool, string) {
+	zktest.Eventually(t, 30*time.Second, "z1 consumes every partition", func() (bool, string) {
 		for _, k := range []string{"k1", "k2"} {
 			if _, ok := gaveUp[k]; !ok && len(mc.views.of(k)) == 0 {
 				gaveUp[k] = time.Since(killed)
@@ -406,7 +406,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 		// they share the partitions with z1 once more.
 		// (Not waitConverged: its view check flags the takeover, which held assignments make
 		// look like a double hand-out; what counts here is what was received.)
-		eventually(t, 30*time.Second, "the mixed group converged again", func() (bool, string) {
+		zktest.Eventually(t, 30*time.Second, "the mixed group converged again", func() (bool, string) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			return mc.converged(ctx, 4, map[string]*kgo.Client{"k1": k1, "k2": k2})

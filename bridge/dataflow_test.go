@@ -33,6 +33,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -81,7 +82,7 @@ func dfStart(t *testing.T, o dfOpts) *dfEnv {
 		t.Fatalf("kfake: %v", err)
 	}
 	t.Cleanup(kf.Close)
-	e := &dfEnv{kf: kf, kfAddrs: kf.ListenAddrs(), connect: connect, zk: openStore(t, connect), parts: o.partitions}
+	e := &dfEnv{kf: kf, kfAddrs: kf.ListenAddrs(), connect: connect, zk: zktest.OpenStore(t, connect), parts: o.partitions}
 	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
 		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.DescribeGroups, kmsg.ListGroups} {
 		kf.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -143,7 +144,7 @@ func dfRegistration(t *testing.T, id int32, addr string) zkstate.BrokerRegistrat
 func (e *dfEnv) waitProxies(t *testing.T, n int) map[int32]net.Addr {
 	t.Helper()
 	var addrs map[int32]net.Addr
-	eventually(t, 10*time.Second, fmt.Sprintf("%d proxy listeners", n), func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, fmt.Sprintf("%d proxy listeners", n), func() (bool, string) {
 		addrs = e.b.ProxyAddrs()
 		return len(addrs) == n, fmt.Sprint(addrs)
 	})
@@ -270,7 +271,7 @@ func (e *dfEnv) waitZKOffsets(t *testing.T, g string, want map[int32]int64) {
 	t.Helper()
 	want = maps.Clone(want)
 	maps.DeleteFunc(want, func(_ int32, off int64) bool { return off == 0 })
-	eventually(t, 15*time.Second, "group "+g+"'s offsets in /consumers/"+g+"/offsets", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "group "+g+"'s offsets in /consumers/"+g+"/offsets", func() (bool, string) {
 		got := map[int32]int64{}
 		for p := range want {
 			data, _, err := e.zk.Get(t.Context(), zkstate.OffsetPath(g, dfTopic, p))
@@ -315,7 +316,7 @@ func (s *dfSeen) n() int {
 // waitAll waits until every value has been consumed; exact also demands each exactly once.
 func (s *dfSeen) waitAll(t *testing.T, values []string, exact bool) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%d records consumed", len(values)), func() (bool, string) {
+	zktest.Eventually(t, 30*time.Second, fmt.Sprintf("%d records consumed", len(values)), func() (bool, string) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		missing := 0
@@ -415,7 +416,7 @@ func (m *dfMember) stop() {
 func (e *dfEnv) waitStable(t *testing.T, g string, n int) group.Description {
 	t.Helper()
 	var d group.Description
-	eventually(t, 30*time.Second, fmt.Sprintf("group %s Stable with %d members covering %s", g, n, dfTopic), func() (bool, string) {
+	zktest.Eventually(t, 30*time.Second, fmt.Sprintf("group %s Stable with %d members covering %s", g, n, dfTopic), func() (bool, string) {
 		d = describe(t, e.b, g).Group
 		var all []int32
 		for _, m := range d.Members {
@@ -442,7 +443,7 @@ func (e *dfEnv) waitStable(t *testing.T, g string, n int) group.Description {
 // /consumers/<g>/ids has n registrations.
 func (e *dfEnv) checkZKOwners(t *testing.T, g string, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, "group "+g+"'s owners in /consumers/"+g+"/owners", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "group "+g+"'s owners in /consumers/"+g+"/owners", func() (bool, string) {
 		snap, err := e.zk.Snapshot(t.Context(), g)
 		if err != nil {
 			return false, err.Error()
@@ -694,13 +695,7 @@ func TestIntegration_DataflowKafkaGo(t *testing.T) {
 // commits on exit.
 func TestIntegration_DataflowKcat(t *testing.T) {
 	t.Parallel()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if zktest.Required() {
-			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
-		}
-		t.Skip("kcat not installed; apt-get install -y kcat")
-	}
+	kcat := kafkatest.KcatPath(t)
 	e := dfStart(t, dfOpts{})
 	const g = "df-kcat"
 	const n = 60
@@ -807,7 +802,7 @@ func TestIntegration_DataflowUpstreamFromZK(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempt := 0
-	eventually(t, 10*time.Second, "broker 1 dialed at its new address", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "broker 1 dialed at its new address", func() (bool, string) {
 		attempt++ // a new client each time: new upstream connections
 		all = append(all, e.produceFresh(t, fmt.Sprintf("probe%d", attempt), 1, []int32{1})...)
 		return gate.accepted.Load() > 0, "the gate accepted nothing"
@@ -823,7 +818,7 @@ func TestIntegration_DataflowUpstreamFromZK(t *testing.T) {
 	gate.cut()
 	all = append(all, e.produceTo(t, "d", 40, of(func(p int32) bool { return p%3 != 1 }))...)
 	seen.waitAll(t, all, true)
-	eventually(t, 10*time.Second, "broker 1's proxy listener refusing connections while it is down", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "broker 1's proxy listener refusing connections while it is down", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", before[1].String(), time.Second)
 		if err == nil {
 			// Accepted: the Metadata request makes the bridge dial broker 1, and the
@@ -842,7 +837,7 @@ func TestIntegration_DataflowUpstreamFromZK(t *testing.T) {
 		t.Errorf("Metadata brokers while broker 1 is down but registered: %v, want [0 1 2 %d]", ids, dfNode)
 	}
 	gate.restore(t)
-	eventually(t, 10*time.Second, "broker 1's proxy listener listening again on its port", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "broker 1's proxy listener listening again on its port", func() (bool, string) {
 		addrs := e.b.ProxyAddrs()
 		return addrs[1] != nil && addrs[1].String() == before[1].String(), fmt.Sprint(addrs)
 	})

@@ -33,7 +33,7 @@ import (
 //	go test -run '^$' -fuzz FuzzKafkaListener -fuzztime 30s ./bridge/
 func FuzzKafkaListener(f *testing.F) {
 	connect := zktest.Connect(f)
-	loadTopics(f, openStore(f, connect), map[string]int32{"orders": 3})
+	loadTopics(f, zktest.OpenStore(f, connect), map[string]int32{"orders": 3})
 	b := startBridgeTB(f, connect, func(c *bridge.Config) {
 		// No initial rebalance delay: a fuzzed JoinGroup is answered at once instead of being
 		// parked for the delay, which keeps the inputs fast. Parked requests still happen (a

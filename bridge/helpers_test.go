@@ -21,7 +21,6 @@ import (
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/newproto"
-	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -149,19 +148,6 @@ func (r *running) stop() error {
 		}
 	})
 	return r.err
-}
-
-// openStore opens a store of the test's own on connect, closed at cleanup.
-func openStore(t testing.TB, connect string) *zkstate.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatalf("zkstate.Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // do calls Do with a timeout and fails the test on error.
@@ -318,22 +304,6 @@ func stableGroup(t *testing.T, g groups, name string, insts [2]group.InstanceID)
 		if s.Err != group.ErrNone || len(s.Assignment) == 0 {
 			t.Fatalf("sync %d = %+v, want an assignment", i, s)
 		}
-	}
-}
-
-// eventually polls cond every 50ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v (last: %s)", what, timeout, detail)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	// One topic led by the bridge's own node id, so the client never dials a broker that does
 	// not exist (the bridge does not serve Fetch yet; the client keeps its group regardless).
 	layout := zkstate.Layout{
@@ -77,7 +77,7 @@ func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 		t.Helper()
 		var owned map[group.MemberID][]int32
 		var d group.Description
-		eventually(t, 20*time.Second, fmt.Sprintf("Stable with %d members covering orders", members), func() (bool, string) {
+		zktest.Eventually(t, 20*time.Second, fmt.Sprintf("Stable with %d members covering orders", members), func() (bool, string) {
 			d = describe(t, b, "kg").Group
 			owned = map[group.MemberID][]int32{}
 			var all []int32
@@ -103,7 +103,7 @@ func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 			t.Errorf("member %s got no partitions: %v", id, owned)
 		}
 	}
-	eventually(t, 10*time.Second, "owners mirrored", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "owners mirrored", func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, "kg")
 		if err != nil {
 			return false, err.Error()
@@ -154,7 +154,7 @@ func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 	// The static member restarts: same instance id, its partitions back, same generation.
 	static.Close()
 	newClient(kgo.InstanceID("static-1"))
-	eventually(t, 20*time.Second, "static member back", func() (bool, string) {
+	zktest.Eventually(t, 20*time.Second, "static member back", func() (bool, string) {
 		d := describe(t, b, "kg").Group
 		if len(d.Members) != 1 || d.Members[0].MemberID == before.Members[0].MemberID {
 			return false, fmt.Sprintf("members %+v", d.Members)

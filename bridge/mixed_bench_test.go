@@ -283,7 +283,7 @@ type stabMember struct {
 func newStabEnv(b *testing.B, name string) *stabEnv {
 	b.Helper()
 	connect := zktest.Connect(b)
-	e := &stabEnv{b: b, connect: connect, zk: openStore(b, connect), group: "g" + name, views: newViews(),
+	e := &stabEnv{b: b, connect: connect, zk: zktest.OpenStore(b, connect), group: "g" + name, views: newViews(),
 		hosted: map[string]zkstate.HostedMember{}, zkSids: map[int64]bool{}, log: stabLogger(b)}
 	e.ownSids = map[int64]bool{e.zk.SessionID(): true}
 	l := zkstate.Layout{

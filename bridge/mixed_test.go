@@ -259,7 +259,7 @@ func newMixedClusterMode(t *testing.T, g string, topics map[string]int, mode zks
 func newMixedClusterWith(t *testing.T, g string, topics map[string]int, mode zkstate.Mode, zkVia func(string) string, mod func(*bridge.Config)) *mixedCluster {
 	t.Helper()
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	l := zkstate.Layout{
 		Brokers: []zkstate.BrokerRegistration{{ID: 1, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1700000000000"}},
 		Topics:  map[string]zkstate.TopicAssignment{},
@@ -707,7 +707,7 @@ func (mc *mixedCluster) converged(ctx context.Context, registrations int, kafka 
 
 func (mc *mixedCluster) waitConverged(timeout time.Duration, registrations int, kafka map[string]*kgo.Client) {
 	mc.t.Helper()
-	eventually(mc.t, timeout, "the mixed group converged", func() (bool, string) {
+	zktest.Eventually(mc.t, timeout, "the mixed group converged", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(mc.t.Context(), 5*time.Second)
 		defer cancel()
 		return mc.converged(ctx, registrations, kafka)
@@ -727,7 +727,7 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 	kafka := map[string]*kgo.Client{"k1": k1, "k2": k2}
 	mc.waitConverged(30*time.Second, 4, kafka)
 	// Issue 5 item 6: members by kind, rebalances by cause.
-	eventually(t, 5*time.Second, "members by kind in the metrics", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "members by kind in the metrics", func() (bool, string) {
 		m := modeMetrics(t, mc.b)
 		for _, want := range []string{
 			`zkbridge_group_members{group="mx",kind="kafka"} 2`,
@@ -767,7 +767,7 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 // go (issue 5 item 4).
 func TestIntegration_MixedClaimWaitsForTakenOwner(t *testing.T) {
 	mc := newMixedCluster(t, "mt", map[string]int{"ta": 4})
-	ghost := openStore(t, mc.connect)
+	ghost := zktest.OpenStore(t, mc.connect)
 	taken := zkstate.OwnerPath(mc.group, "ta", 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -1109,7 +1109,7 @@ func TestIntegration_MixedBridgeCrash(t *testing.T) {
 	kafkaProxy.Freeze()
 	zkProxy.Freeze()
 	dropped := time.Time{}
-	eventually(t, 10*time.Second, "the Kafka members dropped their partitions", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "the Kafka members dropped their partitions", func() (bool, string) {
 		n := len(mc.views.of("k1")) + len(mc.views.of("k2"))
 		if n == 0 && dropped.IsZero() {
 			dropped = time.Now()
@@ -1118,7 +1118,7 @@ func TestIntegration_MixedBridgeCrash(t *testing.T) {
 	})
 	// The session expires (4 s) and z1 takes everything, which it may only once the Kafka
 	// members let go (views.assign flags it otherwise).
-	eventually(t, 30*time.Second, "z1 consumes every partition", func() (bool, string) {
+	zktest.Eventually(t, 30*time.Second, "z1 consumes every partition", func() (bool, string) {
 		n := len(mc.views.of(mc.group + "_z1"))
 		return n == 12, fmt.Sprintf("z1 consumes %d of 12", n)
 	})

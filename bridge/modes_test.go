@@ -75,7 +75,7 @@ func modeMetrics(t *testing.T, b *running) string {
 func TestIntegration_ModeDefaults(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	if err := zk.Create(ctx, zkstate.OffsetPath("old", "orders", 0), []byte("5"), zkstate.CreateOptions{Parents: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestIntegration_ModeDefaults(t *testing.T) {
 	if c := commit(t, b, "served", "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 9, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit: %v", c.Partitions[0].Err)
 	}
-	eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
 		ids, _, err := zk.Children(ctx, zkstate.IDsPath("served"))
 		return err == nil && len(ids) == 2, fmt.Sprint(ids, err)
 	})
@@ -152,7 +152,7 @@ func TestIntegration_ModeDefaults(t *testing.T) {
 // JoinGroup (23), removing them from the group; legacy → mixed admits Kafka members again.
 func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	b := startBridge(t, connect, 1, nil)
 	addr := b.Addr().String()
 	stableGroup(t, b, "g", [2]group.InstanceID{"i-a", "i-b"})
@@ -160,7 +160,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	// Mixed mode: the bridge assigns the partitions from now on (issue 5 item 3), so the members
 	// must rejoin.
 	modeSet(t, zk, "g", zkstate.ModeMixed)
-	eventually(t, time.Second, "heartbeat in mixed mode answered REBALANCE_IN_PROGRESS", func() (bool, string) {
+	zktest.Eventually(t, time.Second, "heartbeat in mixed mode answered REBALANCE_IN_PROGRESS", func() (bool, string) {
 		hb := heartbeat(t, b, "g", "a", "i-a", 1)
 		return hb.Err == group.ErrRebalanceInProgress, hb.Err.String()
 	})
@@ -171,7 +171,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	// Rollback to legacy under the members' feet.
 	modeSet(t, zk, "g", zkstate.ModeLegacy)
 	changed := time.Now()
-	eventually(t, time.Second, "a new member refused with 23", func() (bool, string) {
+	zktest.Eventually(t, time.Second, "a new member refused with 23", func() (bool, string) {
 		r := modeWireJoin(t, addr, "g")
 		return r.ErrorCode == 23, fmt.Sprint("error ", r.ErrorCode)
 	})
@@ -187,7 +187,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 	if rejoin.Err != group.ErrInconsistentGroupProtocol {
 		t.Fatalf("rejoin in legacy mode = %v, want INCONSISTENT_GROUP_PROTOCOL", rejoin.Err)
 	}
-	eventually(t, 5*time.Second, "the refused member is out of the group", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "the refused member is out of the group", func() (bool, string) {
 		d := describe(t, b, "g")
 		for _, m := range d.Group.Members {
 			if m.MemberID == "a" {
@@ -202,7 +202,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 
 	modeSet(t, zk, "g", zkstate.ModeMixed)
 	changed = time.Now()
-	eventually(t, time.Second, "Kafka members admitted again", func() (bool, string) {
+	zktest.Eventually(t, time.Second, "Kafka members admitted again", func() (bool, string) {
 		r := modeWireJoin(t, addr, "g")
 		return r.ErrorCode == 79, fmt.Sprint("error ", r.ErrorCode)
 	})
@@ -215,7 +215,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	err := zkstate.LoadLayout(ctx, zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
 		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}}},
 	}})
@@ -273,7 +273,7 @@ func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
 		stop()
 		<-done
 	}()
-	eventually(t, 15*time.Second, "the legacy consumer is started in mixed mode", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "the legacy consumer is started in mixed mode", func() (bool, string) {
 		return len(rec.last()) == 2, fmtParts(rec.last())
 	})
 }
@@ -285,11 +285,11 @@ func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
 func TestIntegration_FinalizedStopsTheMirror(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	b := startBridge(t, connect, 1, nil)
 	addr := b.Addr().String()
 	stableGroup(t, b, "fin", [2]group.InstanceID{"i-a", "i-b"})
-	eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, "fin")
 		return err == nil && len(snap.Owners) == 6 && len(snap.Consumers) == 2, fmt.Sprint(err)
 	})
@@ -302,7 +302,7 @@ func TestIntegration_FinalizedStopsTheMirror(t *testing.T) {
 	}
 
 	modeSet(t, zk, "fin", zkstate.ModeFinalized)
-	eventually(t, 5*time.Second, "mirror released", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "mirror released", func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, "fin")
 		return err == nil && len(snap.Owners) == 0 && len(snap.Consumers) == 0, fmt.Sprintf("%v: %d owners, %d ids", err, len(snap.Owners), len(snap.Consumers))
 	})
@@ -388,15 +388,15 @@ func TestIntegration_FinalizedStopsTheMirror(t *testing.T) {
 func TestIntegration_KafkaModeReportsForeignZKMembers(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	b := startBridge(t, connect, 1, nil)
 	stableGroup(t, b, "k", [2]group.InstanceID{"i-a", "i-b"})
-	eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "mirror written", func() (bool, string) {
 		ids, _, err := zk.Children(ctx, zkstate.IDsPath("k"))
 		return err == nil && len(ids) == 2, fmt.Sprint(ids, err)
 	})
 	const gauge = `zkbridge_group_foreign_zk_members{group="k"} `
-	eventually(t, 5*time.Second, "no foreign member reported", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "no foreign member reported", func() (bool, string) {
 		return strings.Contains(modeMetrics(t, b), gauge+"0"), "gauge not 0"
 	})
 
@@ -405,13 +405,13 @@ func TestIntegration_KafkaModeReportsForeignZKMembers(t *testing.T) {
 	if err := zk.Create(ctx, p, reg.Encode(), zkstate.CreateOptions{Ephemeral: true}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the 0.8 consumer reported", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "the 0.8 consumer reported", func() (bool, string) {
 		return strings.Contains(modeMetrics(t, b), gauge+"1"), "gauge not 1"
 	})
 	if err := zk.Delete(ctx, p, -1); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the report cleared", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "the report cleared", func() (bool, string) {
 		return strings.Contains(modeMetrics(t, b), gauge+"0"), "gauge not 0"
 	})
 }

@@ -26,7 +26,7 @@ import (
 // requires mutual TLS; the seed-001 protocol inside it is unchanged.
 func TestIntegration_BridgeTLSListeners(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
@@ -127,7 +127,7 @@ func TestIntegration_BridgeTLSListeners(t *testing.T) {
 			stop()
 			<-done
 		}()
-		eventually(t, 15*time.Second, "the legacy consumer over mutual TLS is started on events/0-1", func() (bool, string) {
+		zktest.Eventually(t, 15*time.Second, "the legacy consumer over mutual TLS is started on events/0-1", func() (bool, string) {
 			parts := rec.last()
 			return len(parts) == 2, "started on " + fmtParts(parts)
 		})

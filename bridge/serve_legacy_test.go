@@ -37,7 +37,7 @@ func (r *startRecorder) last() []legacy.PartitionOffset {
 // with its owners in ZooKeeper (issue 4, item 2: `zkbridge serve --legacy-listen`).
 func TestIntegration_BridgeServesLegacyConsumers(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
@@ -75,7 +75,7 @@ func TestIntegration_BridgeServesLegacyConsumers(t *testing.T) {
 		<-done
 	}()
 
-	eventually(t, 15*time.Second, "the legacy consumer is started on events/0-2", func() (bool, string) {
+	zktest.Eventually(t, 15*time.Second, "the legacy consumer is started on events/0-2", func() (bool, string) {
 		parts := rec.last()
 		return len(parts) == 3, "started on " + fmtParts(parts)
 	})
@@ -84,7 +84,7 @@ func TestIntegration_BridgeServesLegacyConsumers(t *testing.T) {
 			t.Errorf("start offset of %s/%d = %d, want %d (auto_offset_reset smallest, nothing committed)", p.Topic, p.Partition, p.Offset, legacy.OffsetSmallest)
 		}
 	}
-	eventually(t, 10*time.Second, "owners in ZooKeeper", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "owners in ZooKeeper", func() (bool, string) {
 		snap, err := s.Snapshot(ctx, "old-app")
 		if err != nil {
 			return false, err.Error()

@@ -22,7 +22,7 @@ import (
 // nothing while it cannot vouch for its session (fetchgate.go, TestIntegration_MixedBridgeKilled).
 func TestIntegration_MixedSessionCheck(t *testing.T) {
 	connect := zktest.Connect(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	const g = "checked"
 	if _, _, err := zkstate.InitMode(t.Context(), zk, bridge.DefaultRoot, g, zkstate.ModeMixed, "test", "session check"); err != nil {
 		t.Fatalf("InitMode: %v", err)

@@ -24,7 +24,7 @@ import (
 func TestIntegration_TopicIDsOffsetFetchV10(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	loadTopicsWithIDs(t, zk, map[string]int32{"orders": 4})
 	id := zkstate.LayoutTopicID("orders")
 	b := startBridge(t, connect, clientsNode, nil)
@@ -131,7 +131,7 @@ func TestIntegration_TopicIDsOffsetFetchV10(t *testing.T) {
 		}
 	}()
 	v10 := regexp.MustCompile(`(?m)^zkbridge_kafka_requests_total\{api="OffsetFetch",api_key="9",api_version="10"\} (\d+)$`)
-	eventually(t, 20*time.Second, "the consumer's OffsetFetch v10", func() (bool, string) {
+	zktest.Eventually(t, 20*time.Second, "the consumer's OffsetFetch v10", func() (bool, string) {
 		_, body := httpGet(t, "http://"+b.AdminAddr().String()+"/metrics")
 		m := v10.FindStringSubmatch(body)
 		if m == nil {

@@ -41,7 +41,7 @@ func commitCode(t *testing.T, r kmsg.Response) newproto.ErrorCode {
 func TestIntegration_ZooKeeperEraCommitNeedsNoMember(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	b := startBridge(t, connect, 1, nil)
 	addr := b.Addr().String()
 
@@ -109,7 +109,7 @@ func TestIntegration_ZooKeeperEraCommitNeedsNoMember(t *testing.T) {
 
 	// Finalized: the 0.8 layout is no longer read, so the commit is refused, not lost silently.
 	modeSet(t, zk, k, zkstate.ModeFinalized)
-	eventually(t, 5*time.Second, "the bridge sees the group finalized (its mirror released)", func() (bool, string) {
+	zktest.Eventually(t, 5*time.Second, "the bridge sees the group finalized (its mirror released)", func() (bool, string) {
 		snap, err := zk.Snapshot(ctx, k)
 		return err == nil && len(snap.Owners) == 0, fmt.Sprint(err)
 	})

@@ -186,7 +186,7 @@ func TestIntegration_UpstreamTooOldRefused(t *testing.T) {
 	t.Parallel()
 	connect := zktest.Connect(t)
 	old := startOldBroker(t)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	host, port, _ := net.SplitHostPort(old)
 	p, _ := strconv.Atoi(port)
 	if err := zk.Create(t.Context(), zkstate.BrokerPath(1), zkstate.BrokerRegistration{ID: 1, Version: 1, Host: host, Port: int32(p), JMXPort: -1}.Encode(),
@@ -237,7 +237,7 @@ func TestIntegration_UpstreamNodeIDCollision(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(kf.Close)
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	host, port, _ := net.SplitHostPort(kf.ListenAddrs()[0])
 	p, _ := strconv.Atoi(port)
 	if err := zk.Create(t.Context(), zkstate.BrokerPath(bridge.DefaultNodeID), zkstate.BrokerRegistration{ID: bridge.DefaultNodeID, Version: 1, Host: host, Port: int32(p), JMXPort: -1}.Encode(),

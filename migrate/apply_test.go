@@ -21,7 +21,7 @@ import (
 // registration mirrors (counted once), and a group without a mode record gets the default a
 // bridge would persist.
 func TestIntegration_CensusCountsKinds(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeMixed,
 		member{"zk", "z1"}, member{"zk", "z2"}, member{zkstate.KindLegacy, "l1"}, member{zkstate.KindKafka, "k1"},
@@ -89,7 +89,7 @@ func TestIntegration_CensusCountsKinds(t *testing.T) {
 // The mirror is current when the 0.8 offsets hold every commit the bridge recorded; a record
 // newer than its 0.8 znode is a commit the mirror missed; a finalized group's mirror is off.
 func TestIntegration_CensusMirror(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeKafka)
 	own := func(off int64) []byte { return zkstate.OwnOffset{Offset: off, LeaderEpoch: -1}.Encode() }
@@ -127,7 +127,7 @@ func TestIntegration_CensusMirror(t *testing.T) {
 // A multi-step target goes step by step, each step checked on a fresh census: legacy → kafka
 // with a zk member stops at mixed, blocked; once the member leaves, a re-run finishes.
 func TestIntegration_ApplyStepByStep(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeLegacy, member{"zk", "z1"})
 
@@ -158,7 +158,7 @@ func TestIntegration_ApplyStepByStep(t *testing.T) {
 
 // --wait polls until the blocking members leave.
 func TestIntegration_ApplyWaitsForMembersToLeave(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeMixed, member{zkstate.KindLegacy, "l1"}, member{zkstate.KindKafka, "k1"})
 	go func() {
@@ -187,7 +187,7 @@ func TestIntegration_ApplyWaitsForMembersToLeave(t *testing.T) {
 
 // Rollback to legacy is blocked by Kafka members unless forced; the forced transition says so.
 func TestIntegration_RollbackForce(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeKafka, member{zkstate.KindKafka, "k1"}, member{"record", "k2"})
 	opts := applyOpts(zkstate.ModeLegacy)
@@ -209,7 +209,7 @@ func TestIntegration_RollbackForce(t *testing.T) {
 
 // Rollback after finalize: refused with the reason, nothing changed, forced or not.
 func TestIntegration_RollbackAfterFinalizeRefused(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeLegacy)
 	res, err := migrate.Apply(ctx, s, root, []string{"g"}, applyOpts(zkstate.ModeFinalized))
@@ -243,7 +243,7 @@ func TestIntegration_RollbackAfterFinalizeRefused(t *testing.T) {
 // the target reached).
 func TestIntegration_ConcurrentApply(t *testing.T) {
 	connect := zktest.Connect(t)
-	a, b := openStore(t, connect), openStore(t, connect)
+	a, b := zktest.OpenStore(t, connect), zktest.OpenStore(t, connect)
 	ctx := testCtx(t)
 	var groups []string
 	for i := range 20 {
@@ -306,7 +306,7 @@ func TestIntegration_ConcurrentApply(t *testing.T) {
 
 // apply over 50 groups, cancelled half way, then re-run: all 50 migrated, none twice.
 func TestIntegration_ApplyCancelledAndResumed(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	var groups []string
 	var ops []zkstate.Op
@@ -364,7 +364,7 @@ func TestIntegration_ApplyCancelledAndResumed(t *testing.T) {
 
 // Batches: the pause is taken between batches (and reported), and a dry run writes nothing.
 func TestIntegration_ApplyBatchesAndDryRun(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	var groups []string
 	for i := range 5 {
@@ -406,7 +406,7 @@ func TestIntegration_ApplyBatchesAndDryRun(t *testing.T) {
 
 // Named groups must exist; --match matches whole names.
 func TestIntegration_Select(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	for _, g := range []string{"billing-eu", "billing-us", "xbilling-eu"} {
 		seed(t, s, g, zkstate.ModeLegacy)

@@ -54,7 +54,7 @@ func BenchmarkApplyAll(b *testing.B) {
 			requests, groups := 0, 0
 			for range b.N {
 				b.StopTimer()
-				s := openStore(b, zktest.Connect(b))
+				s := zktest.OpenStore(b, zktest.Connect(b))
 				seedBench(b, s, v.recorded, v.members)
 				ctx := context.Background()
 				names, err := migrate.Select(ctx, s, root, migrate.Selector{All: true})

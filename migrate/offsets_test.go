@@ -12,7 +12,7 @@ import (
 // An import writes where the group's mode keeps offsets (0.8 znodes; the bridge's records once
 // finalized), with compare-and-set: a commit between the read and the write fails it whole.
 func TestIntegration_WriteOffsets(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	p := zkstate.CreateOptions{Parents: true}
 	seed(t, s, "g", zkstate.ModeMixed)
@@ -87,7 +87,7 @@ func TestIntegration_WriteOffsets(t *testing.T) {
 }
 
 func TestIntegration_RecordHandoff(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := testCtx(t)
 	seed(t, s, "g", zkstate.ModeFinalized)
 	_, v := modeOf(t, s, "g")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/kafkatest"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // segmentio/kafka-go's ConsumerGroup is an older client than kgo: it
@@ -126,7 +127,7 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 	a := startKafkaGoMember(t, ts.addr, g)
 	b := startKafkaGoMember(t, ts.addr, g)
 
-	eventually(t, 20*time.Second, "2 kafka-go members cover 6 partitions", func() bool {
+	zktest.Eventually(t, 20*time.Second, "2 kafka-go members cover 6 partitions", func() bool {
 		ga, _, pa := a.current()
 		gb, _, pb := b.current()
 		d := fg.describe(g)
@@ -179,14 +180,14 @@ func TestKgoAndKafkaGoMixedGroup(t *testing.T) {
 			first := func() bool { d := fg.describe(g); return d.State == group.Stable && len(d.Members) == 1 }
 			if kgoLeads {
 				startKgo()
-				eventually(t, 10*time.Second, "kgo alone is Stable", first)
+				zktest.Eventually(t, 10*time.Second, "kgo alone is Stable", first)
 				kg = startKafkaGoMember(t, ts.addr, g)
 			} else {
 				kg = startKafkaGoMember(t, ts.addr, g)
-				eventually(t, 10*time.Second, "kafka-go alone is Stable", first)
+				zktest.Eventually(t, 10*time.Second, "kafka-go alone is Stable", first)
 				startKgo()
 			}
-			eventually(t, 20*time.Second, "kgo and kafka-go cover 6 partitions", func() bool {
+			zktest.Eventually(t, 20*time.Second, "kgo and kafka-go cover 6 partitions", func() bool {
 				gen, _, ps := kg.current()
 				d := fg.describe(g)
 				return d.State == group.Stable && len(d.Members) == 2 && gen == int32(d.Generation) && coverOnce(6, ps, o.of("kgo"))

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // kcat (librdkafka) is a second, independent client: `kcat -L` negotiates
@@ -25,13 +24,7 @@ import (
 // Debian's kcat package installs it; CI sets ZKBRIDGE_REQUIRE_ZK=1 and
 // installs it, so there a missing kcat fails instead of skipping.
 func TestKcatListsMetadata(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
-			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
-		}
-		t.Skip("kcat not installed; apt-get install -y kcat")
-	}
+	kcat := kafkatest.KcatPath(t)
 
 	// The other brokers point at a loopback port nobody listens on:
 	// librdkafka may try to connect to them, and must only find a
@@ -102,44 +95,6 @@ func TestKcatListsMetadata(t *testing.T) {
 	}
 }
 
-// kcatPath finds kcat, or skips (fails in CI, where it must be installed).
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
-			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
-		}
-		t.Skip("kcat not installed; apt-get install -y kcat")
-	}
-	return kcat
-}
-
-// startKcatConsumer runs `kcat -G group topic` (librdkafka's balanced
-// consumer) until the test ends, with a fast heartbeat; its stderr is
-// logged if the test fails.
-func startKcatConsumer(t *testing.T, addr, groupName string, extra ...string) {
-	t.Helper()
-	kcat := kcatPath(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	args := append([]string{"-b", addr, "-G", groupName, "-q", "-o", "end",
-		"-X", "heartbeat.interval.ms=100", "-X", "session.timeout.ms=10000"}, extra...)
-	cmd := exec.CommandContext(ctx, kcat, append(args, kgoTopic)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("starting kcat: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kcat stderr:\n%s", stderr.String())
-		}
-	})
-}
-
 // kcat's balanced consumer (-G) is librdkafka's consumer group: it joins
 // through our coordinator (ApiVersions, FindCoordinator v2, JoinGroup v5
 // with KIP-394's second join, SyncGroup v3 with its range assignment as
@@ -148,7 +103,7 @@ func startKcatConsumer(t *testing.T, addr, groupName string, extra ...string) {
 // (group.instance.id, KIP-345); each shows up in DescribeGroups with
 // librdkafka's client id, and its assignment covers every partition.
 func TestKcatJoinsGroup(t *testing.T) {
-	kcatPath(t)
+	kafkatest.KcatPath(t)
 	for _, instance := range []string{"", "kcat-1"} {
 		t.Run("instance="+instance, func(t *testing.T) {
 			ts, fg := kgoGroupServer(t)
@@ -157,10 +112,10 @@ func TestKcatJoinsGroup(t *testing.T) {
 			if instance != "" {
 				extra = []string{"-X", "group.instance.id=" + instance}
 			}
-			startKcatConsumer(t, ts.addr, g, extra...)
+			kafkatest.StartKcat(t, ts.addr, g, kgoTopic, extra...)
 
 			raw := kafkatest.Dial(t, ts.addr)
-			eventually(t, 20*time.Second, "kcat's member Stable", func() bool {
+			zktest.Eventually(t, 20*time.Second, "kcat's member Stable", func() bool {
 				d := fg.describe(g)
 				return d.State == group.Stable && len(d.Members) == 1
 			})
@@ -200,17 +155,17 @@ func TestKcatJoinsGroup(t *testing.T) {
 // kgo and librdkafka in one group on "range" (kgo leads): the assignment
 // the leader wrote for both covers every partition once.
 func TestKcatAndKgoMixedGroup(t *testing.T) {
-	kcatPath(t)
+	kafkatest.KcatPath(t)
 	ts, fg := kgoGroupServer(t)
 	const g = "kcat-kgo"
 	o := newOwnership()
 	newGroupMember(t, ts, o, g, "kgo", kgo.Balancers(kgo.RangeBalancer()))
-	eventually(t, 10*time.Second, "kgo alone is Stable", func() bool {
+	zktest.Eventually(t, 10*time.Second, "kgo alone is Stable", func() bool {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 1
 	})
-	startKcatConsumer(t, ts.addr, g)
-	eventually(t, 20*time.Second, "kgo and kcat Stable", func() bool {
+	kafkatest.StartKcat(t, ts.addr, g, kgoTopic)
+	zktest.Eventually(t, 20*time.Second, "kgo and kcat Stable", func() bool {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 2
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // franz-go's kgo consumer group against GroupCoordinator on fakeGroups
@@ -152,18 +153,6 @@ func newGroupMember(t *testing.T, ts *testServer, o *ownership, groupName, name 
 	}, o.opts(name)...), opts...)...)
 }
 
-// eventually polls cond for up to d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // describeAssignments decodes the group's consumer-protocol assignments
 // from DescribeGroups: member id → partitions of kgoTopic.
 func describeAssignments(t *testing.T, c *kafkatest.Client, g string) (string, map[string][]int32, map[string]string) {
@@ -202,7 +191,7 @@ func TestKgoConsumerGroup(t *testing.T) {
 	for _, n := range names {
 		clients[n] = newGroupMember(t, ts, o, g, n)
 	}
-	eventually(t, 15*time.Second, "3 members cover 6 partitions", func() bool {
+	zktest.Eventually(t, 15*time.Second, "3 members cover 6 partitions", func() bool {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 3 && o.covers(6, names...)
 	})
@@ -256,7 +245,7 @@ func TestKgoConsumerGroup(t *testing.T) {
 	before := fg.describe(g).Generation
 	clients["c2"].Close()
 	o.forget("c2")
-	eventually(t, 15*time.Second, "2 members cover 6 partitions", func() bool {
+	zktest.Eventually(t, 15*time.Second, "2 members cover 6 partitions", func() bool {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 2 && o.covers(6, "c0", "c1")
 	})
@@ -284,7 +273,7 @@ func TestKgoStaticMembers(t *testing.T) {
 	o := newOwnership()
 	s1 := newGroupMember(t, ts, o, g, "s1", kgo.InstanceID("static-1"))
 	newGroupMember(t, ts, o, g, "s2", kgo.InstanceID("static-2"))
-	eventually(t, 15*time.Second, "2 static members cover 6 partitions", func() bool {
+	zktest.Eventually(t, 15*time.Second, "2 static members cover 6 partitions", func() bool {
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 2 && o.covers(6, "s1", "s2")
 	})
@@ -295,7 +284,7 @@ func TestKgoStaticMembers(t *testing.T) {
 	s1.Close()
 	o.forget("s1")
 	newGroupMember(t, ts, o, g, "s1-restarted", kgo.InstanceID("static-1"))
-	eventually(t, 10*time.Second, "the restarted member holds its partitions", func() bool {
+	zktest.Eventually(t, 10*time.Second, "the restarted member holds its partitions", func() bool {
 		return fmt.Sprint(o.of("s1-restarted")) == fmt.Sprint(had)
 	})
 	if d := fg.describe(g); d.Generation != gen || d.State != group.Stable || len(d.Members) != 2 {
@@ -304,7 +293,7 @@ func TestKgoStaticMembers(t *testing.T) {
 
 	// A second live client with static-2: the old one is fenced.
 	newGroupMember(t, ts, o, g, "s2-twin", kgo.InstanceID("static-2"))
-	eventually(t, 10*time.Second, "the older static-2 fenced", func() bool {
+	zktest.Eventually(t, 10*time.Second, "the older static-2 fenced", func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		for _, err := range o.fatal["s2"] {

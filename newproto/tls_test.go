@@ -18,6 +18,7 @@ import (
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // tlsGroupServer is kgoGroupServer on a TLS listener (mutual TLS when clientCA).
@@ -69,7 +70,7 @@ func TestTLSKgoGroup(t *testing.T) {
 			cl.PollFetches(ctx)
 		}
 	}()
-	eventually(t, 15*time.Second, "kgo's member Stable over TLS", func() bool {
+	zktest.Eventually(t, 15*time.Second, "kgo's member Stable over TLS", func() bool {
 		d := fg.describe("tls-group")
 		return d.State == group.Stable && len(d.Members) == 1
 	})
@@ -112,7 +113,7 @@ func TestTLSKgoGroup(t *testing.T) {
 
 // librdkafka (kcat) joins a group with security.protocol=ssl and mutual TLS.
 func TestTLSKcatGroup(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := kafkatest.KcatPath(t)
 	ca := tlstest.NewCA(t, "ca")
 	ts, fg := tlsGroupServer(t, ca, true)
 	bob := ca.Client(t, "bob", pkix.Name{CommonName: "bob"})
@@ -134,7 +135,7 @@ func TestTLSKcatGroup(t *testing.T) {
 			t.Logf("kcat stderr:\n%s", stderr.String())
 		}
 	})
-	eventually(t, 20*time.Second, "kcat's member Stable over TLS", func() bool {
+	zktest.Eventually(t, 20*time.Second, "kcat's member Stable over TLS", func() bool {
 		d := fg.describe("kcat-tls")
 		return d.State == group.Stable && len(d.Members) == 1
 	})

@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -528,13 +527,7 @@ func TestRelayTransactions(t *testing.T) {
 // kcat (librdkafka) lists the cluster through the bridge: bridge addresses
 // only.
 func TestRelayKcatMetadata(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("ZKBRIDGE_REQUIRE_ZK") == "1" {
-			t.Fatalf("kcat not installed (apt-get install -y kcat): %v", err)
-		}
-		t.Skip("kcat not installed; apt-get install -y kcat")
-	}
+	kcat := kafkatest.KcatPath(t)
 	e := startRelay(t, relayOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkconsumer"
 	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 var twoTopics = map[string]int{"orders": 8, "payments": 5}
@@ -136,7 +137,7 @@ func TestIntegration_PartitionCountChangeRebalances(t *testing.T) {
 // deletes what it created and backs off; once the znode goes, the next attempt succeeds.
 func TestIntegration_OwnerConflictRetriesWithBackoff(t *testing.T) {
 	cl := newCluster(t, 3, twoTopics)
-	foreign := openStore(t, cl.connect)
+	foreign := zktest.OpenStore(t, cl.connect, withLogger(testLogger(t)))
 	ctx := timeout(t, 30*time.Second)
 	blocked := zkstate.OwnerPath(group, "orders", 3)
 	if err := foreign.Create(ctx, blocked, []byte("g_gone-0"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
@@ -179,7 +180,7 @@ func TestIntegration_OwnerConflictRetriesWithBackoff(t *testing.T) {
 // watched, so only the next ids or topic event makes it try again.
 func TestIntegration_OwnerConflictFailsAfterMaxRetries(t *testing.T) {
 	cl := newCluster(t, 3, twoTopics)
-	foreign := openStore(t, cl.connect)
+	foreign := zktest.OpenStore(t, cl.connect, withLogger(testLogger(t)))
 	ctx := timeout(t, 30*time.Second)
 	blocked := zkstate.OwnerPath(group, "payments", 0)
 	if err := foreign.Create(ctx, blocked, []byte("g_gone-1"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
@@ -227,7 +228,7 @@ func TestIntegration_OwnerConflictFailsAfterMaxRetries(t *testing.T) {
 // thread id as ours, whichever session holds it.
 func TestIntegration_QuirkOwnerWithOurThreadIDIsTakenAsOurs(t *testing.T) {
 	cl := newCluster(t, 3, twoTopics)
-	foreign := openStore(t, cl.connect)
+	foreign := zktest.OpenStore(t, cl.connect, withLogger(testLogger(t)))
 	ctx := timeout(t, 30*time.Second)
 	p := tp{Topic: "orders", Partition: 0}
 	if err := foreign.Create(ctx, zkstate.OwnerPath(group, p.Topic, p.Partition), []byte("g_c1-0"),
@@ -400,7 +401,7 @@ func TestIntegration_NoBrokersWaitsForOne(t *testing.T) {
 // Close during a rebalance waits for it (rebalanceLock), then stops and commits.
 func TestIntegration_CloseWaitsForRebalance(t *testing.T) {
 	cl := newCluster(t, 3, twoTopics)
-	foreign := openStore(t, cl.connect)
+	foreign := zktest.OpenStore(t, cl.connect, withLogger(testLogger(t)))
 	ctx := timeout(t, 30*time.Second)
 	if err := foreign.Create(ctx, zkstate.OwnerPath(group, "orders", 0), []byte("g_gone-0"),
 		zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {

@@ -42,19 +42,6 @@ func timeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// openStore opens a ZooKeeper session of its own (the admin, or a foreign owner).
-func openStore(t *testing.T, connect string) *zkstate.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("zkstate.Open: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
 // cluster is a chroot with 0.8.2 brokers and topics, and an admin session.
 type cluster struct {
 	t       *testing.T
@@ -66,7 +53,7 @@ type cluster struct {
 func newCluster(t *testing.T, brokers int, topics map[string]int) *cluster {
 	t.Helper()
 	connect := zktest.Connect(t)
-	cl := &cluster{t: t, connect: connect, admin: openStore(t, connect), topics: maps.Clone(topics)}
+	cl := &cluster{t: t, connect: connect, admin: zktest.OpenStore(t, connect, withLogger(testLogger(t))), topics: maps.Clone(topics)}
 	var l zkstate.Layout
 	for id := int32(1); id <= int32(brokers); id++ {
 		l.Brokers = append(l.Brokers, broker(id))
@@ -497,4 +484,9 @@ func (tr *tracker) waitStartOffset(t *testing.T, id string, p tp, want int64) {
 	}
 	got, ok := tr.lastAssigned(id)[p]
 	t.Fatalf("%s was last handed %s-%d at %d (assigned: %v), want %d", id, p.Topic, p.Partition, got, ok, want)
+}
+
+// withLogger makes zktest.OpenStore's Store log to l.
+func withLogger(l zerolog.Logger) func(*zkstate.Config) {
+	return func(c *zkstate.Config) { c.Logger = l }
 }

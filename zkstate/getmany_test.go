@@ -18,7 +18,7 @@ import (
 func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := timeout(t, 30*time.Second)
-	setup := openStore(t, connect)
+	setup := zktest.OpenStore(t, connect)
 	const n = 300
 	var paths []string
 	for i := range n {
@@ -41,7 +41,7 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 		{"pipelined", true, n + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := openStore(t, connect, func(c *zkstate.Config) { c.NoMultiRead = tc.noMulti })
+			s := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.NoMultiRead = tc.noMulti })
 			before := s.Requests()
 			got, err := s.GetMany(ctx, paths)
 			if err != nil {
@@ -86,7 +86,7 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 	// A handful of reads stays pipelined on the Store's own connection, where concurrent
 	// callers' reads run side by side (the multiRead connection takes one request at a time).
 	t.Run("small", func(t *testing.T) {
-		s := openStore(t, connect)
+		s := zktest.OpenStore(t, connect)
 		before := s.Requests()
 		got, err := s.GetMany(ctx, paths[:3])
 		if err != nil {
@@ -102,7 +102,7 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 	})
 
 	t.Run("cancelled", func(t *testing.T) {
-		s := openStore(t, connect)
+		s := zktest.OpenStore(t, connect)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		if _, err := s.GetMany(cctx, paths); err == nil {

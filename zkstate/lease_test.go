@@ -12,7 +12,7 @@ import (
 // A healthy connection keeps the lease about four fifths of a session timeout ahead, from
 // the moment Open returns (lease.go).
 func TestIntegration_LeaseVouchesWhileConnected(t *testing.T) {
-	s := openStore(t, zktest.Connect(t), func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
+	s := zktest.OpenStore(t, zktest.Connect(t), func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
 	timeout := s.SessionTimeout()
 	first := s.LeaseUntil()
 	if !s.Vouched(time.Now()) {
@@ -36,8 +36,8 @@ func TestIntegration_LeaseLapsesBeforeTheServerExpires(t *testing.T) {
 	connect := zktest.Connect(t)
 	i := strings.IndexByte(connect, '/')
 	proxy := zktest.StartProxy(t, connect[:i])
-	s := openStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
-	observer := openStore(t, connect)
+	s := zktest.OpenStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) { c.SessionTimeout = 4 * time.Second })
+	observer := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 45*time.Second)
 	const eph = "/consumers/g/ids/c1"
 	if err := s.CreateEphemeral(ctx, eph, []byte("x")); err != nil {
@@ -67,22 +67,14 @@ func TestIntegration_LeaseLapsesBeforeTheServerExpires(t *testing.T) {
 	}
 
 	proxy.Thaw()
-	eventually(t, 20*time.Second, func() bool { return s.SessionID() != 0 && s.SessionID() != old && s.Vouched(time.Now()) })
+	zktest.Eventually(t, 20*time.Second, "a new session, vouched for", func() bool { return s.SessionID() != 0 && s.SessionID() != old && s.Vouched(time.Now()) })
 }
 
 // eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-	}
-}
 
 // Vouched runs on every relayed Fetch response (bridge/fetchgate.go).
 func BenchmarkVouched(b *testing.B) {
-	s := openStore(b, zktest.Connect(b))
+	s := zktest.OpenStore(b, zktest.Connect(b))
 	for b.Loop() {
 		if !s.Vouched(time.Now()) {
 			b.Fatal("not vouched")

@@ -108,7 +108,7 @@ func TestModeRecordFormat(t *testing.T) {
 // Issue 5 item 1: "A group with no mode yet is legacy when /consumers/<g> already holds ids,
 // owners or offsets, else kafka."
 func TestIntegration_DefaultMode(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	mk := func(p string, data string) {
 		t.Helper()
@@ -147,7 +147,7 @@ func TestIntegration_DefaultMode(t *testing.T) {
 // A group goes round the whole cycle; every transition is one record change plus one
 // transition znode, recorded with who, when, from and to; finalized is terminal.
 func TestIntegration_SetModeRecordsEveryTransition(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	const g = "billing"
 
@@ -217,7 +217,7 @@ func TestIntegration_SetModeRecordsEveryTransition(t *testing.T) {
 // on the multi itself.
 func TestIntegration_SetModeConcurrentExactlyOneWins(t *testing.T) {
 	connect := zktest.Connect(t)
-	a, b := openStore(t, connect), openStore(t, connect)
+	a, b := zktest.OpenStore(t, connect), zktest.OpenStore(t, connect)
 	ctx := timeout(t, 60*time.Second)
 
 	race := func(f func(s *zkstate.Store, who string) error) (wins int, errs []error) {
@@ -282,7 +282,7 @@ func TestIntegration_SetModeConcurrentExactlyOneWins(t *testing.T) {
 // A record deleted by hand: a SetMode expecting it reports the conflict (ErrNoNode), and the
 // group's next first mode continues the transition history instead of colliding with it.
 func TestIntegration_SetModeAfterRecordDeleted(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	const g = "g"
 	if _, _, err := zkstate.InitMode(ctx, s, modeRoot, g, zkstate.ModeKafka, "a", ""); err != nil {
@@ -307,7 +307,7 @@ func TestIntegration_SetModeAfterRecordDeleted(t *testing.T) {
 }
 
 func TestIntegration_SetModeValidatesArguments(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, tc := range []struct {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // fakeOldServer accepts one connection, completes the session handshake as ZooKeeper 3.4
@@ -165,7 +163,7 @@ func openInternalStore(t *testing.T) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	s, err := Open(ctx, Config{Connect: zktest.Connect(t), Logger: zerolog.Nop()})
+	s, err := Open(ctx, Config{Connect: TestConnect(t), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

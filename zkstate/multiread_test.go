@@ -13,7 +13,7 @@ import (
 // and missing znodes included; only the cost differs.
 func TestIntegration_MultiReadSnapshotEqualsPipelined(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 30*time.Second)
 	if err := zkstate.LoadLayout(ctx, s, zkstate.ExampleLayout()); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestIntegration_MultiReadSnapshotEqualsPipelined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := openStore(t, connect, func(c *zkstate.Config) { c.NoMultiRead = true }).Snapshot(ctx, g)
+	slow, err := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.NoMultiRead = true }).Snapshot(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestIntegration_MultiReadSnapshotEqualsPipelined(t *testing.T) {
 // A multiRead connection left idle longer than its session timeout is re-dialled, not trusted.
 func TestIntegration_MultiReadSurvivesAnIdleSession(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect, func(c *zkstate.Config) { c.SessionTimeout = 2 * time.Second })
+	s := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.SessionTimeout = 2 * time.Second })
 	ctx := timeout(t, 30*time.Second)
 	if err := zkstate.LoadLayout(ctx, s, zkstate.ExampleLayout()); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ func TestIntegration_NegotiatedSessionTimeout(t *testing.T) {
 		{5 * time.Minute, time.Minute},
 		{500 * time.Millisecond, time.Second},
 	} {
-		s := openStore(t, connect, func(c *zkstate.Config) { c.SessionTimeout = tc.ask })
+		s := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.SessionTimeout = tc.ask })
 		if got := s.SessionTimeout(); got != tc.want {
 			t.Errorf("asked for %v: SessionTimeout() = %v, want %v (the server's clamp)", tc.ask, got, tc.want)
 		}

@@ -53,7 +53,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	connect := zktest.Connect(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	loader := openStore(b, connect)
+	loader := zktest.OpenStore(b, connect)
 	if err := zkstate.LoadLayout(ctx, loader, benchLayout(100, 10, 100)); err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		multiRead bool
 	}{{"multiread", zkstate.DefaultPipeline, true}, {"pipelined", zkstate.DefaultPipeline, false}, {"serial", 1, false}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := openStore(b, connect, func(c *zkstate.Config) { c.Pipeline = bc.pipeline; c.NoMultiRead = !bc.multiRead })
+			s := zktest.OpenStore(b, connect, func(c *zkstate.Config) { c.Pipeline = bc.pipeline; c.NoMultiRead = !bc.multiRead })
 			var st zkstate.Stats
 			for b.Loop() {
 				snap, err := s.Snapshot(ctx, "big")

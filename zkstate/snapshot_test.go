@@ -58,7 +58,7 @@ func TestExampleLayoutIsRangeAssignment(t *testing.T) {
 }
 
 func TestIntegration_SnapshotOfExampleLayout(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	l := zkstate.ExampleLayout()
 	for i := 0; i < 2; i++ { // loading twice replaces the first load
@@ -131,7 +131,7 @@ func TestIntegration_SnapshotOfExampleLayout(t *testing.T) {
 // SnapshotOf reads only the parts asked for, and what it reads equals the full Snapshot's.
 // Registrations and partitions are always read: every assignment needs them.
 func TestIntegration_SnapshotOfParts(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	l := zkstate.ExampleLayout()
 	if err := zkstate.LoadLayout(ctx, s, l); err != nil {
@@ -181,7 +181,7 @@ func TestIntegration_SnapshotOfParts(t *testing.T) {
 }
 
 func TestIntegration_SnapshotReportsMalformedZnodes(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	if err := zkstate.LoadLayout(ctx, s, zkstate.ExampleLayout()); err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestIntegration_SnapshotReportsMalformedZnodes(t *testing.T) {
 }
 
 func TestIntegration_SnapshotOfUnknownGroup(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	_, err := s.Snapshot(ctx, "nope")
 	if !errors.Is(err, zkstate.ErrNoNode) || err.Error() != `zkstate: group "nope" not found` {
@@ -276,7 +276,7 @@ func TestIntegration_SnapshotOfUnknownGroup(t *testing.T) {
 }
 
 func TestIntegration_SnapshotResolvesWildcardSubscriptions(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	l := zkstate.ExampleLayout()
 	l.Groups = []zkstate.LayoutGroup{{

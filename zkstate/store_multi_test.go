@@ -14,7 +14,7 @@ import (
 // requests of a few hundred ops, each guarded: all of it is applied, a stale guard applies none
 // of it, and a failure in a later request leaves exactly the earlier requests applied.
 func TestIntegration_MultiSplitsManySmallOps(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 40*time.Second)
 	if err := s.Create(ctx, "/epoch", nil, zkstate.CreateOptions{}); err != nil {
 		t.Fatal(err)

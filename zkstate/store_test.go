@@ -17,24 +17,9 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
-func TestMain(m *testing.M) { os.Exit(zktest.Main(m)) }
-
-// openStore opens a Store on connect (a zktest connect string with its chroot) and closes it
-// at cleanup.
-func openStore(t testing.TB, connect string, mods ...func(*zkstate.Config)) *zkstate.Store {
-	t.Helper()
-	cfg := zkstate.Config{Connect: connect}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	s, err := zkstate.Open(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v", connect, err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+func TestMain(m *testing.M) {
+	zkstate.TestConnect = zktest.Connect
+	os.Exit(zktest.Main(m))
 }
 
 func timeout(t *testing.T, d time.Duration) context.Context {
@@ -45,7 +30,7 @@ func timeout(t *testing.T, d time.Duration) context.Context {
 
 func TestIntegration_BasicOpsWithChroot(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 20*time.Second)
 
 	if err := s.Create(ctx, "/a/b/c", []byte("x"), zkstate.CreateOptions{}); !errors.Is(err, zkstate.ErrNoNode) {
@@ -84,7 +69,7 @@ func TestIntegration_BasicOpsWithChroot(t *testing.T) {
 
 	// The chroot is really a prefix: a store without it sees the node below the chroot.
 	i := strings.IndexByte(connect, '/')
-	root := openStore(t, connect[:i])
+	root := zktest.OpenStore(t, connect[:i])
 	if data, _, err := root.Get(ctx, connect[i:]+"/a/b/c"); err != nil || string(data) != "x" {
 		t.Errorf("Get(%s/a/b/c) without chroot = %q, %v; want \"x\"", connect[i:], data, err)
 	}
@@ -101,7 +86,7 @@ func TestIntegration_BasicOpsWithChroot(t *testing.T) {
 }
 
 func TestIntegration_SetAndDeleteAreVersionChecked(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	if err := s.Create(ctx, "/epoch", []byte("1"), zkstate.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -135,7 +120,7 @@ func TestIntegration_SetAndDeleteAreVersionChecked(t *testing.T) {
 }
 
 func TestIntegration_CancelledContext(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, _, err := s.Get(ctx, "/"); !errors.Is(err, context.Canceled) {
@@ -157,7 +142,7 @@ func kilobyteNodes(dir string, n int) []zkstate.Op {
 }
 
 func TestIntegration_MultiSplitsBatchesOverTheRequestLimit(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 40*time.Second)
 	// About 3.1 MB: four requests under the 1 MB default.
 	ops := kilobyteNodes("/big", 3000)
@@ -182,7 +167,7 @@ func TestIntegration_MultiSplitsBatchesOverTheRequestLimit(t *testing.T) {
 }
 
 func TestIntegration_MultiNamesTheFailingOp(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 20*time.Second)
 	if err := s.Create(ctx, "/epoch", nil, zkstate.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -214,7 +199,7 @@ func TestIntegration_MultiNamesTheFailingOp(t *testing.T) {
 }
 
 func TestIntegration_MultiSplitReportsAppliedPrefix(t *testing.T) {
-	s := openStore(t, zktest.Connect(t), func(c *zkstate.Config) { c.MaxMultiBytes = 20_000 })
+	s := zktest.OpenStore(t, zktest.Connect(t), func(c *zkstate.Config) { c.MaxMultiBytes = 20_000 })
 	ctx := timeout(t, 20*time.Second)
 	ops := kilobyteNodes("/split", 60)                                                 // about 3 requests of 20 KB
 	ops = append(ops, zkstate.CreateOp("/split/n00000", nil, zkstate.CreateOptions{})) // exists by then
@@ -248,7 +233,7 @@ func nextEvent(t *testing.T, ch <-chan zkstate.WatchEvent) zkstate.WatchEvent {
 }
 
 func TestIntegration_WatchChildrenKeepsFiring(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	if err := s.Create(ctx, "/w", nil, zkstate.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -305,7 +290,7 @@ func TestIntegration_WatchChildrenKeepsFiring(t *testing.T) {
 }
 
 func TestIntegration_WatchDataKeepsFiring(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	ch, err := s.WatchData(ctx, "/d")
 	if err != nil {
@@ -340,7 +325,7 @@ func TestIntegration_WatchDataKeepsFiring(t *testing.T) {
 
 func TestIntegration_CloseEndsWatchesAndIsIdempotent(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ch, err := s.WatchChildren(t.Context(), "/")
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +381,7 @@ func TestIntegration_UnreachableZooKeeperFailsWithinDeadline(t *testing.T) {
 
 func TestIntegration_OwnedByUsChecksTheSession(t *testing.T) {
 	connect := zktest.Connect(t)
-	a, b := openStore(t, connect), openStore(t, connect)
+	a, b := zktest.OpenStore(t, connect), zktest.OpenStore(t, connect)
 	ctx := timeout(t, 20*time.Second)
 	if err := b.Create(ctx, "/consumers/g/owners/t/0", []byte("b-0"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
 		t.Fatal(err)
@@ -434,11 +419,11 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	proxy := zktest.StartProxy(t, addr)
 
 	events := make(chan zkstate.SessionEvent, 100)
-	s := openStore(t, proxy.Addr()+chroot, func(c *zkstate.Config) {
+	s := zktest.OpenStore(t, proxy.Addr()+chroot, func(c *zkstate.Config) {
 		c.SessionTimeout = 2 * time.Second
 		c.OnSession = func(ev zkstate.SessionEvent) { events <- ev }
 	})
-	observer := openStore(t, connect)
+	observer := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 45*time.Second)
 
 	const c1, c2 = "/consumers/g/ids/c1", "/consumers/g/ids/c2"
@@ -543,7 +528,7 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 
 func TestIntegration_DigestProtectsOurNodesOnly(t *testing.T) {
 	connect := zktest.Connect(t)
-	bridge := openStore(t, connect, func(c *zkstate.Config) { c.Digest = "bridge:secret" })
+	bridge := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.Digest = "bridge:secret" })
 	ctx := timeout(t, 20*time.Second)
 	if err := bridge.Create(ctx, "/zkbridge/groups/billing", []byte("v1"), zkstate.CreateOptions{Parents: true}); err != nil {
 		t.Fatal(err)
@@ -552,7 +537,7 @@ func TestIntegration_DigestProtectsOurNodesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	anonymous := openStore(t, connect)
+	anonymous := zktest.OpenStore(t, connect)
 	if data, _, err := anonymous.Get(ctx, "/zkbridge/groups/billing"); err != nil || string(data) != "v1" {
 		t.Errorf("unauthenticated Get = %q, %v; want v1 (world may read)", data, err)
 	}
@@ -570,7 +555,7 @@ func TestIntegration_DigestProtectsOurNodesOnly(t *testing.T) {
 		t.Errorf("unauthenticated Set of an offset = %v, want nil (the Kafka layout stays open)", err)
 	}
 
-	wrong := openStore(t, connect, func(c *zkstate.Config) { c.Digest = "bridge:wrong" })
+	wrong := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.Digest = "bridge:wrong" })
 	if _, err := wrong.Set(ctx, "/zkbridge/groups/billing", []byte("evil"), -1); !errors.Is(err, zkstate.ErrNoAuth) {
 		t.Errorf("Set with the wrong password = %v, want ErrNoAuth", err)
 	}
@@ -606,11 +591,11 @@ func TestIntegration_ReconnectKeepsSessionAndWatches(t *testing.T) {
 	i := strings.IndexByte(connect, '/')
 	proxy := zktest.StartProxy(t, connect[:i])
 	events := make(chan zkstate.SessionEvent, 100)
-	s := openStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) {
+	s := zktest.OpenStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) {
 		c.SessionTimeout = 8 * time.Second
 		c.OnSession = func(ev zkstate.SessionEvent) { events <- ev }
 	})
-	observer := openStore(t, connect)
+	observer := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 30*time.Second)
 	if err := s.CreateEphemeral(ctx, "/consumers/g/ids/c1", []byte("x")); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // without writes them as before.
 func TestIntegration_LayoutTopicIDs(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 30*time.Second)
 
 	l := zkstate.ExampleLayout()
