@@ -181,8 +181,8 @@ func newApp(e *env) *cli.App {
 		},
 		Commands: []*cli.Command{
 			versionCommand(e),
-			groupsCommand(e),
-			withSubcommands(offsetsCommand(e), offsetsImportCommand(e), offsetsResetCommand(e)),
+			withSubcommands(groupsCommand(e), groupsDeleteCommand(e)),
+			withSubcommands(offsetsCommand(e), offsetsImportCommand(e), offsetsResetCommand(e), offsetsDeleteCommand(e)),
 			migrateCommand(e),
 			rollbackCommand(e),
 			handoffCommand(e),
