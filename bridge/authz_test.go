@@ -85,7 +85,7 @@ type securedBridge struct {
 func startSecuredBridge(t *testing.T) *securedBridge {
 	t.Helper()
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
@@ -289,7 +289,7 @@ func TestIntegration_ACLMatrix(t *testing.T) {
 		conns[p] = b.as(t, p)
 	}
 	// The last ACL written is in force once carol may describe a group.
-	eventually(t, 10*time.Second, "the ACLs are loaded", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "the ACLs are loaded", func() (bool, string) {
 		c := groupCode(t, conns["carol"], "DescribeGroups", "any")
 		return c != groupAuthFailed, fmt.Sprint("carol's DescribeGroups: ", c)
 	})
@@ -372,7 +372,7 @@ func TestIntegration_ACLMatrix(t *testing.T) {
 		}
 		// Cluster DESCRIBE lists every group.
 		b.acl.set(authz.Pattern{Type: authz.Cluster, Name: authz.ClusterName}, allowACL("User:alice", authz.Describe))
-		eventually(t, 10*time.Second, "alice lists every group with Cluster DESCRIBE", func() (bool, string) {
+		zktest.Eventually(t, 10*time.Second, "alice lists every group with Cluster DESCRIBE", func() (bool, string) {
 			l := list(conns["alice"])
 			return l["describegroups-nothing"], fmt.Sprint(l)
 		})

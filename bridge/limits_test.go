@@ -29,7 +29,7 @@ import (
 func TestIntegration_CommitUnknownTopic(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 3}, false)
 	b := startBridge(t, connect, clientsNode, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
@@ -121,7 +121,7 @@ func TestIntegration_CommitUnknownTopic(t *testing.T) {
 func TestIntegration_MaxGroups(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 1}, false)
 	b := startBridge(t, connect, clientsNode, func(c *bridge.Config) { c.MaxGroups = 2 })
 	addr := b.Addr().String()
@@ -131,12 +131,12 @@ func TestIntegration_MaxGroups(t *testing.T) {
 			t.Fatalf("commit to %s: code %d", g, c)
 		}
 	}
-	eventually(t, 10*time.Second, "groups listed", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "groups listed", func() (bool, string) {
 		kids, _, err := zk.Children(ctx, bridge.DefaultRoot+"/groups")
 		return err == nil && len(kids) == 2, "waiting for the listing"
 	})
 	// The watch of <root>/groups delivers the listing asynchronously: g3 is refused once it has.
-	eventually(t, 10*time.Second, "g3 refused", func() (bool, string) {
+	zktest.Eventually(t, 10*time.Second, "g3 refused", func() (bool, string) {
 		resp := kafkaRoundTrip(t, addr, groupCommit("g3", "", -1, "orders", 0, 1)).(*kmsg.OffsetCommitResponse)
 		c := resp.Topics[0].Partitions[0].ErrorCode
 		return c == 81, "code " + codeName(c)
@@ -201,7 +201,7 @@ func grepLines(text, sub string) string {
 func TestIntegration_MalformedOffsetsLoggedOnce(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := openStore(t, connect)
+	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 3}, false)
 	logs := &lineLog{}
 	b := startBridge(t, connect, clientsNode, func(c *bridge.Config) {

@@ -85,7 +85,7 @@ func (s *saramaSCRAM) Done() bool { return s.done }
 // SASL_AUTHENTICATION_FAILED and touch no group.
 func TestIntegration_SASLClients(t *testing.T) {
 	connect := zktest.Connect(t)
-	s := openStore(t, connect)
+	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
@@ -234,7 +234,7 @@ func TestIntegration_SASLClients(t *testing.T) {
 			}
 		}()
 		cl := kgoAs(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
-		eventually(t, 20*time.Second, "kcat's member in group sasl-kcat", func() (bool, string) {
+		zktest.Eventually(t, 20*time.Second, "kcat's member in group sasl-kcat", func() (bool, string) {
 			r := kmsg.NewPtrDescribeGroupsRequest()
 			r.Groups = []string{"sasl-kcat"}
 			resp, err := r.RequestWith(ctx, cl)

@@ -22,6 +22,7 @@ import (
 	"github.com/zkbridge/zkbridge/sasl"
 	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 type memCreds map[string]sasl.Credential
@@ -110,7 +111,7 @@ func TestSASLKgo(t *testing.T) {
 				cl.PollFetches(ctx)
 			}
 		}()
-		eventually(t, 15*time.Second, "the SCRAM member Stable", func() bool {
+		zktest.Eventually(t, 15*time.Second, "the SCRAM member Stable", func() bool {
 			d := fg.describe("sasl-group")
 			return d.State == group.Stable && len(d.Members) == 1
 		})

@@ -14,7 +14,7 @@ import (
 // as kafka-node meant them: a consumer registering (not a malformed registration), then its
 // only thread owning the partitions (not owners "not <consumerID>-<n>").
 func TestIntegration_SnapshotReadsKafkaNodeFormats(t *testing.T) {
-	s := openStore(t, zktest.Connect(t))
+	s := zktest.OpenStore(t, zktest.Connect(t))
 	ctx := timeout(t, 30*time.Second)
 	const g, id = "kn", "kn_5b3f0c1e-2f6d-4e8a-9b1c-0123456789ab"
 	p := zkstate.CreateOptions{Parents: true}
