@@ -196,7 +196,8 @@ func (g *legacyGroup) onResult(now time.Time, r legacyResultEv) {
 	}
 }
 
-// commitPing writes the offsets of a regular PingResponse in one Multi (issue 4 item 4).
+// commitPing writes the offsets of a regular PingResponse in one Multi (seed 001's
+// auto_commit: the offsets ride on the ping; legacyCheckPing validated them).
 func (g *legacyGroup) commitPing(m *legacyMember, resp legacy.PingResponse) {
 	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, resp)
 	g.countRefused(m, check)

@@ -344,7 +344,7 @@ type legacyPingCheck struct {
 	Why     []string
 }
 
-// legacyCheckPing validates the offsets of a PingResponse (issue 4 item 4): with auto_commit,
+// legacyCheckPing validates the offsets of a PingResponse: with auto_commit,
 // an offset is accepted only for a partition the member owns in the current assignment
 // (owner: partition → consumer id of the assignment last written to ZooKeeper). That is what
 // keeps a stale member — one whose partitions moved while its ping was in flight, or that

@@ -1,6 +1,6 @@
 package bridge
 
-// The Kafka members of a mixed group (issue 5 items 3-5, DESIGN §3): the IO around
+// The Kafka members of a mixed group (DESIGN §3): the IO around
 // mixed_plan.go.
 //
 // In mixed mode the group's engine assigns on the server side (group.AssignMode): when a

@@ -11,7 +11,10 @@ package bridge
 // JoinGroup — which an eager member sends only after revoking everything and committing — releases
 // its owner znodes and is answered NOT_COORDINATOR, which sends it looking for the next
 // coordinator. The session closes when every such member has rejoined, or after
-// Config.HandoffTimeout. (A bridge that crashes cannot do this; see the closing note of issue 5.)
+// Config.HandoffTimeout. (A bridge that crashes cannot do this: when its session expires the
+// other members take the partitions while its Kafka members may still hold them, until their own
+// session timeout; what keeps that safe is the fetch gate of the data path, and a ZooKeeper
+// session timeout above the members' session.timeout.ms: see the README.)
 
 import (
 	"time"

@@ -1,7 +1,8 @@
 package bridge
 
-// The decisions of server-side assignment for the Kafka members of a mixed group (issue 5 items 3
-// and 4), as pure functions; mixed.go gathers the inputs and carries out the result.
+// The decisions of server-side assignment for the Kafka members of a mixed group (one 0.8.2
+// assignment over every member of every kind, handed out once each previous owner let go), as
+// pure functions; mixed.go gathers the inputs and carries out the result.
 //
 // The bridge behaves toward ZooKeeper like the 0.8 consumers it stands for: each Kafka member is a
 // consumer registered in /consumers/<g>/ids with one thread per subscribed topic (mirror.go), and

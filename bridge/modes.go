@@ -1,6 +1,6 @@
 package bridge
 
-// Group modes (issue 5 item 1, DESIGN §1): per group, which member kinds the bridge admits. The
+// Group modes (DESIGN §1): per group, which member kinds the bridge admits. The
 // mode record lives in ZooKeeper (zkstate/mode.go); this file keeps every group's mode current
 // in memory and enforces it at the few places where members come in.
 //
@@ -32,9 +32,11 @@ package bridge
 //     JoinGroup then removes it from the group (releasing its partitions at once rather than
 //     after its session timeout) and is answered 23. Its OffsetCommits keep going to the engine
 //     until then, so its last commits are kept; LeaveGroup, Describe and Delete are unaffected.
-//   - mixed: every kind is admitted. For now each kind is coordinated by its own coordinator
-//     (Kafka members by the group engine, legacy members by the legacy coordinator, zk members
-//     by themselves): the one membership and one assignment across kinds is issue 5 items 3-5.
+//   - mixed: every kind is admitted, into one membership (every member the bridge hosts is
+//     registered in /consumers/<g>/ids in the 0.8 format) and one 0.8.2 assignment over it,
+//     which each zk member computes on its own and the bridge computes for its Kafka and legacy
+//     members (mixed.go, legacy_claim.go); a partition changes hands only once its previous
+//     owner released its owner znode.
 //   - kafka: a legacy Register is refused with GROUP_MODE_REFUSED (the legacy client returns a
 //     permanent RegisterRefusedError). zk members found in /consumers/<g>/ids that are not the
 //     registrations of a running bridge are reported (the gauge
@@ -45,7 +47,7 @@ package bridge
 //     there (Bridge.FetchOffsets).
 //
 // Legacy consumers already registered when their group moves to kafka are not evicted here:
-// the migrate command moves a group to kafka only when none remains (issue 6).
+// the migrate command moves a group to kafka only when none remains (its preconditions).
 
 import (
 	"context"

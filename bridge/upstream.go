@@ -1,6 +1,6 @@
 package bridge
 
-// The data path (issue 7): with an upstream cluster configured, the bridge is the only address
+// The data path: with an upstream cluster configured, the bridge is the only address
 // an unmodified Kafka client needs. Package relay does the work: the
 // group APIs are answered by this bridge's coordinator, every other request is relayed byte for
 // byte to the real broker, and Metadata names a proxy listener of the bridge for each broker.

@@ -1,4 +1,4 @@
-// Package migrate moves consumer groups between modes (issue 6, DESIGN §1 and §2): legacy →
+// Package migrate moves consumer groups between modes (DESIGN §1 and §2): legacy →
 // mixed → kafka → finalized, and back kafka → mixed → legacy until finalized.
 //
 // It has three layers, as the rest of the project does (decide in pure code, act in thin

@@ -12,7 +12,7 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// A handoff (issue 6 item 4) gives a finalized group's offsets to a real Kafka cluster's own
+// A handoff, the last step of a migration, gives a finalized group's offsets to a real Kafka cluster's own
 // group coordinator, after which its consumers point at that cluster instead of a bridge. The
 // Kafka side is the command's (cmd/zkbridge/handoff.go); what is recorded in ZooKeeper is here:
 //

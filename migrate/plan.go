@@ -124,7 +124,7 @@ func (p GroupPlan) FirstBlocked() int {
 }
 
 // Plan computes the steps that take the group of census c to req.Target and the preconditions
-// of each (issue 6 item 1). It is pure: the census is its whole input.
+// of each. It is pure: the census is its whole input.
 //
 // Preconditions, per step:
 //

@@ -3,7 +3,7 @@ package zkstate
 // Hosted members: which kind of member stands behind a registration in /consumers/<g>/ids.
 //
 // A bridge registers every member it hosts in /consumers/<g>/ids in the 0.8 format, so that
-// zk members count it (issue 5 item 3); the 0.8 format has no room to say what kind of member
+// zk members count it in their 0.8.2 assignment; the 0.8 format has no room to say what kind of member
 // a registration is, and adding keys to it would change what 0.8-era tools read. So beside each
 // such registration the bridge writes, as an ephemeral of the same session,
 //

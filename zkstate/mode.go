@@ -1,6 +1,6 @@
 package zkstate
 
-// Group modes (DESIGN §1, issue 5 item 1): per group, who may join it. The mode lives in the
+// Group modes (DESIGN §1): per group, who may join it. The mode lives in the
 // bridge's own subtree, beside the group's epoch and record:
 //
 //	<root>/groups/<g>/mode                        JSON ModeRecord (the current mode)
@@ -233,11 +233,11 @@ func transitionSeq(name string) (int32, bool) {
 	return int32(n), true
 }
 
-// ValidTransition reports whether a group may move from one mode to another in one step
-// (issue 6 item 1): forward legacy → mixed → kafka → finalized, back kafka → mixed → legacy,
-// and nothing out of finalized ("from then on rollback is refused with a message that says
-// why"). Preconditions on the group's members (no legacy or zk member left before kafka, no
-// kafka member left before legacy) are the migrate command's, not this function's.
+// ValidTransition reports whether a group may move from one mode to another in one step:
+// forward legacy → mixed → kafka → finalized, back kafka → mixed → legacy, and nothing out of
+// finalized (from then on a rollback is refused with a message that says why). Preconditions
+// on the group's members (no legacy or zk member left before kafka, no kafka member left
+// before legacy) are the migrate command's, not this function's.
 func ValidTransition(from, to Mode) error {
 	if !from.Valid() {
 		return fmt.Errorf("%w: unknown mode %q", ErrInvalidTransition, from)
@@ -496,7 +496,7 @@ func ReadTransitions(ctx context.Context, s *Store, root, group string) ([]Trans
 	return kept, nil
 }
 
-// DefaultMode is the mode of a group that has no mode record yet (issue 5 item 1): legacy when
+// DefaultMode is the mode of a group that has no mode record yet: legacy when
 // /consumers/<group> already holds ids, owners or offsets (ZooKeeper-era consumers use it, so
 // Kafka members must wait for a migration), else kafka. why says what decided it, for the
 // transition that records the default.

@@ -26,9 +26,10 @@ const NoGeneration Generation = -1
 // the reply that answers the request.
 type Token uint64
 
-// Kind says how a member talks to the bridge. Only KindKafka exists today; KindLegacy (the
-// coordinator-driven protocol of seed 001) and KindZK (0.8 consumers that rebalance through
-// ZooKeeper) come with later issues.
+// Kind says how a member talks to the bridge. The engine holds Kafka members only: legacy
+// members (seed 001's coordinator-driven protocol) are coordinated by the bridge's legacy
+// coordinator, and zk members (0.8 consumers) rebalance themselves through ZooKeeper; in a mixed
+// group all three follow one 0.8.2 assignment (server_assign.go).
 type Kind string
 
 // Member kinds.

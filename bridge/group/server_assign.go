@@ -1,6 +1,6 @@
 package group
 
-// Server-side assignment (issue 5 items 3 and 4, DESIGN §3): in a mixed group the assignment of
+// Server-side assignment (DESIGN §3): in a mixed group the assignment of
 // the Kafka members is not the leader's proposal but the 0.8.2 assignment the bridge computes over
 // every member of every kind, because the group's zk members compute exactly that on their own.
 // The engine stays pure: it only says when an assignment is needed and waits for it.

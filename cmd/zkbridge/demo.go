@@ -18,7 +18,7 @@ import (
 
 // demoCommand loads a small 0.8-era layout (brokers, topics, one group with two ZooKeeper
 // consumers, their owners and offsets) into ZooKeeper and describes it. With --with-kafka it
-// then shows the data path (issue 7) with real records: see demoWithKafka.
+// then shows the data path (records produced and fetched through the bridge): see demoWithKafka.
 func demoCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "demo",

@@ -1,6 +1,6 @@
 package main
 
-// The migration story of `zkbridge demo --with-kafka` (issue 6 item 5): one group goes from
+// The migration story of `zkbridge demo --with-kafka`: one group goes from
 // ZooKeeper-era consumers to a Kafka consumer and back, on the demo's bridge and stand-in
 // cluster, without losing an offset. Each step prints the group as ZooKeeper holds it: who owns
 // which partition, and the committed offsets.

@@ -1,6 +1,6 @@
 package main
 
-// zkbridge handoff (issue 6 item 4): the last step of a group's migration. A finalized group's
+// zkbridge handoff: the last step of a group's migration. A finalized group's
 // offsets live in the bridge's records; handoff commits them to the real cluster's own group
 // coordinator with kafka-go (the client DESIGN §5 names for talking to a real cluster), reads
 // them back to verify, and records the handoff under <root>/groups/<g>/handoff. The group's

@@ -1,6 +1,6 @@
 package main
 
-// zkbridge migrate plan|apply|status (issue 6): the operator's side of group modes. The logic is
+// zkbridge migrate plan|apply|status: the operator's side of group modes. The logic is
 // the migrate package's (census, pure Plan, CAS-guarded Apply); this file turns flags into a
 // migrate.Selector and migrate.ApplyOptions and results into tables, JSON and exit codes.
 

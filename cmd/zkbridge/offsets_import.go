@@ -1,6 +1,6 @@
 package main
 
-// zkbridge offsets import (issue 6 item 3): the way back in for what `offsets export` (CSV) or
+// zkbridge offsets import: the way back in for what `offsets export` (CSV) or
 // Kafka's old kafka.tools.ExportZkOffsets wrote. A dry run shows the diff; --execute writes it,
 // compare-and-set, where the group's mode keeps its offsets.
 

@@ -7,7 +7,7 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// rollbackCommand moves one group back (issue 6 item 1): kafka → mixed → legacy, never out of
+// rollbackCommand moves one group back one step at a time: kafka → mixed → legacy, never out of
 // finalized. It is migrate apply with Request.Rollback, for one group.
 func rollbackCommand(e *env) *cli.Command {
 	return &cli.Command{
