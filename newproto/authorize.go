@@ -15,7 +15,11 @@ package newproto
 //	DescribeGroups                         Group DESCRIBE   GROUP_AUTHORIZATION_FAILED per group
 //	ListGroups                             Cluster DESCRIBE, or else only the groups with Group DESCRIBE
 //	DeleteGroups                           Group DELETE     GROUP_AUTHORIZATION_FAILED per group
+//	OffsetDelete                           Group DELETE     GROUP_AUTHORIZATION_FAILED
+//	                                       Topic READ       TOPIC_AUTHORIZATION_FAILED, that topic's
+//	                                                        partitions; the others are deleted
 //
+// A group API routed to the coordinator without a rule here is denied (fail closed).
 // OffsetFetch asks DESCRIBE, not READ, as Kafka does (READ implies DESCRIBE, so a consumer
 // with READ passes). A denied request touches no group: it is answered before the coordinator
 // sees it, or, for the topics of an OffsetCommit, those topics are taken out of the request.
@@ -124,8 +128,54 @@ func (r *router) checkedGroup(ctx context.Context, req *Request) (kmsg.Response,
 		return r.checkedListGroups(ctx, req)
 	case *kmsg.DeleteGroupsRequest:
 		return r.checkedDeleteGroups(ctx, req, m)
+	case *kmsg.OffsetDeleteRequest:
+		return r.checkedOffsetDelete(ctx, req, m)
 	}
-	return r.group(ctx, req)
+	// A group API routed here without a rule of its own: denied until it has one, so that a
+	// new API never slips past the authorizer.
+	g.log.Error().Str("api", kmsg.NameForKey(req.Msg.Key())).Msg("no authorization rule for this API; denied")
+	return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
+}
+
+// checkedOffsetDelete: Group DELETE, then Topic READ per topic (KafkaApis
+// handleOffsetDeleteRequest); a denied topic's partitions are answered
+// TOPIC_AUTHORIZATION_FAILED and not deleted.
+func (r *router) checkedOffsetDelete(ctx context.Context, req *Request, m *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
+	if !r.guard.allowed(req, authz.Delete, authz.Group, m.Group) {
+		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
+	}
+	var ok, denied []kmsg.OffsetDeleteRequestTopic
+	for _, t := range m.Topics {
+		if r.guard.allowed(req, authz.Read, authz.Topic, t.Topic) {
+			ok = append(ok, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return r.group(ctx, req)
+	}
+	resp := kmsg.NewPtrOffsetDeleteResponse()
+	resp.SetVersion(m.Version)
+	if len(ok) > 0 {
+		m.Topics = ok
+		got, err := r.group(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		resp = got.(*kmsg.OffsetDeleteResponse)
+	}
+	for _, t := range denied {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, int16(ErrTopicAuthorizationFailed)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
 }
 
 func (r *router) groupOrDenied(ctx context.Context, req *Request, ok bool) (kmsg.Response, error) {
