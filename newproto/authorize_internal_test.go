@@ -3,6 +3,7 @@ package newproto
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -67,12 +68,11 @@ func TestAuthorizationFailsClosed(t *testing.T) {
 	rt.Topic = "t"
 	rt.Partitions = append(rt.Partitions, kmsg.NewTxnOffsetCommitRequestTopicPartition())
 	m.Topics = append(m.Topics, rt)
-	// Let through, it would reach the (absent) coordinator: COORDINATOR_NOT_AVAILABLE.
-	resp, err := guarded(t, allowGroups{}).checkedGroup(context.Background(), request(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; c != int16(ErrGroupAuthorizationFailed) {
-		t.Fatalf("an API without a rule: code %d, want GROUP_AUTHORIZATION_FAILED", c)
+	// Let through, it would reach the (absent) coordinator: COORDINATOR_NOT_AVAILABLE. Denied,
+	// it is answered GROUP_AUTHORIZATION_FAILED, or the connection is closed where the
+	// response has no field for it.
+	_, err := guarded(t, allowGroups{}).checkedGroup(context.Background(), request(m))
+	if err == nil || !strings.Contains(err.Error(), "GROUP_AUTHORIZATION_FAILED") {
+		t.Fatalf("an API without a rule: %v, want a GROUP_AUTHORIZATION_FAILED refusal", err)
 	}
 }
