@@ -187,6 +187,9 @@ type Config struct {
 	// which stays possible per listener for the clients that cannot do TLS (0.8-era consumers).
 	// With a client CA the listener requires mutual TLS.
 	KafkaTLS, LegacyTLS, AdminTLS tlsconfig.Server
+	// AdminToken, when set, is the bearer token the admin listener requires on every path but
+	// /healthz (security.go). The serve command reads it from a file or the environment.
+	AdminToken string
 	// PrincipalMappingRules map a client certificate's subject to its principal, as Kafka's
 	// ssl.principal.mapping.rules ("RULE:^CN=(.*?),.*$/$1/,DEFAULT"; empty: DEFAULT).
 	PrincipalMappingRules string
@@ -596,7 +599,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
 		}
 	}()
-	admin := &http.Server{Handler: b.adminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer serveWG.Done()
 		if err := admin.Serve(tlsListener(adminLn, adminTLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -5,9 +5,11 @@ package bridge
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 
 	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/newproto"
@@ -90,4 +92,21 @@ func tlsListener(ln net.Listener, cfg *tls.Config) net.Listener {
 		return ln
 	}
 	return tls.NewListener(ln, cfg)
+}
+
+// withAdminToken requires "Authorization: Bearer <token>" on every admin path but /healthz
+// (liveness probes carry no secret); an empty token requires nothing.
+func withAdminToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="zkbridge"`)
+			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -144,3 +144,40 @@ func TestIntegration_BridgeTLSListeners(t *testing.T) {
 		}
 	})
 }
+
+// The admin listener's bearer token guards everything but /healthz (issue 16, item 7).
+func TestIntegration_AdminToken(t *testing.T) {
+	connect := zktest.Connect(t)
+	b := startBridge(t, connect, 9001, func(c *bridge.Config) { c.AdminToken = "s3cr3t-token" })
+	get := func(path, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+b.AdminAddr().String()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", http.StatusOK},
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/readyz", "", http.StatusUnauthorized},
+		{"/metrics", "wrong", http.StatusUnauthorized},
+		{"/metrics", "s3cr3t-token", http.StatusOK},
+		{"/readyz", "s3cr3t-token", http.StatusOK},
+	} {
+		if got := get(tc.path, tc.token); got != tc.want {
+			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -29,6 +31,8 @@ func securityFlags() []cli.Flag {
 		)
 	}
 	flags = append(flags,
+		&cli.StringFlag{Name: "admin-token-file",
+			Usage: "file holding the bearer token the admin listener requires on every path but /healthz (Authorization: Bearer <token>); or set ZKBRIDGE_ADMIN_TOKEN. The token is never a flag value"},
 		&cli.StringFlag{Name: "ssl-principal-mapping-rules", EnvVars: []string{"ZKBRIDGE_SSL_PRINCIPAL_MAPPING_RULES"},
 			Usage: "how a client certificate's subject (RFC 2253, CN=alice,OU=eng,O=corp) becomes the principal User:<name>, as Kafka's ssl.principal.mapping.rules: RULE:pattern/replacement/[LU] and DEFAULT, comma-separated, the first matching rule wins; no rule matching refuses the connection (default DEFAULT: the whole subject)"},
 		&cli.StringFlag{Name: "authorizer", EnvVars: []string{"ZKBRIDGE_AUTHORIZER"},
@@ -47,6 +51,23 @@ func securityFlags() []cli.Flag {
 	return flags
 }
 
+// secret reads a secret from a file (its first line, trimmed) or else from an environment
+// variable; secrets never come from the command line, where ps shows them.
+func secret(file, env string) (string, error) {
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		s := strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0])
+		if s == "" {
+			return "", fmt.Errorf("%s is empty", file)
+		}
+		return s, nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
+}
+
 func tlsServerFlags(c *cli.Context, name string) tlsconfig.Server {
 	return tlsconfig.Server{
 		CertFile:     c.String(name + "-tls-cert"),
@@ -61,6 +82,11 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	cfg.LegacyTLS = tlsServerFlags(c, "legacy")
 	cfg.AdminTLS = tlsServerFlags(c, "admin")
 	cfg.PrincipalMappingRules = c.String("ssl-principal-mapping-rules")
+	token, err := secret(c.String("admin-token-file"), "ZKBRIDGE_ADMIN_TOKEN")
+	if err != nil {
+		return usagef("--admin-token-file: %v", err)
+	}
+	cfg.AdminToken = token
 	cfg.Authorizer = c.String("authorizer")
 	cfg.SuperUsers = c.String("super-users")
 	cfg.AllowEveryoneIfNoACL = c.Bool("allow-everyone-if-no-acl-found")
