@@ -63,35 +63,30 @@ func readAllOffsets(ctx context.Context, s *zkstate.Store, root, group string) (
 			return nil, fmt.Errorf("offsets of group %q: %w", group, err)
 		}
 	}
-	type list struct {
-		dir, topic string
-		parts      []string
-		err        error
-	}
-	var lists []list
+	var listed, paths []string // topic, and its directory in either place
 	for i, d := range dirs {
 		for _, t := range topics[i] {
-			lists = append(lists, list{dir: d, topic: t})
+			listed = append(listed, t)
+			paths = append(paths, path.Join(d, t))
 		}
 	}
-	parallel(ctx, len(lists), func(i int) {
-		lists[i].parts, _, lists[i].err = s.Children(ctx, path.Join(lists[i].dir, lists[i].topic))
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	// The partition lists in a few multiRead requests (GetMany's fallback pipelines them).
+	kids, err := s.ChildrenMany(ctx, paths)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of group %q: %w", group, err)
 	}
 	seen := map[zkstate.TopicPartition]bool{}
 	var tps []zkstate.TopicPartition
-	for _, l := range lists {
-		if l.err != nil && !errors.Is(l.err, zkstate.ErrNoNode) {
-			return nil, fmt.Errorf("offsets of group %q: %w", group, l.err)
+	for i, topic := range listed {
+		if err := kids[i].Err; err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			return nil, fmt.Errorf("offsets of group %q: %w", group, err)
 		}
-		for _, name := range l.parts {
+		for _, name := range kids[i].Children {
 			p, err := strconv.ParseInt(name, 10, 32)
 			if err != nil || p < 0 || strconv.FormatInt(p, 10) != name {
 				continue // not a partition (0.8 tools never write one; a hand edit might)
 			}
-			tp := zkstate.TopicPartition{Topic: l.topic, Partition: int32(p)}
+			tp := zkstate.TopicPartition{Topic: topic, Partition: int32(p)}
 			if !seen[tp] {
 				seen[tp] = true
 				tps = append(tps, tp)
@@ -106,41 +101,34 @@ func readOffsetStates(ctx context.Context, s *zkstate.Store, root, group string,
 	tps = slices.Clone(tps)
 	slices.SortFunc(tps, cmpTP)
 	tps = slices.Compact(tps)
-	type read struct {
-		data []byte
-		st   zkstate.Stat
-		err  error
+	// Both znodes of every partition in a few multiRead requests: a Get each made an export of
+	// a thousand partitions cost two thousand requests.
+	paths := make([]string, 0, 2*len(tps))
+	for _, tp := range tps {
+		paths = append(paths, zkstate.OffsetPath(group, tp.Topic, tp.Partition), zkstate.OwnOffsetPath(root, group, tp.Topic, tp.Partition))
 	}
-	reads := make([]read, 2*len(tps))
-	parallel(ctx, len(reads), func(i int) {
-		tp := tps[i/2]
-		p := zkstate.OffsetPath(group, tp.Topic, tp.Partition)
-		if i%2 == 1 {
-			p = zkstate.OwnOffsetPath(root, group, tp.Topic, tp.Partition)
-		}
-		reads[i].data, reads[i].st, reads[i].err = s.Get(ctx, p)
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	reads, err := s.GetMany(ctx, paths)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of group %q: %w", group, err)
 	}
 	out := make([]OffsetState, 0, len(tps))
 	for i, tp := range tps {
 		st := OffsetState{TopicPartition: tp}
 		zr, or := reads[2*i], reads[2*i+1]
-		for _, r := range []read{zr, or} {
-			if r.err != nil && !errors.Is(r.err, zkstate.ErrNoNode) {
-				return nil, fmt.Errorf("offsets of group %q: %w", group, r.err)
+		for _, r := range []zkstate.Read{zr, or} {
+			if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
+				return nil, fmt.Errorf("offsets of group %q: %w", group, r.Err)
 			}
 		}
-		if zr.err == nil {
-			st.ZKExists, st.ZKVersion, st.ZKZxid = true, zr.st.Version, zr.st.Mzxid
-			if off, err := zkstate.ParseOffset(zr.data); err == nil {
+		if zr.Err == nil {
+			st.ZKExists, st.ZKVersion, st.ZKZxid = true, zr.Stat.Version, zr.Stat.Mzxid
+			if off, err := zkstate.ParseOffset(zr.Data); err == nil {
 				st.HasZK, st.ZK = true, off
 			}
 		}
-		if or.err == nil {
-			st.OwnExists, st.OwnVersion, st.OwnZxid = true, or.st.Version, or.st.Mzxid
-			if own, err := zkstate.ParseOwnOffset(or.data); err == nil {
+		if or.Err == nil {
+			st.OwnExists, st.OwnVersion, st.OwnZxid = true, or.Stat.Version, or.Stat.Mzxid
+			if own, err := zkstate.ParseOwnOffset(or.Data); err == nil {
 				st.HasOwn, st.Own = true, own
 			}
 		}
