@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -539,8 +538,8 @@ func (a *actor) handle(req *request) {
 func (a *actor) step(ev group.Event) {
 	fx := a.m.Step(time.Now(), ev)
 	for _, l := range fx.Logs {
-		if l.Msg == "preparing rebalance" {
-			a.c.metrics.rebalances.WithLabelValues(rebalanceCause(l.Reason)).Inc()
+		if l.Cause != "" {
+			a.c.metrics.rebalances.WithLabelValues(string(l.Cause)).Inc()
 		}
 		e := a.log.Info()
 		if l.Member != "" {
@@ -670,28 +669,6 @@ func (a *actor) publish() {
 			a.mirrorUpdate(mirrorState{})
 		}
 	}
-}
-
-// rebalanceCause sorts the engine's reasons for a rebalance (Machine.prepareRebalance) into the
-// causes of zkbridge_groups_rebalances_total.
-func rebalanceCause(reason string) string {
-	switch {
-	case strings.HasPrefix(reason, "new member"):
-		return "member_join"
-	case strings.Contains(reason, "rejoins"), strings.HasPrefix(reason, "static member"):
-		return "member_rejoin"
-	case strings.HasPrefix(reason, "member ") && strings.HasSuffix(reason, " left"):
-		return "member_leave"
-	case strings.HasSuffix(reason, "did not sync"):
-		return "sync_timeout"
-	case strings.HasPrefix(reason, "restored"):
-		return "restore"
-	case reason == reasonOtherKinds:
-		return "other_kinds"
-	case reason == reasonServerAssigns, strings.HasPrefix(reason, "assignor changed"):
-		return "assignor_changed"
-	}
-	return "other"
 }
 
 func (a *actor) isIdle() bool {

@@ -295,22 +295,3 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestRebalanceCause(t *testing.T) {
-	for reason, want := range map[string]string{
-		"new member kgo-1 joins":                        "member_join",
-		"member rejoins with new metadata: a":           "member_rejoin",
-		"leader rejoins: a":                             "member_rejoin",
-		"static member b-2 rejoins while awaiting sync": "member_rejoin",
-		"member kgo-1 left":                             "member_leave",
-		"members [a b] did not sync":                    "sync_timeout",
-		"restored in the middle of a rebalance":         "restore",
-		reasonOtherKinds:                                "other_kinds",
-		reasonServerAssigns:                             "assignor_changed",
-		"assignor changed while the generation waited":  "assignor_changed",
-		"something the engine will say one day":         "other",
-	} {
-		if got := rebalanceCause(reason); got != want {
-			t.Errorf("rebalanceCause(%q) = %s, want %s", reason, got, want)
-		}
-	}
-}

@@ -317,18 +317,18 @@ func (a *actor) checkOthers() {
 	if !a.m.ServerAssigns() || a.m.State() != group.Stable {
 		return
 	}
-	reason := ""
+	var ev group.Rebalance
 	switch {
 	case a.mx.claimFP == "":
-		reason = reasonServerAssigns
+		ev = group.Rebalance{Reason: reasonServerAssigns, Cause: group.CauseAssignorChanged}
 	case a.mx.othersFP != "" && a.mx.othersFP != a.mx.claimFP:
-		reason = reasonOtherKinds
+		ev = group.Rebalance{Reason: reasonOtherKinds, Cause: group.CauseOtherKinds}
 	default:
 		return
 	}
 	a.c.metrics.mixedRebalances.WithLabelValues(mixedCause(a.mx.claimFP)).Inc()
 	a.mx.claimFP = a.mx.othersFP // asked once; the claim of the next generation sets it for good
-	a.step(group.Rebalance{Reason: reason})
+	a.step(ev)
 }
 
 // Reasons of the rebalances the bridge asks for in mixed groups.

@@ -39,6 +39,9 @@ type LogEvent struct {
 	Msg    string
 	Member MemberID // "" when not about one member
 	Reason string   // why, when there is a why
+	// Cause classifies Reason on the line that starts a rebalance ("preparing rebalance");
+	// empty on every other line.
+	Cause Cause
 }
 
 // Reply answers the request carrying the same Token.

@@ -266,7 +266,7 @@ func (m *Machine) addMemberAndRebalance(id MemberID, ev JoinGroup) {
 	// NewMemberJoinTimeout if the join phase outlasts that (Kafka's NewMemberJoinTimeoutMs).
 	m.setDeadline(mb, m.now.Add(m.cfg.NewMemberJoinTimeout))
 	m.log("member joins", id, ev.Reason)
-	m.maybePrepareRebalance("new member " + string(id) + " joins")
+	m.maybePrepareRebalance(CauseMemberJoin, "new member "+string(id)+" joins")
 }
 
 // rebalanceTimeoutOf returns the JoinGroup's rebalance timeout; none (JoinGroup v0, or a
@@ -285,7 +285,7 @@ func (m *Machine) updateMemberAndRebalance(mb *Member, ev JoinGroup, reason stri
 	mb.RebalanceTimeout = rebalanceTimeoutOf(ev)
 	mb.SessionTimeout = ev.SessionTimeout
 	mb.joining, mb.joinToken = true, ev.Token
-	m.maybePrepareRebalance(reason + ": " + string(mb.ID))
+	m.maybePrepareRebalance(CauseMemberRejoin, reason+": "+string(mb.ID))
 }
 
 // supersedeJoin answers a member's parked JoinGroup that a newer one replaces (Kafka drops it).
@@ -339,11 +339,11 @@ func (m *Machine) replaceStaticMember(oldID, newID MemberID, ev JoinGroup) {
 			mb.joinLeader = currentLeader
 			mb.joinSkip = ev.SupportSkipAssignment
 		} else {
-			m.prepareRebalance("static member " + string(newID) + " changes the selected protocol")
+			m.prepareRebalance(CauseMemberRejoin, "static member "+string(newID)+" changes the selected protocol")
 		}
 	case CompletingRebalance:
 		// The leader may already have the old id in its member list: rebalance.
-		m.prepareRebalance("static member " + string(newID) + " rejoins while awaiting sync")
+		m.prepareRebalance(CauseMemberRejoin, "static member "+string(newID)+" rejoins while awaiting sync")
 	}
 }
 

@@ -246,8 +246,8 @@ func (m *Machine) restore(ev Restore) {
 	m.log("restored", m.leader, "generation "+strconv.Itoa(int(m.generation)))
 	switch {
 	case rec.Rebalancing:
-		m.prepareRebalance("restored in the middle of a rebalance")
+		m.prepareRebalance(CauseRestore, "restored in the middle of a rebalance")
 	case m.cfg.MaxSize > 0 && len(m.members) > m.cfg.MaxSize:
-		m.prepareRebalance("restored group is over group.max.size")
+		m.prepareRebalance(CauseRestore, "restored group is over group.max.size")
 	}
 }

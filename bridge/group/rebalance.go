@@ -10,15 +10,34 @@ import (
 	"time"
 )
 
-func (m *Machine) maybePrepareRebalance(reason string) {
+// Cause classifies why a group prepares a rebalance, for the shell's metrics; the log line's
+// Reason says it in words (LogEvent.Cause).
+type Cause string
+
+// Rebalance causes: the values of the shell's rebalances_total cause label.
+const (
+	CauseMemberJoin   Cause = "member_join"   // a new member joins
+	CauseMemberRejoin Cause = "member_rejoin" // new metadata, a rejoining leader or static member
+	CauseMemberLeave  Cause = "member_leave"  // LeaveGroup, or a session that timed out
+	CauseSyncTimeout  Cause = "sync_timeout"  // members that did not sync in time
+	CauseRestore      Cause = "restore"       // restored mid-rebalance, or over group.max.size
+	// CauseAssignorChanged: the group's assignment is to come from elsewhere (a mixed group's
+	// server-side assignment, Rebalance) or changed while a generation waited for it.
+	CauseAssignorChanged Cause = "assignor_changed"
+	// CauseOtherKinds: a mixed group's zk or legacy members, or its topics, changed (Rebalance).
+	CauseOtherKinds Cause = "other_kinds"
+	CauseOther      Cause = "other" // anything else: a failed write, a Rebalance without a cause
+)
+
+func (m *Machine) maybePrepareRebalance(cause Cause, reason string) {
 	switch m.state {
 	case Stable, CompletingRebalance, Empty:
-		m.prepareRebalance(reason)
+		m.prepareRebalance(cause, reason)
 	}
 }
 
 // prepareRebalance is Kafka's prepareRebalance.
-func (m *Machine) prepareRebalance(reason string) {
+func (m *Machine) prepareRebalance(cause Cause, reason string) {
 	m.answerBeats(ErrRebalanceInProgress) // the members rejoin now (heartbeat_hold.go)
 	if m.state == CompletingRebalance {
 		m.resetAndPropagateAssignmentError(ErrRebalanceInProgress)
@@ -42,7 +61,7 @@ func (m *Machine) prepareRebalance(reason string) {
 		m.joinDeadline = m.now.Add(rt)
 	}
 	m.prevState, m.state = m.state, PreparingRebalance
-	m.log("preparing rebalance", "", reason)
+	m.fx.Logs = append(m.fx.Logs, LogEvent{Msg: "preparing rebalance", Reason: reason, Cause: cause})
 	m.tryCompleteJoin()
 }
 
@@ -195,5 +214,5 @@ func (m *Machine) onSyncDeadline() {
 		}
 	}
 	clear(m.pendingSync)
-	m.prepareRebalance(fmt.Sprintf("members %v did not sync", removed))
+	m.prepareRebalance(CauseSyncTimeout, fmt.Sprintf("members %v did not sync", removed))
 }

@@ -166,7 +166,7 @@ func (m *Machine) removeMemberAndUpdateGroup(id MemberID) {
 	m.remove(id, ErrUnknownMemberID)
 	switch m.state {
 	case Stable, CompletingRebalance:
-		m.maybePrepareRebalance("member " + string(id) + " left")
+		m.maybePrepareRebalance(CauseMemberLeave, "member "+string(id)+" left")
 	case PreparingRebalance:
 		m.tryCompleteJoin()
 	}

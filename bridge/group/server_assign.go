@@ -35,7 +35,10 @@ type ServerAssignment struct {
 }
 
 // Rebalance asks for a rebalance; Reason is logged.
-type Rebalance struct{ Reason string }
+type Rebalance struct {
+	Reason string
+	Cause  Cause // for metrics; empty: CauseOther
+}
 
 func (AssignMode) isEvent()       {}
 func (ServerAssignment) isEvent() {}
@@ -64,7 +67,7 @@ func (m *Machine) setAssignMode(ev AssignMode) {
 	}
 	m.log("assignor changed", "", "partitions are now assigned by "+who)
 	if m.state == CompletingRebalance && m.assignSeq == 0 {
-		m.prepareRebalance("assignor changed while the generation waited for its assignment")
+		m.prepareRebalance(CauseAssignorChanged, "assignor changed while the generation waited for its assignment")
 	}
 }
 
@@ -92,6 +95,10 @@ func (m *Machine) serverAssignment(ev ServerAssignment) {
 func (m *Machine) rebalance(ev Rebalance) {
 	switch m.state {
 	case Stable, CompletingRebalance:
-		m.prepareRebalance(ev.Reason)
+		cause := ev.Cause
+		if cause == "" {
+			cause = CauseOther
+		}
+		m.prepareRebalance(cause, ev.Reason)
 	}
 }

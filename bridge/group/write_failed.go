@@ -55,7 +55,7 @@ func (m *Machine) writeFailed(ev WriteFailed) {
 		rebalance = "storing the assignment failed"
 	}
 	if rebalance != "" {
-		m.maybePrepareRebalance(rebalance)
+		m.maybePrepareRebalance(CauseOther, rebalance)
 	} else if m.inflightRecord {
 		// Anything else the record carried (a member that left, a static member's new id) is
 		// still true: write the record again with the next write.
