@@ -512,6 +512,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return err
 	}
 	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
+	cl.connected = b.coord.connected.Load // Metadata from the cache while ZooKeeper is away
 	b.cluster.Store(cl)
 	b.coord.topics, b.coord.groups = cl, b.modes // limits.go
 	host, port := b.advertised(kafkaLn.Addr())
@@ -583,6 +584,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer bg.Done()
+		cl.warm(bgCtx) // a view to serve Metadata from if ZooKeeper goes away early
 		cl.watch(bgCtx)
 	}()
 
@@ -793,6 +795,15 @@ func (b *Bridge) readiness() []string {
 		why = append(why, "kafka listener: not serving")
 	}
 	return why
+}
+
+// Available implements newproto.Availability: FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+// (which clients back off on) while the bridge has no ZooKeeper session to serve groups with.
+func (b *Bridge) Available() error {
+	if !b.coord.connected.Load() {
+		return errors.New("zkbridge has no ZooKeeper session")
+	}
+	return nil
 }
 
 // TopicIDs implements newproto.TopicIDs for OffsetFetch v10: the ids Metadata hands out.

@@ -50,7 +50,17 @@ type cluster struct {
 	// noTopicsNode: /brokers/topics was missing at the last refresh (no Kafka cluster has
 	// registered in this ZooKeeper; limits.go).
 	noTopicsNode atomic.Bool
+	staleLogged  bool // staleServed logged since the last successful refresh
+	// connected reports whether the ZooKeeper session is connected; while it is not, the cached
+	// view is served without asking (nil: always ask).
+	connected func() bool
 }
+
+// clusterRefreshTimeout bounds one refresh of brokers or topics: past it a Metadata request is
+// answered from the cache, or LEADER_NOT_AVAILABLE without one.
+const clusterRefreshTimeout = 3 * time.Second
+
+func (c *cluster) up() bool { return c.connected == nil || c.connected() }
 
 var _ newproto.Cluster = (*cluster)(nil)
 
@@ -62,12 +72,21 @@ func newCluster(store *zkstate.Store, maxAge time.Duration, log zerolog.Logger) 
 func (c *cluster) Brokers(ctx context.Context) ([]newproto.Broker, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.brokers != nil && !c.brokersStale.Load() && time.Since(c.brokersAt) < c.maxAge {
+	if c.brokers != nil && (!c.brokersStale.Load() && time.Since(c.brokersAt) < c.maxAge || !c.up()) {
 		return c.brokers, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, clusterRefreshTimeout)
+	defer cancel()
 	c.brokersStale.Store(false)
 	regs, problems, err := c.store.Brokers(ctx)
 	if err != nil {
+		if c.brokers != nil {
+			// ZooKeeper is away: serve the last view, as a broker serves its metadata cache,
+			// and try again at the next request.
+			c.brokersStale.Store(true)
+			c.staleServed(err)
+			return c.brokers, nil
+		}
 		return nil, fmt.Errorf("bridge: brokers: %w", err)
 	}
 	for _, p := range problems {
@@ -87,7 +106,7 @@ func (c *cluster) Brokers(ctx context.Context) ([]newproto.Broker, error) {
 		}
 		out = append(out, b)
 	}
-	c.brokers, c.brokersAt = out, time.Now()
+	c.brokers, c.brokersAt, c.staleLogged = out, time.Now(), false
 	return out, nil
 }
 
@@ -97,12 +116,19 @@ func (c *cluster) Brokers(ctx context.Context) ([]newproto.Broker, error) {
 func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.topics != nil && !c.topicsStale.Load() && time.Since(c.topicsAt) < c.maxAge {
+	if c.topics != nil && (!c.topicsStale.Load() && time.Since(c.topicsAt) < c.maxAge || !c.up()) {
 		return c.topics, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, clusterRefreshTimeout)
+	defer cancel()
 	c.topicsStale.Store(false)
 	assignments, problems, err := c.store.Topics(ctx)
 	if err != nil {
+		if c.topics != nil {
+			c.topicsStale.Store(true) // as Brokers does
+			c.staleServed(err)
+			return c.topics, nil
+		}
 		return nil, fmt.Errorf("bridge: topics: %w", err)
 	}
 	for _, p := range problems {
@@ -125,6 +151,11 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 	// One read of every partition's state: a few multiRead requests, not one Get each.
 	reads, err := c.store.GetMany(ctx, statePaths)
 	if err != nil {
+		if c.topics != nil {
+			c.topicsStale.Store(true)
+			c.staleServed(err)
+			return c.topics, nil
+		}
 		return nil, fmt.Errorf("bridge: topics: %w", err)
 	}
 	states := make([]*zkstate.PartitionState, len(tps))
@@ -175,8 +206,17 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 			ids[t] = a.TopicID
 		}
 	}
-	c.topics, c.topicIDs, c.topicsAt = out, ids, time.Now()
+	c.topics, c.topicIDs, c.topicsAt, c.staleLogged = out, ids, time.Now(), false
 	return out, nil
+}
+
+// staleServed logs, once until a refresh succeeds again, that Metadata serves a stale view;
+// c.mu must be held.
+func (c *cluster) staleServed(err error) {
+	if !c.staleLogged {
+		c.staleLogged = true
+		c.log.Warn().Err(err).Msg("cannot refresh brokers and topics from zookeeper; serving the last view")
+	}
 }
 
 // HasTopicsNode reports whether /brokers/topics existed at the last refresh of Topics.
@@ -191,6 +231,17 @@ func (c *cluster) TopicIDs(ctx context.Context) (map[string][16]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.topicIDs, nil
+}
+
+// warm reads brokers and topics once, so that Metadata has a view to serve even if ZooKeeper
+// goes away before the first client asks.
+func (c *cluster) warm(ctx context.Context) {
+	if _, err := c.Brokers(ctx); err != nil {
+		c.log.Debug().Err(err).Msg("reading brokers at start")
+	}
+	if _, err := c.Topics(ctx); err != nil {
+		c.log.Debug().Err(err).Msg("reading topics at start")
+	}
 }
 
 // watch marks the cache stale whenever brokers or topics come or go, until ctx ends.

@@ -40,6 +40,11 @@ package newproto
 // A partition whose leader is not a listed broker gets leader -1 and
 // LEADER_NOT_AVAILABLE, as Kafka's metadata cache reports it.
 //
+// When the Cluster fails (ZooKeeper unreachable and nothing cached) the
+// answer is our node alone, every topic asked for LEADER_NOT_AVAILABLE
+// (a request for all topics: none), which clients retry after their
+// backoff; closing the connection instead made them reconnect in a loop.
+//
 // Every client asks for Metadata when it starts and again and again while
 // a group forms, and a topic may have thousands of partitions: the
 // per-topic part of the answer is built once per cluster view (topicCache)
@@ -101,10 +106,18 @@ type Partition struct {
 
 func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataRequest) (kmsg.Response, error) {
 	brokers, topics, ids, err := r.clusterState(ctx)
-	if err != nil {
-		// Metadata (v0-v12) has no top-level error code; a client
-		// treats a closed connection as retriable and asks again.
-		return nil, err
+	unavailable := err != nil
+	if unavailable {
+		// The Cluster cannot say (ZooKeeper away, and nothing cached):
+		// Metadata (v0-v12) has no top-level error code, and a closed
+		// connection makes clients reconnect in a loop, so the answer is
+		// our node alone with every topic asked for LEADER_NOT_AVAILABLE,
+		// which clients retry after their backoff (issue 17).
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Debug().Err(err).Uint64("conn", req.Conn.ID).Msg("cluster unavailable; Metadata answers LEADER_NOT_AVAILABLE")
+		brokers, topics, ids = nil, nil, nil
 	}
 	self := r.self(req)
 	resp := kmsg.NewPtrMetadataResponse()
@@ -183,6 +196,9 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 			rt := kmsg.NewMetadataResponseTopic()
 			rt.Topic = kmsg.StringPtr(name)
 			rt.ErrorCode = int16(ErrUnknownTopicOrPartition)
+			if unavailable {
+				rt.ErrorCode = int16(ErrLeaderNotAvailable)
+			}
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}

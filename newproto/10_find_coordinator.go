@@ -19,6 +19,11 @@ package newproto
 // error message saying why (v1+). Any other key type is INVALID_REQUEST,
 // as Kafka answers it.
 //
+// While the Coordinator says it cannot serve any group (Availability: the
+// bridge without ZooKeeper), a group key gets COORDINATOR_NOT_AVAILABLE
+// with the reason, which clients back off on and retry, rather than a node
+// whose every group answer would be that.
+//
 // Not implemented yet: asking the Coordinator whether this bridge instance
 // holds a group's lease (NOT_COORDINATOR when another bridge does).
 
@@ -36,6 +41,14 @@ const (
 
 const errNoTxnCoordinator = "zkbridge coordinates consumer groups only; it has no transaction coordinator"
 
+// available asks the Coordinator whether it can serve groups now.
+func (r *router) available() error {
+	if a, ok := r.coord.(Availability); ok {
+		return a.Available()
+	}
+	return nil
+}
+
 func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
 	self := r.self(req)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
@@ -46,6 +59,12 @@ func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) k
 		c.Key = key
 		switch m.CoordinatorType {
 		case coordinatorGroup:
+			if err := r.available(); err != nil {
+				c.NodeID, c.Port = -1, -1
+				c.ErrorCode = int16(ErrCoordinatorNotAvailable)
+				c.ErrorMessage = kmsg.StringPtr(err.Error())
+				break
+			}
 			c.NodeID, c.Host, c.Port = self.NodeID, self.Host, self.Port
 		case coordinatorTransaction:
 			c.NodeID, c.Port = -1, -1

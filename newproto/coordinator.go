@@ -65,6 +65,15 @@ type Coordinator interface {
 	DeleteGroups(ctx context.Context, req *Request, msg *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsResponse, error)
 }
 
+// Availability is implemented by a Coordinator (or by the Groups under a
+// GroupCoordinator) that knows when it can serve no group at all, such as
+// the bridge while ZooKeeper is unreachable. FindCoordinator then answers
+// COORDINATOR_NOT_AVAILABLE with Available's error as the message. It is
+// called for every FindCoordinator and must be cheap.
+type Availability interface {
+	Available() error
+}
+
 // errNoResponse is a Coordinator that returned neither a response nor an
 // error.
 var errNoResponse = errors.New("coordinator returned no response and no error")

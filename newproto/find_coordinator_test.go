@@ -1,6 +1,7 @@
 package newproto_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -89,5 +90,29 @@ func TestFindCoordinatorDialedAddress(t *testing.T) {
 	got := findCoordinator(t, c, 2, 0, "g")[0]
 	if want := (coordView{"g", 3, "127.0.0.1", ts.port(), 0, false}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// unavailableGroups is Groups that can serve no group (the bridge without
+// ZooKeeper).
+type unavailableGroups struct{ *fakeGroups }
+
+func (unavailableGroups) Available() error { return errors.New("no zookeeper session") }
+
+// While the Coordinator can serve no group, FindCoordinator answers
+// COORDINATOR_NOT_AVAILABLE with the reason (issue 17 §5: clients back off
+// on it) instead of a node whose every group answer would be that; a
+// transaction key is answered as before.
+func TestFindCoordinatorUnavailable(t *testing.T) {
+	gc := newproto.NewGroupCoordinator(unavailableGroups{newFakeGroups(t)})
+	ts := startServer(t, newproto.Config{NodeID: 7, AdvertisedHost: "bridge.test", AdvertisedPort: 19092, Coordinator: gc})
+	c := kafkatest.Dial(t, ts.addr)
+	for _, v := range kafkatest.Versions(0, 4) {
+		for _, g := range findCoordinator(t, c, v, 0, "orders-consumer") {
+			want := coordView{"orders-consumer", -1, "", -1, int16(newproto.ErrCoordinatorNotAvailable), v >= 1}
+			if g != want {
+				t.Errorf("v%d: got %+v, want %+v", v, g, want)
+			}
+		}
 	}
 }

@@ -94,6 +94,14 @@ type GroupCoordinator struct {
 
 var _ Coordinator = (*GroupCoordinator)(nil)
 
+// Available implements Availability when Groups does; else it is always available.
+func (gc *GroupCoordinator) Available() error {
+	if a, ok := gc.groups.(Availability); ok {
+		return a.Available()
+	}
+	return nil
+}
+
 // GroupCoordinatorOption configures a GroupCoordinator.
 type GroupCoordinatorOption func(*GroupCoordinator)
 

@@ -329,9 +329,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.zkLog = &zkLogger{log: s.log}
 
 	start := time.Now()
+	hosts := &reconnect{} // reconnect.go
 	conn, events, err := zk.Connect(servers, cfg.SessionTimeout,
 		zk.WithLogger(s.zkLog),
-		zk.WithEventCallback(s.onZKEvent))
+		zk.WithEventCallback(s.onZKEvent),
+		zk.WithHostProvider(hosts),
+		zk.WithDialer(hosts.dial))
 	if err != nil {
 		s.stop()
 		return nil, fmt.Errorf("zkstate: connect %s: %w", cfg.Connect, err)
