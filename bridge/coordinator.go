@@ -515,7 +515,10 @@ func (a *actor) handle(req *request) {
 	if a.modeGate(req) || a.handingOff(req) { // modes.go, mixed.go
 		return
 	}
-	a.syncAssignMode() // mixed.go
+	a.syncAssignMode()        // mixed.go
+	if a.deleteBlocked(req) { // delete.go
+		return
+	}
 	if !a.exists {
 		// Kafka answers a group it does not know without creating it.
 		switch req.ev.(type) {

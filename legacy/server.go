@@ -131,6 +131,8 @@ type Server struct {
 	conns   map[*serverConn]struct{}
 	nextID  uint64
 	wg      sync.WaitGroup // every goroutine the server started, except Serve's own
+
+	warns warnLimiter // warnlimit.go
 }
 
 // NewServer checks cfg and builds a Server; it does not listen.
@@ -326,7 +328,7 @@ func (c *serverConn) serve(ctx context.Context) (handedOver bool) {
 			// anything else means it is not speaking this protocol (or is confused about
 			// the connection's phase). Closing is all we can do: there is no response
 			// type to report it with.
-			c.log.Warn().Stringer("type", m.Type()).Msg("unexpected message before registration; closing")
+			c.warn().Stringer("type", m.Type()).Msg("unexpected message before registration; closing")
 			_ = c.nc.Close()
 			return false
 		}
@@ -338,7 +340,7 @@ func (c *serverConn) logReadError(err error) {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log.Debug().Msg("connection closed before registration")
 	default:
-		c.log.Warn().Err(err).Msg("reading frame failed; closing")
+		c.warn().Err(err).Msg("reading frame failed; closing")
 	}
 }
 
@@ -361,7 +363,7 @@ func (c *serverConn) rejectUndecodable(err error) (keepOpen bool) {
 			_ = c.write(&RegisterResponse{ErrorCode: CodeUnsupportedVersion})
 		}
 	}
-	c.log.Warn().Err(err).Msg("undecodable frame; closing")
+	c.warn().Err(err).Msg("undecodable frame; closing")
 	_ = c.nc.Close()
 	return false
 }
@@ -377,7 +379,7 @@ func (c *serverConn) write(m Message) error {
 func (c *serverConn) register(ctx context.Context, m *RegisterRequest) (handedOver bool) {
 	log := c.log.With().Str("group", m.GroupID).Str("consumer", m.ConsumerID).Logger()
 	if code, err := c.srv.validateRegister(m); err != nil {
-		log.Warn().Err(err).Stringer("code", code).Msg("refusing invalid RegisterRequest")
+		c.warn().Str("group", m.GroupID).Str("consumer", m.ConsumerID).Err(err).Stringer("code", code).Msg("refusing invalid RegisterRequest")
 		_ = c.write(&RegisterResponse{ErrorCode: code})
 		_ = c.nc.Close()
 		return false

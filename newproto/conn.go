@@ -282,6 +282,14 @@ func (c *conn) busy() bool {
 	return inflight || time.Since(time.Unix(0, c.lastWrite.Load())) < c.s.cfg.IdleTimeout
 }
 
+// warn starts a warning about this connection alone (a rejected frame, a failed request):
+// sampled across the server's connections, so that a scanner or a broken fleet cannot flood
+// the log (issue 17); the metrics count every one.
+func (c *conn) warn() *zerolog.Event {
+	l := c.log.Sample(c.s.connWarns)
+	return l.Warn()
+}
+
 // readFailed logs why the reader stopped. A client closing its connection
 // is routine; a rejected frame is worth a warning and a metric.
 func (c *conn) readFailed(err error) {
@@ -291,10 +299,10 @@ func (c *conn) readFailed(err error) {
 	)
 	switch {
 	case errors.As(err, &ue):
-		c.log.Warn().Err(err).Msg("upstream broker unavailable; closing connection")
+		c.warn().Err(err).Msg("upstream broker unavailable; closing connection")
 	case errors.As(err, &fe):
 		c.s.metrics.framesRejected.WithLabelValues(fe.reason).Inc()
-		c.log.Warn().Err(err).Str("reason", fe.reason).Msg("rejected frame; closing connection")
+		c.warn().Err(err).Str("reason", fe.reason).Msg("rejected frame; closing connection")
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
 		// The client closed, or we did.
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -360,7 +368,7 @@ func (c *conn) write(ends <-chan readEnd) string {
 			delete(pending, next)
 			next++
 			if r.err != nil {
-				c.log.Warn().Err(r.err).Str("api", kmsg.NameForKey(r.key)).Int16("version", r.version).
+				c.warn().Err(r.err).Str("api", kmsg.NameForKey(r.key)).Int16("version", r.version).
 					Int32("correlation_id", r.corr).Msg("request not answered; closing connection")
 				return "request failed"
 			}

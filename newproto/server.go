@@ -175,6 +175,8 @@ type Server struct {
 	log     zerolog.Logger
 	handler Handler
 	metrics *metrics
+	// connWarns samples the warnings about single connections: at most 10 per 10 s.
+	connWarns *zerolog.BurstSampler
 
 	// base is the parent of every connection's context; cancelling it
 	// cancels all in-flight requests (Close, after the drain deadline).
@@ -204,7 +206,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With().Str("component", "newproto").Logger()
-	s := &Server{cfg: cfg, log: log, metrics: m, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, metrics: m, done: make(chan struct{}),
+		connWarns: &zerolog.BurstSampler{Burst: 10, Period: 10 * time.Second}}
 	h := cfg.Handler
 	if h == nil {
 		rt := &router{
