@@ -294,4 +294,3 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Validate(good) = %v", err)
 	}
 }
-
