@@ -143,6 +143,9 @@ type Config struct {
 	// ProxyMap gives brokers (by id) explicit proxy listen addresses, over ProxyListen; with
 	// ProxyMap and no ProxyListen only the mapped brokers are reachable.
 	ProxyMap map[int32]string
+	// UpstreamTLS, when set, makes the relay dial the upstream brokers over TLS (their SSL
+	// listeners), verifying them with its CA (security.go); nil: plaintext.
+	UpstreamTLS *tlsconfig.Client
 	// UpstreamTimeout bounds the wait for a broker's response to a relayed request
 	// (newproto.DefaultRelayTimeout when 0); past it the client's connection is closed.
 	UpstreamTimeout time.Duration

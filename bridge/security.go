@@ -110,3 +110,18 @@ func withAdminToken(token string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// upstreamDialer dials the upstream brokers over TLS when configured; nil: the relay's plain
+// TCP dialer. Each broker's certificate is checked against the name it is dialed by (its
+// advertised host), or Client.ServerName when set.
+func upstreamDialer(c *tlsconfig.Client) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	if c == nil {
+		return nil, nil
+	}
+	cfg, err := tlsconfig.NewClient(*c)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: upstream TLS: %w", err)
+	}
+	d := &tls.Dialer{Config: cfg}
+	return d.DialContext, nil
+}

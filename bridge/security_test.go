@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -179,5 +180,61 @@ func TestIntegration_AdminToken(t *testing.T) {
 		if got := get(tc.path, tc.token); got != tc.want {
 			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
 		}
+	}
+}
+
+// The relay reaches brokers on their TLS listener (issue 16, item 3): a kfake cluster that
+// speaks only TLS, a plaintext client of the bridge produces and consumes through it; with a
+// CA that does not vouch for the brokers the bridge does not start.
+func TestIntegration_UpstreamTLS(t *testing.T) {
+	connect := zktest.Connect(t)
+	ca := tlstest.NewCA(t, "ca")
+	brokerCert := ca.Server(t, "broker")
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "tls-events"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{brokerCert.TLS}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+
+	other := tlstest.NewCA(t, "other")
+	cfg := testBridgeConfig(connect, 9001, newLogger(t))
+	cfg.Upstream, cfg.ProxyListen = kf.ListenAddrs(), "127.0.0.1:0"
+	cfg.UpstreamTLS = &tlsconfig.Client{CAFile: other.File}
+	wrong, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := wrong.Run(ctx); err == nil || ctx.Err() != nil {
+		t.Fatalf("a bridge with a CA that does not vouch for the broker: Run = %v", err)
+	}
+
+	b := startBridge(t, connect, 9002, func(c *bridge.Config) {
+		c.Upstream, c.ProxyListen = kf.ListenAddrs(), "127.0.0.1:0"
+		c.UpstreamTLS = &tlsconfig.Client{CAFile: ca.File}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.DefaultProduceTopic("tls-events"),
+		kgo.ConsumeTopics("tls-events"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce through the bridge to a TLS broker: %v", err)
+		}
+	}
+	got := 0
+	for got < 20 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if errs := fs.Errors(); len(errs) > 0 && ctx.Err() == nil {
+			t.Fatalf("fetch: %v", errs)
+		}
+		got += fs.NumRecords()
+	}
+	if got != 20 {
+		t.Fatalf("consumed %d records, want 20", got)
 	}
 }

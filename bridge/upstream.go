@@ -172,9 +172,14 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 	if !cfg.relayEnabled() {
 		return nil, nil, nil
 	}
+	dial, err := upstreamDialer(cfg.UpstreamTLS) // security.go
+	if err != nil {
+		return nil, nil, err
+	}
 	up, err := relay.NewUpstream(relay.UpstreamConfig{
 		Logger:         cfg.Logger,
 		RequestTimeout: cfg.UpstreamTimeout,
+		Dial:           dial,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bridge: upstream: %w", err)

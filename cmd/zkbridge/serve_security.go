@@ -31,6 +31,16 @@ func securityFlags() []cli.Flag {
 		)
 	}
 	flags = append(flags,
+		&cli.BoolFlag{Name: "upstream-tls", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS"},
+			Usage: "dial the upstream brokers over TLS (their SSL listeners; give --upstream the SSL ports), verifying each against the name it is dialed by"},
+		&cli.StringFlag{Name: "upstream-tls-ca", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_CA"},
+			Usage: "PEM CA file that vouches for the upstream brokers (default: the system's roots)"},
+		&cli.StringFlag{Name: "upstream-tls-cert", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_CERT"},
+			Usage: "PEM client certificate for brokers that require mutual TLS"},
+		&cli.StringFlag{Name: "upstream-tls-key", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_KEY"},
+			Usage: "PEM private key of --upstream-tls-cert"},
+		&cli.StringFlag{Name: "upstream-tls-server-name", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_SERVER_NAME"},
+			Usage: "the name every broker certificate must carry (default: each broker's own host name)"},
 		&cli.StringFlag{Name: "admin-token-file",
 			Usage: "file holding the bearer token the admin listener requires on every path but /healthz (Authorization: Bearer <token>); or set ZKBRIDGE_ADMIN_TOKEN. The token is never a flag value"},
 		&cli.StringFlag{Name: "ssl-principal-mapping-rules", EnvVars: []string{"ZKBRIDGE_SSL_PRINCIPAL_MAPPING_RULES"},
@@ -82,6 +92,13 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	cfg.LegacyTLS = tlsServerFlags(c, "legacy")
 	cfg.AdminTLS = tlsServerFlags(c, "admin")
 	cfg.PrincipalMappingRules = c.String("ssl-principal-mapping-rules")
+	up := tlsconfig.Client{CAFile: c.String("upstream-tls-ca"), CertFile: c.String("upstream-tls-cert"),
+		KeyFile: c.String("upstream-tls-key"), ServerName: c.String("upstream-tls-server-name")}
+	if c.Bool("upstream-tls") {
+		cfg.UpstreamTLS = &up
+	} else if up != (tlsconfig.Client{}) {
+		return usagef("--upstream-tls-ca/-cert/-key/-server-name need --upstream-tls")
+	}
 	token, err := secret(c.String("admin-token-file"), "ZKBRIDGE_ADMIN_TOKEN")
 	if err != nil {
 		return usagef("--admin-token-file: %v", err)
