@@ -258,10 +258,14 @@ type mirrorer struct {
 	stop     chan bool // the release flag
 	// ours holds the consumer ids of every registration held or being created (mixed.go reads
 	// it to tell the bridge's Kafka members from the other registrations in /ids).
-	ours   atomic.Pointer[map[string]bool]
-	done   chan struct{}
-	ctx    context.Context // of the writes; cancelled by close
-	cancel context.CancelFunc
+	ours atomic.Pointer[map[string]bool]
+	// noZKMembers is set while the mixed group's watcher (mixed.go watchOthers) last counted no
+	// zk member: then nobody but the bridge's own claimers deletes its owner znodes, and a
+	// release needs no read first (mixed_claim.go releaseOwners).
+	noZKMembers atomic.Bool
+	done        chan struct{}
+	ctx         context.Context // of the writes; cancelled by close
+	cancel      context.CancelFunc
 }
 
 func newMirrorer(store *zkstate.Store, name string, retry time.Duration, log zerolog.Logger, m *metrics, rel *ownerReleases) *mirrorer {

@@ -84,7 +84,7 @@ func (a *actor) syncAssignMode() {
 	case server && a.mx.watchCancel == nil:
 		ctx, cancel := context.WithCancel(a.writeCtx)
 		a.mx.watchCancel = cancel
-		root, g, gauge := a.c.cfg.Root, a.group, a.c.metrics.members
+		root, g, gauge, mi := a.c.cfg.Root, a.group, a.c.metrics.members, a.mirror
 		count := func(ctx context.Context, store *zkstate.Store, snap *zkstate.GroupSnapshot, ours map[string]bool) {
 			hosted, _, err := store.Children(ctx, zkstate.HostedPath(root, g))
 			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
@@ -102,11 +102,13 @@ func (a *actor) syncAssignMode() {
 			}
 			gauge.WithLabelValues(g, zkstate.KindLegacy).Set(float64(legacyN))
 			gauge.WithLabelValues(g, zkstate.KindZK).Set(float64(zkN))
+			mi.noZKMembers.Store(zkN == 0)
 		}
 		go watchOthers(ctx, a.mirror.store, a.group, a.mirror, a.mx.others, a.log, count)
 	case !server && a.mx.watchCancel != nil:
 		a.mx.watchCancel()
 		a.mx.watchCancel = nil
+		a.mirror.noZKMembers.Store(false) // unknown until a watcher counts again
 		a.mx.claimFP, a.mx.othersFP = "", ""
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindLegacy)
 		a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindZK)

@@ -204,13 +204,17 @@ func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threa
 
 // releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
 // costs an exists and a delete per znode — 600 requests when a 300-partition group reshuffles),
-// or, when that fails, one by one with the ownership check of DeleteEphemeral. Each znode is
-// read first, in one batch, and deleted only while it is still ours — an ephemeral of our
-// session holding the thread we wrote — checked against the version read: a 0.8.2 consumer
-// deletes every owner it believes its own (ZCC:580-590), and another session may have created
-// the znode again since, at version 0 like ours; deleting that one would take its partition
-// away from its new owner (mirror_aba_test.go). A znode gone or someone else's is simply no
-// longer held.
+// or, when that fails, one by one with the ownership check of DeleteEphemeral.
+//
+// In a group with zk members each znode is read first, in one batch, and deleted only while it
+// is still ours — an ephemeral of our session holding the thread we wrote — checked against the
+// version read: a 0.8.2 consumer deletes every owner it believes its own (ZCC:580-590, again on
+// each retry of a failed rebalance, with the partitions of its last successful one), and another
+// session may have created the znode again since, at version 0 like ours; deleting that one
+// would take its partition away from its new owner (mirror_aba_test.go). A znode gone or
+// someone else's is simply no longer held. Without zk members (noZKMembers) nobody else deletes
+// the bridge's owner znodes — the claimers of the bridges delete only their own, by session —
+// and the read, one request per release, is saved.
 func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
 	if len(paths) == 0 {
 		return
@@ -218,7 +222,17 @@ func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths 
 	defer mi.releases.released(mi.group, mi.wake)
 	ops := make([]zkstate.Op, 0, len(paths))
 	mine := make([]string, 0, len(paths))
-	if reads, err := mi.store.GetMany(ctx, paths); err == nil {
+	if mi.noZKMembers.Load() {
+		for _, p := range paths {
+			ops = append(ops, zkstate.DeleteOp(p, -1))
+		}
+		if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+			for _, p := range paths {
+				delete(held.owners, p)
+			}
+			return
+		}
+	} else if reads, err := mi.store.GetMany(ctx, paths); err == nil {
 		session := mi.store.SessionID()
 		for i, p := range paths {
 			r := reads[i]
