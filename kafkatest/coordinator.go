@@ -67,3 +67,8 @@ func (f FuncCoordinator) DeleteGroups(ctx context.Context, req *newproto.Request
 	r, err := f.Fn(ctx, req)
 	return as[*kmsg.DeleteGroupsResponse](r), err
 }
+
+func (f FuncCoordinator) OffsetDelete(ctx context.Context, req *newproto.Request, _ *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteResponse, error) {
+	r, err := f.Fn(ctx, req)
+	return as[*kmsg.OffsetDeleteResponse](r), err
+}

@@ -27,6 +27,7 @@ var wantTable = map[int16][2]int16{
 	16: {0, 4},  // ListGroups
 	18: {0, 4},  // ApiVersions
 	42: {0, 2},  // DeleteGroups
+	47: {0, 0},  // OffsetDelete
 }
 
 func tableOf(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) map[int16][2]int16 {

@@ -16,6 +16,7 @@ package newproto
 //	 15  DescribeGroups  0-5       5
 //	 16  ListGroups      0-4       3   (v4 states filter, KIP-518)
 //	 42  DeleteGroups    0-2       2
+//	 47  OffsetDelete    0         -   (KIP-496)
 //
 // Not served: OffsetCommit v9+ (KIP-848 member epochs, topic ids),
 // DescribeGroups v6 (error message), ListGroups v5 (type
@@ -63,6 +64,7 @@ type Coordinator interface {
 	DescribeGroups(ctx context.Context, req *Request, msg *kmsg.DescribeGroupsRequest) (*kmsg.DescribeGroupsResponse, error)
 	ListGroups(ctx context.Context, req *Request, msg *kmsg.ListGroupsRequest) (*kmsg.ListGroupsResponse, error)
 	DeleteGroups(ctx context.Context, req *Request, msg *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsResponse, error)
+	OffsetDelete(ctx context.Context, req *Request, msg *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteResponse, error)
 }
 
 // Availability is implemented by a Coordinator (or by the Groups under a
@@ -107,6 +109,8 @@ func (r *router) group(ctx context.Context, req *Request) (kmsg.Response, error)
 		resp, err = response(r.coord.ListGroups(ctx, req, m))
 	case *kmsg.DeleteGroupsRequest:
 		resp, err = response(r.coord.DeleteGroups(ctx, req, m))
+	case *kmsg.OffsetDeleteRequest:
+		resp, err = response(r.coord.OffsetDelete(ctx, req, m))
 	default:
 		return nil, errors.New("newproto: " + kmsg.NameForKey(req.Msg.Key()) + " routed to the coordinator by mistake")
 	}

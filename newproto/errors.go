@@ -44,6 +44,7 @@ const (
 	ErrMemberIDRequired          ErrorCode = 79  // MEMBER_ID_REQUIRED
 	ErrGroupMaxSizeReached       ErrorCode = 81  // GROUP_MAX_SIZE_REACHED
 	ErrFencedInstanceID          ErrorCode = 82  // FENCED_INSTANCE_ID
+	ErrGroupSubscribedToTopic    ErrorCode = 86  // GROUP_SUBSCRIBED_TO_TOPIC
 	ErrUnstableOffsetCommit      ErrorCode = 88  // UNSTABLE_OFFSET_COMMIT
 	ErrUnknownTopicID            ErrorCode = 100 // UNKNOWN_TOPIC_ID
 )
@@ -103,6 +104,7 @@ var errorInfo = map[ErrorCode]struct {
 	ErrGroupIDNotFound:           {"GROUP_ID_NOT_FOUND", "The group id does not exist.", false},
 	ErrMemberIDRequired:          {"MEMBER_ID_REQUIRED", "The group member needs to have a valid member id before actually entering a consumer group.", false},
 	ErrGroupMaxSizeReached:       {"GROUP_MAX_SIZE_REACHED", "The consumer group has reached its max size.", false},
+	ErrGroupSubscribedToTopic:    {"GROUP_SUBSCRIBED_TO_TOPIC", "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.", false},
 	ErrFencedInstanceID:          {"FENCED_INSTANCE_ID", "The broker rejected this static consumer since another consumer with the same group.instance.id has registered with a different member.id.", false},
 	ErrUnstableOffsetCommit:      {"UNSTABLE_OFFSET_COMMIT", "There are unstable offsets that need to be cleared.", true},
 	ErrUnknownTopicID:            {"UNKNOWN_TOPIC_ID", "This server does not host this topic ID.", true},

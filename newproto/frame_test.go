@@ -216,6 +216,10 @@ func (errCoordinator) DeleteGroups(context.Context, *Request, *kmsg.DeleteGroups
 	return nil, ErrNotCoordinator
 }
 
+func (errCoordinator) OffsetDelete(context.Context, *Request, *kmsg.OffsetDeleteRequest) (*kmsg.OffsetDeleteResponse, error) {
+	return nil, ErrNotCoordinator
+}
+
 // FuzzHandleFrame feeds arbitrary frames (without the size) through the
 // same steps a connection takes: parse, route, encode. Invariants: no
 // panic; a rejected frame says why; an answer is a well-formed response

@@ -183,6 +183,13 @@ func typedErrorCodes(resp kmsg.Response, s *codeSet) bool {
 		for i := range r.Groups {
 			s.add(r.Groups[i].ErrorCode)
 		}
+	case *kmsg.OffsetDeleteResponse:
+		s.add(r.ErrorCode)
+		for i := range r.Topics {
+			for k := range r.Topics[i].Partitions {
+				s.add(r.Topics[i].Partitions[k].ErrorCode)
+			}
+		}
 	default:
 		return false
 	}

@@ -44,7 +44,8 @@ func (r *router) Handle(ctx context.Context, req *Request) (kmsg.Response, error
 		return r.checkedFindCoordinator(req, m), nil // authorize.go
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
 		*kmsg.LeaveGroupRequest, *kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest,
-		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest:
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest,
+		*kmsg.OffsetDeleteRequest:
 		return r.checkedGroup(ctx, req) // authorize.go
 	}
 	// A key registered with regKey but not routed above; a test checks
