@@ -113,12 +113,23 @@ func ParseOperation(s string) (Operation, error) {
 func implied(op Operation) []Operation {
 	switch op {
 	case Describe:
-		return []Operation{Describe, Read, Write, Delete, Alter}
+		return impliesDescribe
 	case DescribeConfigs:
-		return []Operation{DescribeConfigs, AlterConfigs}
+		return impliesDescribeConfigs
+	}
+	if int(op) < len(itself) {
+		return itself[op : op+1]
 	}
 	return []Operation{op}
 }
+
+// Static, so that a decision allocates nothing.
+var (
+	impliesDescribe        = []Operation{Describe, Read, Write, Delete, Alter}
+	impliesDescribeConfigs = []Operation{DescribeConfigs, AlterConfigs}
+	itself                 = []Operation{UnknownOperation, All, Read, Write, Create, Delete, Alter, Describe,
+		ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens}
+)
 
 // PatternType says how an ACL's resource name matches.
 type PatternType int8
