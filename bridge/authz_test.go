@@ -181,6 +181,14 @@ func groupCode(t *testing.T, w *wireConn, api, g string) int16 {
 		r.SetVersion(5)
 		r.Groups = []string{g}
 		return mustRoundTrip(t, w, r).(*kmsg.DescribeGroupsResponse).Groups[0].ErrorCode
+	case "OffsetDelete":
+		r := kmsg.NewPtrOffsetDeleteRequest()
+		r.Group = g
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = "events"
+		rt.Partitions = append(rt.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+		r.Topics = append(r.Topics, rt)
+		return mustRoundTrip(t, w, r).(*kmsg.OffsetDeleteResponse).ErrorCode
 	case "DeleteGroups":
 		r := kmsg.NewPtrDeleteGroupsRequest()
 		r.SetVersion(2)
@@ -248,6 +256,7 @@ func TestIntegration_ACLMatrix(t *testing.T) {
 		{"FindCoordinator", authz.Describe}, {"JoinGroup", authz.Read}, {"SyncGroup", authz.Read},
 		{"Heartbeat", authz.Read}, {"LeaveGroup", authz.Read}, {"OffsetCommit", authz.Read},
 		{"OffsetFetch", authz.Describe}, {"DescribeGroups", authz.Describe}, {"DeleteGroups", authz.Delete},
+		{"OffsetDelete", authz.Delete},
 	}
 	// The topic ACLs OffsetCommit and OffsetFetch need besides the group's.
 	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "events"}, allowACL("User:alice", authz.Read), allowACL("User:carol", authz.Read))
