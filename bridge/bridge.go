@@ -217,6 +217,13 @@ type Config struct {
 	// MaxCommitPartitions bounds the partitions of one OffsetCommit; a larger one is refused
 	// (INVALID_COMMIT_OFFSET_SIZE). DefaultMaxCommitPartitions when 0; negative: no limit.
 	MaxCommitPartitions int
+	// MaxQueuedBytes bounds the bytes held in Kafka request frames being read, every
+	// connection together (newproto.DefaultMaxQueuedBytes when 0; negative: no limit); a frame
+	// that would exceed it closes its connection. MaxConnections and MaxConnectionsPerIP bound
+	// the Kafka listeners' open connections (newproto.DefaultMaxConnections and no limit per
+	// address when 0; negative: no limit).
+	MaxQueuedBytes                      int64
+	MaxConnections, MaxConnectionsPerIP int
 
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
@@ -545,6 +552,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		PrincipalRules: rules,
 		SASL:           saslCfg,
 		Authorizer:     newprotoAuthorizer(az),
+
+		MaxQueuedBytes:      cfg.MaxQueuedBytes,
+		MaxConnections:      cfg.MaxConnections,
+		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 	})
 	if err != nil {
 		kafkaLn.Close()
@@ -604,7 +615,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
 		}
 	}()
-	admin := &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second}
+	// Keep-alive connections of scrapers and probes expire (issue 17: they never did).
+	admin := &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10}
 	go func() {
 		defer serveWG.Done()
 		if err := admin.Serve(tlsListener(adminLn, adminTLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -799,6 +812,9 @@ func (b *Bridge) readiness() []string {
 	}
 	return why
 }
+
+// adminIdleTimeout closes an admin keep-alive connection that sends no request for this long.
+const adminIdleTimeout = 2 * time.Minute
 
 // Available implements newproto.Availability: FindCoordinator answers COORDINATOR_NOT_AVAILABLE
 // (which clients back off on) while the bridge has no ZooKeeper session to serve groups with.

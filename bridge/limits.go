@@ -65,10 +65,12 @@ type topicSource interface {
 	HasTopicsNode() bool
 }
 
-// groupCounter is what the groups cap needs: how many groups <root>/groups lists, and whether
-// it lists this one. groupModes implements it.
+// groupCounter is what the groups cap needs: how many groups <root>/groups lists (-1 before the
+// first listing; without a lock: it is asked for every request), and whether it lists this one.
+// groupModes implements it.
 type groupCounter interface {
-	listed(g string) (n int, has bool, ok bool)
+	listedCount() int
+	listed(g string) bool
 }
 
 // commitCode decides one partition of a commit before the engine sees it: ErrNone to pass it
@@ -149,8 +151,7 @@ func (c *coordinator) groupRefused(name string, ev group.Event) bool {
 	if max <= 0 || c.groups == nil {
 		return false
 	}
-	n, has, ok := c.groups.listed(name)
-	if !ok || has || n < max {
+	if n := c.groups.listedCount(); n < max || c.groups.listed(name) {
 		return false
 	}
 	c.logOnce.do("group:"+name, func() {

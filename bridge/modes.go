@@ -58,6 +58,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -124,6 +125,7 @@ type groupModes struct {
 	stopped bool
 	synced  bool                // the first listing of <root>/groups is in: a group not listed has no record
 	listing map[string]struct{} // the last listing of <root>/groups (limits.go)
+	listedN atomic.Int64        // len(listing); -1 before the first
 	groups  map[string]*modeEntry
 	warned  map[string]time.Time // group → last warning about a refused member
 	wg      sync.WaitGroup       // watchGroup goroutines
@@ -135,7 +137,7 @@ func newGroupModes(cfg Config, log zerolog.Logger, m *metrics) *groupModes {
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return &groupModes{
+	gm := &groupModes{
 		root:    cfg.Root,
 		who:     fmt.Sprintf("zkbridge-%d@%s", cfg.NodeID, host),
 		timeout: cfg.LoadTimeout,
@@ -145,6 +147,8 @@ func newGroupModes(cfg Config, log zerolog.Logger, m *metrics) *groupModes {
 		warned:  map[string]time.Time{},
 		sem:     make(chan struct{}, modeWatchParallel),
 	}
+	gm.listedN.Store(-1)
+	return gm
 }
 
 // start gives the watcher its store and lifetime; run then follows <root>/groups. Requests may
@@ -183,26 +187,33 @@ func (m *groupModes) run() {
 		m.mu.Lock()
 		m.synced = true
 		m.listing = listing
+		m.listedN.Store(int64(len(listing)))
 		m.mu.Unlock()
 	}
 }
 
-// listed implements groupCounter (limits.go): how many groups <root>/groups listed last, and
-// whether g is one of them or is known to exist; ok is false before the first listing.
-func (m *groupModes) listed(g string) (n int, has bool, ok bool) {
+// listedCount implements groupCounter (limits.go): how many groups <root>/groups listed last;
+// -1 before the first listing.
+func (m *groupModes) listedCount() int {
 	if m == nil {
-		return 0, false, false
+		return -1
+	}
+	return int(m.listedN.Load())
+}
+
+// listed implements groupCounter: whether g was in the last listing of <root>/groups or is
+// known to exist.
+func (m *groupModes) listed(g string) bool {
+	if m == nil {
+		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.synced {
-		return 0, false, false
-	}
-	_, has = m.listing[g]
+	_, has := m.listing[g]
 	if e := m.groups[g]; e != nil && e.exists {
 		has = true
 	}
-	return len(m.listing), has, true
+	return has
 }
 
 // watch starts following the group's mode record unless it is followed already.

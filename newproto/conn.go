@@ -227,7 +227,7 @@ func (c *conn) read() readEnd {
 			// Handler's (relayhook.go).
 			relayed, req, frame, err = c.relay.Next(c.ctx, seq)
 		} else {
-			frame, err = readFrame(c.in, c.s.cfg.MaxFrameBytes)
+			frame, err = c.readFrame() // limits.go
 		}
 		if errors.Is(err, errNoFrame) && c.busy() && !c.draining() {
 			<-c.slots

@@ -17,6 +17,7 @@ type metrics struct {
 	connsOpen      prometheus.Gauge
 	connsAccepted  prometheus.Counter
 	framesRejected *prometheus.CounterVec // reason
+	connsRefused   *prometheus.CounterVec // reason (limits.go)
 }
 
 // errClosed is the error label of a request whose handling closed the
@@ -46,14 +47,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "frames_rejected_total",
 			Help: "Kafka frames that closed their connection, by reason.",
 		}, []string{"reason"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "kafka", Name: "connections_refused_total",
+			Help: "Kafka client connections closed at once by a limit, by reason: max_connections, max_connections_per_ip.",
+		}, []string{"reason"}),
 	}
-	for _, reason := range []string{rejectSize, rejectHeader, rejectAPIKey, rejectVersion, rejectBody, rejectTrailing} {
+	for _, reason := range []string{refuseMaxConns, refuseMaxConnsPerIP} {
+		m.connsRefused.WithLabelValues(reason)
+	}
+	for _, reason := range []string{rejectMemory, rejectSize, rejectHeader, rejectAPIKey, rejectVersion, rejectBody, rejectTrailing} {
 		m.framesRejected.WithLabelValues(reason) // export zeros
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.connsOpen, m.connsAccepted, m.framesRejected} {
+	for _, c := range []prometheus.Collector{m.requests, m.errors, m.connsOpen, m.connsAccepted, m.framesRejected, m.connsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("newproto: registering metrics: %w", err)
 		}

@@ -126,7 +126,7 @@ func (c *conn) authenticate() bool {
 		return c.writeFrame(buf) == nil
 	}
 	for {
-		frame, err := readFrame(c.in, c.s.cfg.MaxFrameBytes)
+		frame, err := c.readFrame() // limits.go
 		if err != nil {
 			c.readFailed(err)
 			return false

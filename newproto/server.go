@@ -88,6 +88,14 @@ type Config struct {
 	// DrainTimeout is how long Close lets in-flight requests finish
 	// (DefaultDrainTimeout; negative: cancel them at once).
 	DrainTimeout time.Duration
+	// MaxQueuedBytes bounds the bytes held in frames being read, all
+	// connections together (DefaultMaxQueuedBytes; negative: no limit);
+	// a frame that would exceed it closes its connection (limits.go).
+	MaxQueuedBytes int64
+	// MaxConnections and MaxConnectionsPerIP bound the open connections,
+	// in all (DefaultMaxConnections) and from one client address (0: no
+	// limit); negative: no limit. One more is closed at once.
+	MaxConnections, MaxConnectionsPerIP int
 
 	// Handler answers requests. Nil means the built-in router configured
 	// by the fields below; when Handler is set they are ignored.
@@ -160,6 +168,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxInflight == 0 {
 		c.MaxInflight = DefaultMaxInflight
 	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
@@ -177,6 +191,9 @@ type Server struct {
 	metrics *metrics
 	// connWarns samples the warnings about single connections: at most 10 per 10 s.
 	connWarns *zerolog.BurstSampler
+	// frames and limits are the limits (limits.go).
+	frames frameBudget
+	limits connLimits
 
 	// base is the parent of every connection's context; cancelling it
 	// cancels all in-flight requests (Close, after the drain deadline).
@@ -228,6 +245,8 @@ func New(cfg Config) (*Server, error) {
 		h = rt
 	}
 	s.handler = h
+	s.frames.max = cfg.MaxQueuedBytes
+	s.limits.max, s.limits.perIP = cfg.MaxConnections, cfg.MaxConnectionsPerIP
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.listeners = map[net.Listener]listenerRole{}
 	s.conns = map[*conn]struct{}{}
@@ -349,6 +368,15 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 		_ = nc.Close()
 		return
 	}
+	ip, refused := s.limits.admit(nc.RemoteAddr()) // limits.go
+	if refused != "" {
+		s.mu.Unlock()
+		s.metrics.connsRefused.WithLabelValues(refused).Inc()
+		l := s.log.Sample(s.connWarns)
+		l.Warn().Str("remote", addrString(nc.RemoteAddr())).Str("reason", refused).Msg("connection refused by a limit")
+		_ = nc.Close()
+		return
+	}
 	s.nextID++
 	c := newConn(s, nc, s.nextID, role)
 	s.conns[c] = struct{}{}
@@ -360,6 +388,7 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 	go func() {
 		defer s.connWG.Done()
 		defer s.metrics.connsOpen.Dec()
+		defer s.limits.done(ip)
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/newproto"
 )
 
 // serveCommand runs the bridge daemon until SIGINT or SIGTERM (main's signal.NotifyContext
@@ -60,6 +61,12 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "groups under --root past which a new group is refused (GROUP_MAX_SIZE_REACHED, counted in zkbridge_limits_refusals_total{limit=\"groups\"}); -1: no limit. Offsets are accepted only for topics and partitions /brokers/topics lists (UNKNOWN_TOPIC_OR_PARTITION otherwise), so a group holds at most one offset per partition of the cluster"},
 			&cli.IntFlag{Name: "max-commit-partitions", Value: bridge.DefaultMaxCommitPartitions, EnvVars: []string{"ZKBRIDGE_MAX_COMMIT_PARTITIONS"},
 				Usage: "partitions one OffsetCommit may carry; a larger commit is refused whole (INVALID_COMMIT_OFFSET_SIZE); -1: no limit"},
+			&cli.Int64Flag{Name: "max-queued-bytes", Value: newproto.DefaultMaxQueuedBytes, EnvVars: []string{"ZKBRIDGE_MAX_QUEUED_BYTES"},
+				Usage: "bytes the Kafka listeners may hold in request frames being read, every connection together (as Kafka's queued.max.request.bytes); a frame that would exceed it closes its connection (zkbridge_kafka_frames_rejected_total{reason=\"memory\"}); -1: no limit"},
+			&cli.IntFlag{Name: "max-connections", Value: newproto.DefaultMaxConnections, EnvVars: []string{"ZKBRIDGE_MAX_CONNECTIONS"},
+				Usage: "open Kafka connections past which a new one is closed at once (Kafka's max.connections; zkbridge_kafka_connections_refused_total); -1: no limit"},
+			&cli.IntFlag{Name: "max-connections-per-ip", EnvVars: []string{"ZKBRIDGE_MAX_CONNECTIONS_PER_IP"},
+				Usage: "open Kafka connections from one client address past which a new one is closed at once (Kafka's max.connections.per.ip); 0: no limit"},
 		), securityFlags()...), // serve_security.go
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
@@ -128,6 +135,7 @@ func serveCommand(e *env) *cli.Command {
 				return err
 			}
 			cfg.MaxGroups, cfg.MaxCommitPartitions = c.Int("max-groups"), c.Int("max-commit-partitions")
+			cfg.MaxQueuedBytes, cfg.MaxConnections, cfg.MaxConnectionsPerIP = c.Int64("max-queued-bytes"), c.Int("max-connections"), c.Int("max-connections-per-ip")
 			b, err := bridge.New(cfg)
 			if err != nil {
 				return usageError{err.Error()}
