@@ -50,7 +50,7 @@ func groupsCommand(e *env) *cli.Command {
 				Name:      "describe",
 				Usage:     "show a group's members (kind, threads, owned partitions), committed offsets and unowned partitions",
 				ArgsUsage: "<group>",
-				Flags:     append(zkFlags(), outputFlag(), rootFlag()),
+				Flags:     append(append(zkFlags(), outputFlag(), rootFlag()), bootstrapFlags()...),
 				Action: func(c *cli.Context) error {
 					group, err := groupArg(c)
 					if err != nil {
@@ -72,7 +72,9 @@ func groupsCommand(e *env) *cli.Command {
 					for _, pr := range snap.Problems {
 						e.log.Warn().Str("path", pr.Path).Err(pr.Err).Msg("malformed znode skipped")
 					}
-					return p.group(e.stdout, buildGroupView(snap, bridgeSessions(c, s)))
+					v := buildGroupView(snap, bridgeSessions(c, s))
+					addLag(c, e, s, &v) // lag.go: LOG-END-OFFSET and LAG when the brokers are known
+					return p.group(e.stdout, v)
 				},
 			},
 		},

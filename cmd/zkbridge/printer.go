@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -89,16 +90,24 @@ func (tablePrinter) group(w io.Writer, v groupView) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tOWNER\tOFFSET")
+	withLag := slices.ContainsFunc(v.Partitions, func(p partitionView) bool { return p.LogEnd != nil })
+	if withLag {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tOWNER\tOFFSET\tLOG-END-OFFSET\tLAG")
+	} else {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tOWNER\tOFFSET")
+	}
 	for _, p := range v.Partitions {
-		off := "-"
-		if p.Offset != nil {
-			off = fmt.Sprint(*p.Offset)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s", p.Topic, p.Partition, orDash(p.Owner), int64Cell(p.Offset))
+		if withLag {
+			fmt.Fprintf(tw, "\t%s\t%s", int64Cell(p.LogEnd), int64Cell(p.Lag))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Topic, p.Partition, orDash(p.Owner), off)
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if withLag {
+		fmt.Fprintf(w, "\nTotal lag: %d\n", totalLag(v.Partitions))
 	}
 	fmt.Fprintf(w, "\nUnowned partitions: %s\n", orNone(compactRanges(v.Unowned)))
 	if len(v.StaleOwners) > 0 {

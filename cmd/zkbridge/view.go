@@ -43,6 +43,9 @@ type partitionView struct {
 	Partition int32  `json:"partition"`
 	Owner     string `json:"owner,omitempty"`
 	Offset    *int64 `json:"offset,omitempty"`
+	// LogEnd and Lag are set when the brokers are known (lag.go).
+	LogEnd *int64 `json:"log_end_offset,omitempty"`
+	Lag    *int64 `json:"lag,omitempty"`
 }
 
 type problemView struct {

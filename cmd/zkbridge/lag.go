@@ -1,0 +1,123 @@
+package main
+
+// Lag in `groups describe` (issue 18 item 6): LOG-END-OFFSET and LAG per partition, as
+// kafka-consumer-groups --describe shows them, whenever the brokers are known: --bootstrap, or
+// the brokers registered in /brokers/ids when one of them answers. The log end is ListOffsets
+// latest (read_uncommitted, as kafka-consumer-groups asks it); LAG is log end minus the
+// committed offset, "-" without a commit. Brokers that cannot be reached cost the describe
+// nothing but a warning on stderr: the table is printed without the two columns.
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// reachTimeout bounds the check that a broker from /brokers/ids answers at all, so that a
+// describe on a ZooKeeper whose registered brokers are gone (a test, a demo) stays quick.
+const reachTimeout = 500 * time.Millisecond
+
+func addLag(c *cli.Context, e *env, s *zkstate.Store, v *groupView) {
+	if len(v.Partitions) == 0 {
+		return
+	}
+	addrs, err := brokerAddrs(c.Context, c, s)
+	if err != nil {
+		if c.String("bootstrap") != "" {
+			e.log.Warn().Err(err).Msg("no lag: brokers unknown")
+		}
+		return
+	}
+	if c.String("bootstrap") == "" && !anyReachable(c.Context, addrs) {
+		e.log.Warn().Strs("brokers", addrs).Msg("no lag: no broker registered in /brokers/ids answers (give --bootstrap)")
+		return
+	}
+	cl, err := brokerClient(addrs)
+	if err != nil {
+		e.log.Warn().Err(err).Msg("no lag")
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := contextWithTimeout(c.Context, c.Duration("kafka-timeout"))
+	defer cancel()
+	tps := make([]zkstate.TopicPartition, len(v.Partitions))
+	for i, p := range v.Partitions {
+		tps[i] = zkstate.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	ends, errs, err := listOffsets(ctx, cl, tps, latestTimestamp)
+	if err != nil {
+		e.log.Warn().Err(err).Msg("no lag: the brokers did not answer")
+		return
+	}
+	for _, err := range errs {
+		e.log.Warn().Err(err).Msg("no log end offset")
+	}
+	fillLag(v.Partitions, ends)
+}
+
+// fillLag sets each partition's log end and lag (pure): lag = log end - committed offset, never
+// below 0 (a commit past the log end, after a topic was recreated, is no negative lag).
+func fillLag(parts []partitionView, ends map[zkstate.TopicPartition]int64) {
+	for i := range parts {
+		end, ok := ends[zkstate.TopicPartition{Topic: parts[i].Topic, Partition: parts[i].Partition}]
+		if !ok {
+			continue
+		}
+		parts[i].LogEnd = &end
+		if parts[i].Offset != nil {
+			lag := max(end-*parts[i].Offset, 0)
+			parts[i].Lag = &lag
+		}
+	}
+}
+
+func totalLag(parts []partitionView) int64 {
+	var n int64
+	for _, p := range parts {
+		if p.Lag != nil {
+			n += *p.Lag
+		}
+	}
+	return n
+}
+
+func int64Cell(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// anyReachable reports whether a TCP connection to one of addrs opens within reachTimeout.
+func anyReachable(ctx context.Context, addrs []string) bool {
+	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	defer cancel()
+	ok := make(chan bool, len(addrs))
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", a)
+			if err == nil {
+				conn.Close()
+			}
+			ok <- err == nil
+		}()
+	}
+	wg.Wait()
+	close(ok)
+	for r := range ok {
+		if r {
+			return true
+		}
+	}
+	return false
+}
