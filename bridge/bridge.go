@@ -25,6 +25,7 @@ package bridge
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ import (
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/relay"
 	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -459,8 +461,28 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.started.Swap(true) {
 		return errors.New("bridge: Run called twice")
 	}
-	cfg := b.cfg
+	store, err := b.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	p, err := b.open(ctx, store)
+	if err != nil {
+		return err
+	}
+	s := b.start(ctx, store, p)
 
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-s.errc:
+	}
+	return b.stop(ctx, store, p, s, runErr)
+}
+
+// openStore opens the bridge's ZooKeeper session.
+func (b *Bridge) openStore(ctx context.Context) (*zkstate.Store, error) {
+	cfg := b.cfg
 	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.ZKConnectTimeout)
 	store, err := zkstate.Open(openCtx, zkstate.Config{
 		Connect:        cfg.ZKConnect,
@@ -476,9 +498,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	})
 	cancelOpen()
 	if err != nil {
-		return fmt.Errorf("bridge: %w", err)
+		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	defer store.Close()
 	if got := store.SessionTimeout(); got != cfg.ZKSessionTimeout {
 		// The server clamps it to its [minSessionTimeout, maxSessionTimeout]: the granted one
 		// is how long this bridge's owner znodes outlive a crash (mixed.go: checkCrashSafety).
@@ -486,201 +507,212 @@ func (b *Bridge) Run(ctx context.Context) error {
 			Msg("zookeeper granted another session timeout than --zk-session-timeout; its minSessionTimeout/maxSessionTimeout bound it")
 	}
 	if err := b.reg.Register(newZKRequests(store)); err != nil {
-		return fmt.Errorf("bridge: metrics: %w", err)
+		store.Close()
+		return nil, fmt.Errorf("bridge: metrics: %w", err)
 	}
+	return store, nil
+}
 
+// parts is what Run opens before it serves anything: the listeners and the servers for them.
+type parts struct {
+	kafkaLn, adminLn net.Listener
+	adminTLS         *tls.Config
+	srv              *newproto.Server
+	cl               *cluster
+	az               *authz.Authorizer
+	host             string // advertised
+	port             int32
+	up               *relay.Upstream // nil without an upstream
+	proxy            *relay.Proxy
+	legacyLn         net.Listener // nil without Config.LegacyListen
+	legacySrv        *legacy.Server
+	legacyCoord      *LegacyCoordinator
+}
+
+// open opens the listeners and builds the servers, in the order their configuration needs
+// (the Kafka listener's address decides the advertised one and the proxy listeners' default);
+// on an error it closes the listeners it opened.
+func (b *Bridge) open(ctx context.Context, store *zkstate.Store) (_ *parts, err error) {
+	cfg := b.cfg
+	p := &parts{}
 	kafkaTLS, err := b.serverTLS("kafka", cfg.KafkaTLS) // security.go
 	if err != nil {
-		return err
+		return nil, err
 	}
-	adminTLS, err := b.serverTLS("admin", cfg.AdminTLS)
-	if err != nil {
-		return err
+	if p.adminTLS, err = b.serverTLS("admin", cfg.AdminTLS); err != nil {
+		return nil, err
 	}
 	var lc net.ListenConfig
-	kafkaLn, err := lc.Listen(ctx, "tcp", cfg.KafkaListen)
-	if err != nil {
-		return fmt.Errorf("bridge: Kafka listener: %w", err)
+	if p.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaListen); err != nil {
+		return nil, fmt.Errorf("bridge: Kafka listener: %w", err)
 	}
-	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
-	if err != nil {
-		kafkaLn.Close()
-		return fmt.Errorf("bridge: admin listener: %w", err)
+	if p.adminLn, err = lc.Listen(ctx, "tcp", cfg.AdminListen); err != nil {
+		p.kafkaLn.Close()
+		return nil, fmt.Errorf("bridge: admin listener: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			p.kafkaLn.Close()
+			p.adminLn.Close()
+		}
+	}()
 
-	az, err := b.authorizer(ctx, store) // security.go
-	if err != nil {
-		kafkaLn.Close()
-		adminLn.Close()
-		return err
+	if p.az, err = b.authorizer(ctx, store); err != nil { // security.go
+		return nil, err
 	}
 	rules, _ := authz.ParseRules(cfg.PrincipalMappingRules) // Validate checked it
 	saslCfg, err := b.saslConfig(store)                     // scram.go
 	if err != nil {
-		kafkaLn.Close()
-		adminLn.Close()
-		return err
+		return nil, err
 	}
-	cl := newCluster(store, cfg.MetadataMaxAge, b.log)
-	cl.connected = b.coord.connected.Load // Metadata from the cache while ZooKeeper is away
-	b.cluster.Store(cl)
-	b.coord.topics, b.coord.groups = cl, b.modes // limits.go
-	host, port := b.advertised(kafkaLn.Addr())
-	up, proxy, err := b.openUpstream(ctx, store, kafkaLn.Addr()) // upstream.go; nil without one
-	if err != nil {
-		kafkaLn.Close()
-		adminLn.Close()
-		return err
+	p.cl = newCluster(store, cfg.MetadataMaxAge, b.log)
+	p.cl.connected = b.coord.connected.Load // Metadata from the cache while ZooKeeper is away
+	b.cluster.Store(p.cl)
+	b.coord.topics, b.coord.groups = p.cl, b.modes // limits.go
+	p.host, p.port = b.advertised(p.kafkaLn.Addr())
+	if p.up, p.proxy, err = b.openUpstream(ctx, store, p.kafkaLn.Addr()); err != nil { // upstream.go; nil without one
+		return nil, err
 	}
 	var rl newproto.Relay // a nil *relay.Proxy is not a nil Relay
-	if proxy != nil {
-		rl = proxy
+	if p.proxy != nil {
+		rl = p.proxy
 	}
-	srv, err := newproto.New(newproto.Config{
+	p.srv, err = newproto.New(newproto.Config{
 		Relay:          rl,
 		Listen:         cfg.KafkaListen,
 		Logger:         cfg.Logger,
 		Registerer:     b.reg,
 		DrainTimeout:   cfg.DrainTimeout,
 		NodeID:         cfg.NodeID,
-		AdvertisedHost: host,
-		AdvertisedPort: port,
+		AdvertisedHost: p.host,
+		AdvertisedPort: p.port,
 		ClusterID:      cfg.ClusterID,
-		Cluster:        cl,
+		Cluster:        p.cl,
 		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
 		TLS:            kafkaTLS,
 		PrincipalRules: rules,
 		SASL:           saslCfg,
-		Authorizer:     newprotoAuthorizer(az),
+		Authorizer:     newprotoAuthorizer(p.az),
 
 		MaxQueuedBytes:      cfg.MaxQueuedBytes,
 		MaxConnections:      cfg.MaxConnections,
 		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 	})
 	if err != nil {
-		kafkaLn.Close()
-		adminLn.Close()
-		return fmt.Errorf("bridge: %w", err)
+		return nil, fmt.Errorf("bridge: %w", err)
 	}
 
-	var legacyLn net.Listener
-	var legacySrv *legacy.Server
-	var legacyCoord *LegacyCoordinator
 	if cfg.LegacyListen != "" {
-		if legacyLn, legacySrv, legacyCoord, err = b.newLegacy(ctx, &lc, store); err != nil {
-			kafkaLn.Close()
-			adminLn.Close()
-			return err
+		if p.legacyLn, p.legacySrv, p.legacyCoord, err = b.newLegacy(ctx, &lc, store); err != nil {
+			return nil, err
 		}
-		b.legacy.Store(legacyCoord)
+		b.legacy.Store(p.legacyCoord)
 	}
+	return p, nil
+}
 
+// serving is what start leaves running for stop to end, in its order.
+type serving struct {
+	errc       chan error // the first failure of a listener
+	admin      *http.Server
+	serveWG    sync.WaitGroup // the Kafka, admin and proxy listeners
+	stopBG     context.CancelFunc
+	bg         sync.WaitGroup // registration, watches, the upstream's broker set
+	stopLegacy context.CancelFunc
+	legacyWG   sync.WaitGroup // the legacy coordinator and its listener
+}
+
+// start serves: the coordinator, the background work (registration, watches), the listeners and
+// the legacy coordinator; then the bridge is ready.
+func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *serving {
+	cfg := b.cfg
+	s := &serving{errc: make(chan error, 3)}
 	b.mu.Lock()
-	b.kafkaAddr, b.adminAddr = kafkaLn.Addr(), adminLn.Addr()
-	if legacyLn != nil {
-		b.legacyAddr = legacyLn.Addr()
+	b.kafkaAddr, b.adminAddr = p.kafkaLn.Addr(), p.adminLn.Addr()
+	if p.legacyLn != nil {
+		b.legacyAddr = p.legacyLn.Addr()
 	}
 	b.mu.Unlock()
 	b.coord.start(store)
 
 	// Background work that lives as long as Run: registration, the metadata watches.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var bg sync.WaitGroup
+	s.stopBG = stopBG
 	b.modes.start(bgCtx, store) // before the listeners serve: requests ensure modes through it
-	bg.Add(3)
-	go func() {
-		defer bg.Done()
-		b.modes.run() // modes.go: watches every group's mode
-	}()
-	go func() {
-		defer bg.Done()
-		b.register(bgCtx, store, host, port)
-	}()
-	go func() {
-		defer bg.Done()
-		cl.warm(bgCtx) // a view to serve Metadata from if ZooKeeper goes away early
-		cl.watch(bgCtx)
-	}()
+	s.bg.Go(b.modes.run)        // modes.go: watches every group's mode
+	s.bg.Go(func() { b.register(bgCtx, store, p.host, p.port) })
+	s.bg.Go(func() {
+		p.cl.warm(bgCtx) // a view to serve Metadata from if ZooKeeper goes away early
+		p.cl.watch(bgCtx)
+	})
 
 	// The listeners. Their contexts are not ctx: shutdown closes them in its own order.
-	errc := make(chan error, 3)
-	var serveWG sync.WaitGroup
-	serveWG.Add(2)
 	b.serving.Store(true) // bound: connections queue until Serve accepts them
-	go func() {
-		defer serveWG.Done()
-		err := srv.Serve(context.WithoutCancel(ctx), kafkaLn)
+	s.serveWG.Go(func() {
+		err := p.srv.Serve(context.WithoutCancel(ctx), p.kafkaLn)
 		b.serving.Store(false)
 		if err != nil && !errors.Is(err, newproto.ErrServerClosed) {
-			errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
+			s.errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
 		}
-	}()
+	})
 	// Keep-alive connections of scrapers and probes expire (issue 17: they never did).
-	admin := &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second,
+	s.admin = &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10}
-	go func() {
-		defer serveWG.Done()
-		if err := admin.Serve(tlsListener(adminLn, adminTLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("bridge: admin listener: %w", err)
+	s.serveWG.Go(func() {
+		if err := s.admin.Serve(tlsListener(p.adminLn, p.adminTLS)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- fmt.Errorf("bridge: admin listener: %w", err)
 		}
-	}()
-	if az != nil {
-		bg.Go(func() { followACLs(bgCtx, store, az, b.log) }) // acls.go
+	})
+	if p.az != nil {
+		s.bg.Go(func() { followACLs(bgCtx, store, p.az, b.log) }) // acls.go
 	}
-	if up != nil {
+	if p.up != nil {
 		// upstream.go: the proxy listeners (closed by srv.Close at shutdown) and the broker set.
-		b.proxySrv.Store(srv)
-		serveWG.Go(func() { b.serveProxy(ctx, proxy, srv, errc) })
-		bg.Go(func() { b.followUpstream(bgCtx, store, up) })
+		b.proxySrv.Store(p.srv)
+		s.serveWG.Go(func() { b.serveProxy(ctx, p.proxy, p.srv, s.errc) })
+		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
 	}
 
 	// The legacy coordinator and its listener; stopped after the Kafka groups and before the
 	// ZooKeeper session closes, since the coordinator deletes its ids and owners through it.
 	legacyCtx, stopLegacy := context.WithCancel(context.WithoutCancel(ctx))
-	var legacyWG sync.WaitGroup
-	if legacySrv != nil {
-		legacyWG.Add(2)
-		go func() {
-			defer legacyWG.Done()
-			_ = legacyCoord.Run(legacyCtx)
-		}()
-		go func() {
-			defer legacyWG.Done()
-			if err := legacySrv.Serve(legacyCtx, legacyLn); err != nil {
-				errc <- fmt.Errorf("bridge: legacy listener: %w", err)
+	s.stopLegacy = stopLegacy
+	if p.legacySrv != nil {
+		s.legacyWG.Go(func() { _ = p.legacyCoord.Run(legacyCtx) })
+		s.legacyWG.Go(func() {
+			if err := p.legacySrv.Serve(legacyCtx, p.legacyLn); err != nil {
+				s.errc <- fmt.Errorf("bridge: legacy listener: %w", err)
 			}
-		}()
-		b.log.Info().Stringer("legacy", legacyLn.Addr()).Msg("legacy coordinator serving")
+		})
+		b.log.Info().Stringer("legacy", p.legacyLn.Addr()).Msg("legacy coordinator serving")
 	}
 
-	b.log.Info().Stringer("kafka", kafkaLn.Addr()).Stringer("admin", adminLn.Addr()).
+	b.log.Info().Stringer("kafka", p.kafkaLn.Addr()).Stringer("admin", p.adminLn.Addr()).
 		Str("zk", cfg.ZKConnect).Str("root", cfg.Root).Msg("bridge serving")
 	close(b.ready)
+	return s
+}
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
-	}
-
-	// Shutdown, in the order that answers every client: groups first (parked JoinGroups and
-	// SyncGroups get NOT_COORDINATOR and go look for the coordinator again), then the Kafka
-	// connections drain those answers, then the rest.
+// stop shuts down in the order that answers every client: groups first (parked JoinGroups and
+// SyncGroups get NOT_COORDINATOR and go look for the coordinator again), then the Kafka
+// connections drain those answers, then the rest. It returns runErr, or the failure to close
+// the ZooKeeper session when there was none.
+func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *serving, runErr error) error {
 	b.log.Info().Msg("bridge shutting down")
-	if cfg.HandoffTimeout > 0 {
-		b.coord.handOff(cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first
+	if b.cfg.HandoffTimeout > 0 {
+		b.coord.handOff(b.cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first
 	}
 	b.stopping.Store(true)
 	b.coord.close()
-	stopLegacy()
-	legacyWG.Wait()
-	_ = srv.Close()
+	s.stopLegacy()
+	s.legacyWG.Wait()
+	_ = p.srv.Close()
 	shutCtx, cancelShut := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	_ = admin.Shutdown(shutCtx)
+	_ = s.admin.Shutdown(shutCtx)
 	cancelShut()
-	serveWG.Wait()
-	stopBG()
-	bg.Wait()
+	s.serveWG.Wait()
+	s.stopBG()
+	s.bg.Wait()
 	if err := store.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("bridge: closing ZooKeeper session: %w", err)
 	}
