@@ -247,6 +247,9 @@ func (r *receipts) overlaps(v *views, other string, since time.Time) (bad []stri
 //     lease lapses, before the server expires the session, and opens again once the group
 //     has claimed in the new session.
 func TestIntegration_MixedBridgeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash tests of a child bridge: -short skips them, CI runs them")
+	}
 	signal := func(sig syscall.Signal) func(*childBridge, *zktest.Proxy) error {
 		return func(c *childBridge, _ *zktest.Proxy) error { return c.cmd.Process.Signal(sig) }
 	}

@@ -849,6 +849,9 @@ func TestIntegration_MixedReplaceZKMembersByKafkaMembers(t *testing.T) {
 // ZKBRIDGE_MIXED_SEEDS=N plays seeds 1..N (default 3); ZKBRIDGE_MIXED_SEED=S plays seed S alone,
 // to reproduce a failure, which names its seed.
 func TestIntegration_MixedRandomized(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long randomized test: -short skips it, CI runs it")
+	}
 	seeds := []int64{1, 2, 3}
 	if v := os.Getenv("ZKBRIDGE_MIXED_SEEDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -1081,6 +1084,9 @@ func TestIntegration_MixedBridgeRestart(t *testing.T) {
 // the session is 4 s; with a 5 s retry timeout this test failed about one run in four (the
 // views caught zk members handed partitions a Kafka member still consumed).
 func TestIntegration_MixedBridgeCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test of a child bridge: -short skips it, CI runs it")
+	}
 	var zkProxy *zktest.Proxy
 	via := func(connect string) string {
 		i := strings.Index(connect, "/")
