@@ -29,6 +29,7 @@ import (
 	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/relay"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // The relay (relay.go) in front of a franz-go kfake cluster of three
@@ -166,17 +167,12 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 // waitProxies waits until n proxy listeners are open.
 func (e *relayEnv) waitProxies(t testing.TB, n int) map[int32]net.Addr {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		addrs := e.srv.ProxyAddrs()
-		if len(addrs) == n {
-			return addrs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy listeners %v, want %d", addrs, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var addrs map[int32]net.Addr
+	zktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d proxy listeners", n), func() (bool, string) {
+		addrs = e.srv.ProxyAddrs()
+		return len(addrs) == n, fmt.Sprint(addrs)
+	})
+	return addrs
 }
 
 // bridgeAddrs is every address the bridge listens on.

@@ -447,14 +447,10 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	proxy.Freeze()
 	// The server expires the session once it has not heard from us for the session timeout;
 	// the observer sees our ephemerals go.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if ok, _, err := observer.Exists(ctx, c1); err == nil && !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("our ephemeral %s still exists 20s after cutting the connection", c1)
-		}
-	}
+	zktest.Eventually(t, 20*time.Second, "our ephemeral "+c1+" gone after cutting the connection", func() bool {
+		ok, _, err := observer.Exists(ctx, c1)
+		return err == nil && !ok
+	})
 	// Meanwhile another consumer takes c2.
 	if err := observer.Create(ctx, c2, []byte("intruder"), zkstate.CreateOptions{Ephemeral: true}); err != nil {
 		t.Fatal(err)
