@@ -13,7 +13,8 @@ import (
 //   - /metrics: Prometheus text, from the Bridge's own registry;
 //   - /healthz: 200 while the process runs (liveness: restart me only if this fails);
 //   - /readyz: 200 while the bridge has a ZooKeeper session and its Kafka listener serves, else
-//     503 with the reasons, one a line (readiness: send me clients only if this succeeds).
+//     503 with the reasons, one a line (readiness: send me clients only if this succeeds); when
+//     ready, "ok" and a "note: " line for what an operator should know (bypass.go).
 func (b *Bridge) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
@@ -29,6 +30,9 @@ func (b *Bridge) adminHandler() http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		for _, n := range b.readinessNotes() { // bypass.go
+			fmt.Fprintln(w, "note: "+n)
+		}
 	})
 	return mux
 }

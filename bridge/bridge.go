@@ -138,6 +138,11 @@ type Config struct {
 	// UpstreamFromZK takes the brokers registered in /brokers/ids of ZKConnect instead, and
 	// follows them joining, leaving and moving.
 	UpstreamFromZK bool
+	// UpstreamAuto relays as UpstreamFromZK does when brokers are registered in /brokers/ids at
+	// start, so that no client can bypass the bridge (bypass.go); with none registered the
+	// bridge serves groups only. The serve command sets it unless --upstream,
+	// --upstream-from-zk or --group-only is given.
+	UpstreamAuto bool
 	// ProxyListen is HOST:BASEPORT: broker k of the sorted broker list gets a proxy listener on
 	// BASEPORT+k (BASEPORT 0: system-chosen ports). Empty, and no ProxyMap: the Kafka listener's
 	// host and port+1.
@@ -383,6 +388,8 @@ type Bridge struct {
 	// cluster serves Metadata; OffsetFetch v10 maps topic ids through it (TopicIDs).
 	cluster atomic.Pointer[cluster]
 
+	groupOnlyNote atomic.Pointer[string] // bypass.go
+
 	started  atomic.Bool
 	ready    chan struct{}
 	serving  atomic.Bool // the Kafka listener accepts connections
@@ -570,6 +577,8 @@ func (b *Bridge) open(ctx context.Context, store *zkstate.Store) (_ *parts, err 
 	b.cluster.Store(p.cl)
 	b.coord.topics, b.coord.groups = p.cl, b.modes // limits.go
 	p.host, p.port = b.advertised(p.kafkaLn.Addr())
+	b.chooseRelay(ctx, store) // bypass.go
+	cfg = b.cfg
 	if p.up, p.proxy, err = b.openUpstream(ctx, store, p.kafkaLn.Addr()); err != nil { // upstream.go; nil without one
 		return nil, err
 	}

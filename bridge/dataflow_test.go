@@ -69,6 +69,9 @@ type dfOpts struct {
 	// --upstream seed.
 	fromZK  bool
 	regAddr func(id int32, kfAddr string) string
+	// auto runs the bridge with UpstreamAuto (the serve command's default) instead of
+	// UpstreamFromZK (with fromZK).
+	auto bool
 }
 
 func dfStart(t *testing.T, o dfOpts) *dfEnv {
@@ -118,9 +121,12 @@ func dfStart(t *testing.T, o dfOpts) *dfEnv {
 		c.Logger = c.Logger.Level(zerolog.InfoLevel) // the relay's debug lines slow -race runs
 		c.ProxyListen = "127.0.0.1:0"
 		c.MetadataMaxAge = time.Second
-		if o.fromZK {
+		switch {
+		case o.fromZK && o.auto:
+			c.UpstreamAuto = true
+		case o.fromZK:
 			c.UpstreamFromZK = true
-		} else {
+		default:
 			c.Upstream = []string{e.kfAddrs[0]}
 		}
 	})

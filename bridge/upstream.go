@@ -59,11 +59,11 @@ func (c Config) validateUpstream() []error {
 	if c.UpstreamTimeout < 0 {
 		errs = append(errs, fmt.Errorf("bridge: UpstreamTimeout %v is negative", c.UpstreamTimeout))
 	}
-	if !c.relayEnabled() {
+	if !c.relayEnabled() && !c.UpstreamAuto {
 		// Without an upstream nothing reads the proxy settings; a stray one is a mistake
 		// worth saying rather than ignoring.
 		if c.ProxyListen != "" || len(c.ProxyMap) > 0 {
-			errs = append(errs, errors.New("bridge: ProxyListen and ProxyMap need Upstream or UpstreamFromZK"))
+			errs = append(errs, errors.New("bridge: ProxyListen and ProxyMap need Upstream, UpstreamFromZK or UpstreamAuto"))
 		}
 		return errs
 	}

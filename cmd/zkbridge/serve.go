@@ -23,7 +23,9 @@ func serveCommand(e *env) *cli.Command {
 			"are served on --admin-listen. Legacy (seed 001) consumers Consult and Register on\n" +
 			"--legacy-listen. With --upstream or --upstream-from-zk the bridge also relays every other\n" +
 			"Kafka request to the real brokers (one proxy listener per broker, see --proxy-listen), so\n" +
-			"clients need bootstrap.servers=<bridge> only. SIGTERM shuts down cleanly.",
+			"clients need bootstrap.servers=<bridge> only; without either it relays to the brokers\n" +
+			"registered in /brokers/ids when there are any at start (--group-only: never, for tests\n" +
+			"and demos; clients may then bypass the bridge). SIGTERM shuts down cleanly.",
 		Flags: append(append(zkFlags(),
 			&cli.StringFlag{Name: "kafka-listen", Value: bridge.DefaultKafkaListen, EnvVars: []string{"ZKBRIDGE_KAFKA_LISTEN"},
 				Usage: "address of the Kafka listener, host:port"},
@@ -45,7 +47,9 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "let a Stable Kafka member's heartbeat wait for its group to rebalance, so members rejoin at once instead of at their next heartbeat (a rebalance then waits for no heartbeat interval: faster migrations, and mixed groups at least as fast as 0.8 consumers). A held heartbeat is answered when the group rebalances, when its connection sends another request, or at the latest at the group's next multiple of this duration (the holds of a group end together). It helps clients whose heartbeat.interval.ms is well below it. Keep it below every client's request timeout (kafka-go: 5s) and a third of its session.timeout.ms; 0 answers at once, as Kafka does"},
 			// The data path: with an upstream, clients need only the bridge's address.
 			&cli.StringFlag{Name: "upstream", EnvVars: []string{"ZKBRIDGE_UPSTREAM"},
-				Usage: "bootstrap brokers of the real Kafka cluster (Kafka 0.10 or newer), host:port,...: the bridge then relays every non-group request to the brokers, so clients need bootstrap.servers=<bridge> only (default: no relay, group APIs only)"},
+				Usage: "bootstrap brokers of the real Kafka cluster (Kafka 0.10 or newer), host:port,...: the bridge then relays every non-group request to the brokers, so clients need bootstrap.servers=<bridge> only (default: relay to the brokers registered in /brokers/ids when there are any, else group APIs only; see --group-only)"},
+			&cli.BoolFlag{Name: "group-only", EnvVars: []string{"ZKBRIDGE_GROUP_ONLY"},
+				Usage: "serve the group APIs only, with no relay, even when brokers are registered in /brokers/ids (by default the bridge then relays to them, as with --upstream-from-zk, so that no client finds its coordinator on a broker and bypasses the bridge); for tests and demos: the bridge warns at start and in /readyz that clients may bypass it"},
 			&cli.BoolFlag{Name: "upstream-from-zk", EnvVars: []string{"ZKBRIDGE_UPSTREAM_FROM_ZK"},
 				Usage: "relay to the brokers registered in /brokers/ids of --zk, following them as they join, leave and move (instead of --upstream)"},
 			&cli.StringFlag{Name: "proxy-listen", EnvVars: []string{"ZKBRIDGE_PROXY_LISTEN"},
@@ -88,10 +92,12 @@ func serveCommand(e *env) *cli.Command {
 			}
 			relay := len(upstream) > 0 || c.Bool("upstream-from-zk")
 			switch {
+			case relay && c.Bool("group-only"):
+				return usagef("--group-only excludes --upstream and --upstream-from-zk")
 			case len(upstream) > 0 && c.Bool("upstream-from-zk"):
 				return usagef("--upstream and --upstream-from-zk are exclusive: take the brokers from seeds or from ZooKeeper")
-			case !relay && (c.String("proxy-listen") != "" || len(proxyMap) > 0):
-				return usagef("--proxy-listen and --proxy-map need --upstream or --upstream-from-zk")
+			case c.Bool("group-only") && (c.String("proxy-listen") != "" || len(proxyMap) > 0):
+				return usagef("--proxy-listen and --proxy-map need a relay: they exclude --group-only")
 			case c.Duration("upstream-timeout") <= 0:
 				return usagef("--upstream-timeout must be positive")
 			}
@@ -134,6 +140,7 @@ func serveCommand(e *env) *cli.Command {
 			if err := securityConfig(c, &cfg); err != nil {
 				return err
 			}
+			cfg.UpstreamAuto = !relay && !c.Bool("group-only") // bridge/bypass.go
 			cfg.MaxGroups, cfg.MaxCommitPartitions = c.Int("max-groups"), c.Int("max-commit-partitions")
 			cfg.MaxQueuedBytes, cfg.MaxConnections, cfg.MaxConnectionsPerIP = c.Int64("max-queued-bytes"), c.Int("max-connections"), c.Int("max-connections-per-ip")
 			b, err := bridge.New(cfg)
