@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,7 +244,7 @@ func (f fakeTopics) Topics(context.Context) (map[string][]newproto.Partition, er
 
 func (f fakeTopics) HasTopicsNode() bool { return f != nil }
 
-func testLimitsCoordinator(t *testing.T, cfg Config, topics topicSource) *coordinator {
+func testLimitsCoordinator(t testing.TB, cfg Config, topics topicSource) *coordinator {
 	t.Helper()
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -294,3 +295,42 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("Validate(good) = %v", err)
 	}
 }
+
+// BenchmarkCommitCheck is what the commit limits add to an OffsetCommit of n partitions of a
+// 1,000-partition topic (limits.go): the cluster's topics from its cache, one lookup per
+// partition. Compare with BenchmarkOffsetCommit's time per request (a ZooKeeper write).
+func BenchmarkCommitCheck(b *testing.B) {
+	parts := make([]int32, 1000)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	for _, n := range []int{1, 100} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			c := testLimitsCoordinator(b, Config{}, fakeTopics{"commits": parts})
+			src := c.topics.(fakeTopics)
+			cached, _ := src.Topics(context.Background())
+			c.topics = cachedTopics(cached)
+			ev := group.OffsetCommit{}
+			for p := range n {
+				ev.Offsets = append(ev.Offsets, group.OffsetCommitPartition{Topic: "commits", Partition: int32(p * 7 % 1000), Offset: 5})
+			}
+			b.ResetTimer()
+			for range b.N {
+				check, err := c.commitCheck(context.Background(), ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, fix := c.screenOffsets(ev, check); fix != nil {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
+
+// cachedTopics is a topicSource that answers from a map built once, as cluster answers from
+// its cache.
+type cachedTopics map[string][]newproto.Partition
+
+func (c cachedTopics) Topics(context.Context) (map[string][]newproto.Partition, error) { return c, nil }
+func (c cachedTopics) HasTopicsNode() bool                                             { return true }

@@ -131,6 +131,9 @@ func (c *coordinator) refusedOffsets(ctx context.Context, offs []group.OffsetCom
 }
 
 func hasPartition(parts []newproto.Partition, p int32) bool {
+	if p >= 0 && int(p) < len(parts) && parts[p].ID == p {
+		return true // partitions are numbered 0..n-1, and usually listed in order
+	}
 	for _, x := range parts {
 		if x.ID == p {
 			return true
