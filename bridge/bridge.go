@@ -191,6 +191,9 @@ type Config struct {
 	GroupIdleTimeout time.Duration // DefaultGroupIdleTimeout
 	DrainTimeout     time.Duration // DefaultDrainTimeout; negative: cancel in-flight requests at once
 	HandoffTimeout   time.Duration // DefaultHandoffTimeout; negative: no hand-off at shutdown
+	// LagInterval is how often, with an upstream, every group's lag is collected for /metrics
+	// (lag.go); DefaultLagInterval when 0, negative: never.
+	LagInterval time.Duration
 
 	// KafkaTLS makes the Kafka listener and every proxy listener TLS listeners, LegacyTLS the
 	// legacy listener, AdminTLS the admin listener (security.go); the zero value: plaintext,
@@ -277,6 +280,7 @@ func (c Config) withDefaults() Config {
 		{&c.LoadTimeout, DefaultLoadTimeout},
 		{&c.MirrorRetry, DefaultMirrorRetry},
 		{&c.MetadataMaxAge, DefaultMetadataMaxAge},
+		{&c.LagInterval, DefaultLagInterval},
 		{&c.GroupIdleTimeout, DefaultGroupIdleTimeout},
 		{&c.DrainTimeout, DefaultDrainTimeout},
 		{&c.HandoffTimeout, DefaultHandoffTimeout},
@@ -680,6 +684,9 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		b.proxySrv.Store(p.srv)
 		s.serveWG.Go(func() { b.serveProxy(ctx, p.proxy, p.srv, s.errc) })
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
+		if b.cfg.LagInterval > 0 {
+			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
+		}
 	}
 
 	// The legacy coordinator and its listener; stopped after the Kafka groups and before the

@@ -58,6 +58,8 @@ func serveCommand(e *env) *cli.Command {
 				Usage: "explicit proxy listeners per upstream broker id, id=host:port,... (over --proxy-listen; alone, only the mapped brokers are reachable)"},
 			&cli.DurationFlag{Name: "upstream-timeout", Value: bridge.DefaultUpstreamTimeout, EnvVars: []string{"ZKBRIDGE_UPSTREAM_TIMEOUT"},
 				Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
+			&cli.DurationFlag{Name: "lag-interval", Value: bridge.DefaultLagInterval, EnvVars: []string{"ZKBRIDGE_LAG_INTERVAL"},
+				Usage: "with an upstream, how often every group's lag is collected for /metrics (kafka_consumergroup_lag, kafka_consumergroup_current_offset, kafka_topic_partition_current_offset); negative: never"},
 			&cli.StringFlag{Name: "assignment-strategy", Value: string(legacy.StrategyRange), EnvVars: []string{"ZKBRIDGE_ASSIGNMENT_STRATEGY"},
 				Usage: "the 0.8.2 assignor of legacy and mixed groups, range or roundrobin: set it to the partition.assignment.strategy of the groups' ZooKeeper (0.8) consumers, since they compute the same assignment on their own"},
 			// Limits (bridge/limits.go).
@@ -132,6 +134,7 @@ func serveCommand(e *env) *cli.Command {
 				ProxyListen:       c.String("proxy-listen"),
 				ProxyMap:          proxyMap,
 				UpstreamTimeout:   c.Duration("upstream-timeout"),
+				LagInterval:       c.Duration("lag-interval"),
 				Strategy:          strategy,
 				HeartbeatHold:     c.Duration("heartbeat-hold"),
 				MixedSessionCheck: check,
