@@ -109,6 +109,9 @@ type Config struct {
 	ZKConnectTimeout time.Duration
 	// ZKDigest, when set as "user:password", authenticates the session (see zkstate.Config).
 	ZKDigest string
+	// ZKTLS, when set, connects to ZooKeeper over TLS (its secureClientPort, which ZKConnect
+	// must name), with its CA and, for ssl.clientAuth=need, a client certificate.
+	ZKTLS *tlsconfig.Client
 
 	// Root is the bridge's own ZooKeeper subtree (DefaultRoot).
 	Root string
@@ -494,11 +497,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 // openStore opens the bridge's ZooKeeper session.
 func (b *Bridge) openStore(ctx context.Context) (*zkstate.Store, error) {
 	cfg := b.cfg
+	var zkTLS *tls.Config
+	if cfg.ZKTLS != nil {
+		var err error
+		if zkTLS, err = tlsconfig.NewClient(*cfg.ZKTLS); err != nil {
+			return nil, fmt.Errorf("bridge: ZooKeeper TLS: %w", err)
+		}
+	}
 	openCtx, cancelOpen := context.WithTimeout(ctx, cfg.ZKConnectTimeout)
 	store, err := zkstate.Open(openCtx, zkstate.Config{
 		Connect:        cfg.ZKConnect,
 		SessionTimeout: cfg.ZKSessionTimeout,
 		Digest:         cfg.ZKDigest,
+		TLS:            zkTLS,
 		Logger:         cfg.Logger,
 		OnSession: func(ev zkstate.SessionEvent) {
 			b.coord.onSession(ev)

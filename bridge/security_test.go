@@ -7,6 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,5 +240,85 @@ func TestIntegration_UpstreamTLS(t *testing.T) {
 	}
 	if got != 20 {
 		t.Fatalf("consumed %d records, want 20", got)
+	}
+}
+
+// The bridge reaches ZooKeeper on its secure client port (issue 16, item 6): Debian's
+// ZooKeeper with the Netty connection factory and a PEM key store serves TLS on a second port;
+// the bridge connects there with the CA only, serves a commit, and the offset is in ZooKeeper
+// as read over the plaintext port. A client without TLS gets no session on the secure port.
+func TestIntegration_ZooKeeperTLS(t *testing.T) {
+	zktest.Connect(t) // skips (or fails in CI) without a ZooKeeper installation
+	ca := tlstest.NewCA(t, "ca")
+	pair := ca.Server(t, "zookeeper")
+	keyStore := filepath.Join(t.TempDir(), "zookeeper.pem")
+	if err := os.WriteFile(keyStore, append(append([]byte{}, pair.CertPEM...), pair.KeyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	securePort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	t.Setenv("ZK_EXTRA_CFG", strings.Join([]string{
+		"secureClientPort=" + strconv.Itoa(securePort),
+		"secureClientPortAddress=127.0.0.1",
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+		"ssl.keyStore.location=" + keyStore,
+		"ssl.keyStore.type=PEM",
+		"ssl.trustStore.location=" + ca.File,
+		"ssl.trustStore.type=PEM",
+		"ssl.clientAuth=none",
+	}, "\n"))
+	// Debian's zookeeper.jar names netty's transport and handler in its manifest but not
+	// netty-codec, which the Netty connection factory needs.
+	codec := "/usr/share/java/netty-codec.jar"
+	if _, err := os.Stat(codec); err != nil {
+		t.Skipf("no %s for ZooKeeper's Netty connection factory (apt-get install libnetty-java)", codec)
+	}
+	t.Setenv("ZK_CLASSPATH", "/usr/share/java/zookeeper.jar:"+codec)
+	t.Setenv("ZK_START_TIMEOUT", "20")
+	zk, err := zktest.Start(1)
+	if err != nil {
+		t.Fatalf("ZooKeeper with a secure client port: %v", err)
+	}
+	t.Cleanup(func() { _ = zk.Stop() })
+	secure := "127.0.0.1:" + strconv.Itoa(securePort)
+
+	// Plaintext against the secure port: no session.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err = zkstate.Open(ctx, zkstate.Config{Connect: secure, Logger: newLogger(t)})
+	cancel()
+	if err == nil {
+		t.Fatal("a plaintext session on the secure client port")
+	}
+
+	b := startBridge(t, secure+"/zktls", 9001, func(c *bridge.Config) {
+		c.ZKTLS = &tlsconfig.Client{CAFile: ca.File}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Group = "zk-tls"
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "events"
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 31
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := r.RequestWith(ctx, cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit through a bridge on ZooKeeper over TLS: %v %+v", err, resp)
+	}
+	plain := zktest.OpenStore(t, zk.Addr+"/zktls")
+	data, _, err := plain.Get(ctx, "/consumers/zk-tls/offsets/events/0")
+	if err != nil || string(data) != "31" {
+		t.Fatalf("offset in ZooKeeper: %q, %v", data, err)
 	}
 }

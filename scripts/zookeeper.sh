@@ -99,6 +99,9 @@ launch() { # nodedir clientport myid serverlines
     echo "minSessionTimeout=1000"
     echo "maxSessionTimeout=60000"
     [ -n "$servers" ] && printf '%s\n' "$servers"
+    # ZK_EXTRA_CFG: more zoo.cfg lines, e.g. a secureClientPort with its TLS settings.
+    [ -n "${ZK_EXTRA_CFG:-}" ] && printf '%s\n' "$ZK_EXTRA_CFG"
+    true
   } >"$nd/zoo.cfg"
   [ -n "$servers" ] && echo "$myid" >"$nd/data/myid"
   # setsid: the server gets its own process group, so `stop` kills exactly what we started.

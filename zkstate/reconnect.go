@@ -1,6 +1,7 @@
 package zkstate
 
 import (
+	"crypto/tls"
 	"net"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,22 @@ type reconnect struct {
 	zk.DNSHostProvider
 	dialed  atomic.Bool // a dial succeeded since the last Next that ended a round
 	skipped bool        // the last round's sleep was skipped (Next is called by one goroutine)
+	tls     *tls.Config // Config.TLS: dial over TLS
 }
 
 // dial is go-zookeeper's dialer, remembering a success.
 func (r *reconnect) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout(network, address, timeout)
+	var (
+		c   net.Conn
+		err error
+	)
+	if r.tls != nil {
+		// The handshake completes here, within the dial's timeout, so that a server that
+		// does not speak TLS counts as a failed dial.
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, address, r.tls)
+	} else {
+		c, err = net.DialTimeout(network, address, timeout)
+	}
 	if err == nil {
 		r.dialed.Store(true)
 	}

@@ -2,6 +2,7 @@ package zkstate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -113,6 +114,9 @@ type Config struct {
 	// parents (Kafka's own namespace), are created with world:ALL, exactly as Kafka 0.8 creates
 	// them. So the digest protects the bridge's own state (its root, e.g. /zkbridge).
 	Digest string
+	// TLS, when set, dials the servers over TLS: their secureClientPort, which Connect must
+	// name. ServerName empty: each server's host as Connect names it.
+	TLS *tls.Config
 	// Logger receives the Store's logs; go-zookeeper's own messages are logged at debug level.
 	Logger zerolog.Logger
 	// OnSession, when set, is called for every session change (see SessionEvent), one call at a
@@ -329,7 +333,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.zkLog = &zkLogger{log: s.log}
 
 	start := time.Now()
-	hosts := &reconnect{} // reconnect.go
+	hosts := &reconnect{tls: cfg.TLS} // reconnect.go
 	conn, events, err := zk.Connect(servers, cfg.SessionTimeout,
 		zk.WithLogger(s.zkLog),
 		zk.WithEventCallback(s.onZKEvent),
