@@ -63,21 +63,28 @@ func OwnOffsetPath(root, group, topic string, partition int32) string {
 // Epoch is the JSON of <root>/groups/<g>/epoch: which bridge took the group over, and when.
 //
 //	{"version":1,"node_id":9000,"acquired":"1700000000000"}
+//
+// A bridge that hands the group over to another (placement, bridge/placement.go) writes its
+// own epoch again with "released":true: the next owner may take it at once, though the
+// releasing bridge is alive, and the write bumps the version, fencing the releaser's own
+// writes.
 type Epoch struct {
 	NodeID     int32
 	AcquiredMs int64 // Unix milliseconds, written as a string
+	Released   bool
 }
 
 type epochJSON struct {
 	Version  int    `json:"version"`
 	NodeID   *int32 `json:"node_id"`
 	Acquired string `json:"acquired"`
+	Released bool   `json:"released,omitempty"`
 }
 
 // Encode writes the epoch's JSON.
 func (e Epoch) Encode() []byte {
 	node := e.NodeID
-	b, _ := json.Marshal(epochJSON{Version: 1, NodeID: &node, Acquired: strconv.FormatInt(e.AcquiredMs, 10)})
+	b, _ := json.Marshal(epochJSON{Version: 1, NodeID: &node, Acquired: strconv.FormatInt(e.AcquiredMs, 10), Released: e.Released})
 	return b
 }
 
@@ -94,7 +101,7 @@ func ParseEpoch(data []byte) (Epoch, error) {
 	if j.NodeID == nil {
 		return Epoch{}, fmt.Errorf("%w: group epoch names no node_id", ErrMalformed)
 	}
-	e := Epoch{NodeID: *j.NodeID}
+	e := Epoch{NodeID: *j.NodeID, Released: j.Released}
 	if j.Acquired != "" {
 		ms, err := strconv.ParseInt(j.Acquired, 10, 64)
 		if err != nil {

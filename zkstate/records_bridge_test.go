@@ -34,6 +34,7 @@ func TestParseEpochGolden(t *testing.T) {
 	recordsWalkGolden(t, "testdata/epoch", map[string]c{
 		"bridge-v1.json":               {want: zkstate.Epoch{NodeID: 9000, AcquiredMs: 1700000000000}},
 		"bridge-v1-no-acquired.json":   {want: zkstate.Epoch{NodeID: 2}},
+		"bridge-v1-released.json":      {want: zkstate.Epoch{NodeID: 9000, AcquiredMs: 1700000000000, Released: true}},
 		"malformed-no-node.json":       {errHas: "no node_id"},
 		"malformed-acquired-text.json": {errHas: `acquired "yesterday"`},
 		"malformed-truncated.json":     {errHas: "not JSON"},
