@@ -35,7 +35,9 @@ package newproto
 // its coordinator by node id (franz-go does) can resolve it. Our node
 // replaces a Cluster broker with the same id: that is the broker the bridge
 // stands for. The controller id is the lowest real broker id, or our node
-// when the Cluster has no brokers.
+// when the Cluster has no brokers. With several bridges (Config.Peers) the
+// other live bridges are listed too, each at its advertised address, and
+// replace Cluster brokers with their ids as our node does.
 //
 // A partition whose leader is not a listed broker gets leader -1 and
 // LEADER_NOT_AVAILABLE, as Kafka's metadata cache reports it.
@@ -127,10 +129,11 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 	}
 
 	resp.ControllerID = -1
-	resp.Brokers = make([]kmsg.MetadataResponseBroker, 0, len(brokers)+1)
+	others := r.otherBridges(self) // peers.go
+	resp.Brokers = make([]kmsg.MetadataResponseBroker, 0, len(brokers)+1+len(others))
 	for _, b := range brokers {
-		if b.NodeID == self.NodeID {
-			continue // our node stands for it
+		if b.NodeID == self.NodeID || slices.ContainsFunc(others, func(o Broker) bool { return o.NodeID == b.NodeID }) {
+			continue // our node, or another bridge's, stands for it
 		}
 		if resp.ControllerID < 0 || b.NodeID < resp.ControllerID {
 			resp.ControllerID = b.NodeID
@@ -138,9 +141,16 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		resp.Brokers = append(resp.Brokers, metadataBroker(b))
 	}
 	if resp.ControllerID < 0 {
+		// The lowest bridge: the same answer from every bridge of one service.
 		resp.ControllerID = self.NodeID
+		for _, o := range others {
+			resp.ControllerID = min(resp.ControllerID, o.NodeID)
+		}
 	}
 	resp.Brokers = append(resp.Brokers, metadataBroker(self))
+	for _, o := range others {
+		resp.Brokers = append(resp.Brokers, metadataBroker(o))
+	}
 	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
 	// The live broker ids, sorted (resp.Brokers is).
 	live := make([]int32, 0, len(resp.Brokers))

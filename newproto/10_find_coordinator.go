@@ -13,8 +13,9 @@ package newproto
 //   - v5 (TRANSACTION_ABORTABLE, KIP-890) and v6 (share groups, KIP-932):
 //     not served.
 //
-// Every group's coordinator is the bridge's own node: bridge answers the
-// group APIs for all groups it fronts. Transactions are not coordinated by
+// A group's coordinator is the bridge's own node, or, with several bridges
+// as one service (Config.Peers, peers.go), the bridge that owns the group,
+// with the address it advertises. Transactions are not coordinated by
 // the bridge: a transaction key gets COORDINATOR_NOT_AVAILABLE with an
 // error message saying why (v1+). Any other key type is INVALID_REQUEST,
 // as Kafka answers it.
@@ -23,9 +24,6 @@ package newproto
 // bridge without ZooKeeper), a group key gets COORDINATOR_NOT_AVAILABLE
 // with the reason, which clients back off on and retry, rather than a node
 // whose every group answer would be that.
-//
-// Not implemented yet: asking the Coordinator whether this bridge instance
-// holds a group's lease (NOT_COORDINATOR when another bridge does).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -65,7 +63,8 @@ func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) k
 				c.ErrorMessage = kmsg.StringPtr(err.Error())
 				break
 			}
-			c.NodeID, c.Host, c.Port = self.NodeID, self.Host, self.Port
+			owner := r.groupOwner(key, self)
+			c.NodeID, c.Host, c.Port = owner.NodeID, owner.Host, owner.Port
 		case coordinatorTransaction:
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode = int16(ErrCoordinatorNotAvailable)

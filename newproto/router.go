@@ -21,6 +21,7 @@ type router struct {
 	clusterID string
 	cluster   Cluster     // nil: no brokers but ours, no topics
 	coord     Coordinator // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
+	peers     Peers       // nil: no other bridge (peers.go)
 	log       zerolog.Logger
 	srv       *Server // nil in unit tests; gives the bootstrap port to proxy listeners' clients
 

@@ -117,6 +117,9 @@ type Config struct {
 	Cluster Cluster
 	// Coordinator answers the group APIs; nil: COORDINATOR_NOT_AVAILABLE.
 	Coordinator Coordinator
+	// Peers, when set, names the other bridges of one service: FindCoordinator names a group's
+	// owner, Metadata lists every live bridge (peers.go); nil: this bridge alone.
+	Peers Peers
 
 	// Relay, when set, makes the Server front a real cluster: every
 	// request but the group APIs and ApiVersions is relayed to the
@@ -235,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 			clusterID: cfg.ClusterID,
 			cluster:   cfg.Cluster,
 			coord:     cfg.Coordinator,
+			peers:     cfg.Peers,
 			log:       log,
 		}
 		if cfg.Authorizer != nil {
