@@ -26,7 +26,6 @@ package bridge
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -238,6 +237,10 @@ type Config struct {
 	MaxQueuedBytes                      int64
 	MaxConnections, MaxConnectionsPerIP int
 
+	// SoftwareVersion is the build's version, advertised in the bridge's registration for
+	// operators (zkbridge bridges); empty: not advertised.
+	SoftwareVersion string
+
 	// Logger receives every log line of the bridge; the zero Logger logs nothing useful, so
 	// callers pass theirs.
 	Logger zerolog.Logger
@@ -389,6 +392,7 @@ type Bridge struct {
 	// znodes of it (releases.go).
 	releases *ownerReleases
 	modes    *groupModes // every group's mode, kept current (modes.go)
+	peers    *peerSet    // the live bridges and the groups' placement (peers.go)
 	legacy   atomic.Pointer[LegacyCoordinator]
 	// proxySrv is the Kafka server while it relays to an upstream cluster (upstream.go).
 	proxySrv atomic.Pointer[newproto.Server]
@@ -435,6 +439,12 @@ func New(cfg Config) (*Bridge, error) {
 	b.coord.modes = b.modes
 	b.releases = newOwnerReleases()
 	b.coord.releases = b.releases
+	b.peers = newPeerSet(cfg.NodeID, cfg.Root, log)
+	b.coord.peers = b.peers // handover.go
+	if b.coord.pm, err = newPlacementMetrics(reg, b.coord.owned); err != nil {
+		return nil, err
+	}
+	b.peers.subscribe(b.coord.placementChanged)
 	return b, nil
 }
 
@@ -613,6 +623,7 @@ func (b *Bridge) open(ctx context.Context, store *zkstate.Store) (_ *parts, err 
 		ClusterID:      cfg.ClusterID,
 		Cluster:        p.cl,
 		Coordinator:    newproto.NewGroupCoordinator(b, newproto.WithLogger(b.log), newproto.WithHeartbeatHold(cfg.HeartbeatHold)),
+		Peers:          b.peers, // peers.go: the other bridges of one service
 		TLS:            kafkaTLS,
 		PrincipalRules: rules,
 		SASL:           saslCfg,
@@ -663,6 +674,13 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopBG = stopBG
 	b.modes.start(bgCtx, store) // before the listeners serve: requests ensure modes through it
+	// peers.go: the live bridges, read before the listeners serve, so that the first request
+	// is placed as every other bridge places it.
+	if w, err := b.peers.start(bgCtx, store); err != nil {
+		b.log.Error().Err(err).Msg("cannot watch the live bridges; serving every group as if alone")
+	} else {
+		s.bg.Go(func() { b.peers.follow(bgCtx, store, w) })
+	}
 	s.bg.Go(b.modes.run)        // modes.go: watches every group's mode
 	s.bg.Go(func() { b.register(bgCtx, store, p.host, p.port) })
 	s.bg.Go(func() {
@@ -726,6 +744,11 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 // the ZooKeeper session when there was none.
 func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *serving, runErr error) error {
 	b.log.Info().Msg("bridge shutting down")
+	if b.cfg.HandoffTimeout > 0 && !b.peers.alone() {
+		// handover.go: deregister, then hand every group to the bridges that remain.
+		b.coord.drain(b.cfg.HandoffTimeout, func() { b.deregister(store, b.registration(p.host, p.port)) })
+		b.unregister(store)
+	}
 	if b.cfg.HandoffTimeout > 0 {
 		b.coord.handOff(b.cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first
 	}
@@ -800,41 +823,17 @@ func (b *Bridge) advertised(ln net.Addr) (string, int32) {
 	return tcp.IP.String(), int32(tcp.Port)
 }
 
-// registration is the data of <root>/bridges/<node-id>: who runs where, for operators and for
-// other bridges deciding whether a group's owner is alive.
-type registration struct {
-	Version    int    `json:"version"`
-	NodeID     int32  `json:"node_id"`
-	Kafka      string `json:"kafka"`
-	Advertised string `json:"advertised,omitempty"`
-	Admin      string `json:"admin"`
-	Started    string `json:"started"` // ms since the epoch, as a string like Kafka's timestamps
-	PID        int    `json:"pid"`
-}
-
-// register creates the bridge's ephemeral registration, retrying while the path is held: after
-// a kill -9 the previous incarnation's node lives until its session times out.
+// register creates the bridge's ephemeral registration (zkstate.BridgeRegistration: who runs
+// where, for operators and for the other bridges, peers.go), retrying while the path is held:
+// after a kill -9 the previous incarnation's node lives until its session times out.
 func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
-	adv := ""
-	if host != "" {
-		adv = net.JoinHostPort(host, strconv.Itoa(int(port)))
-	}
-	data, err := json.Marshal(registration{
-		Version:    1,
-		NodeID:     b.cfg.NodeID,
-		Kafka:      b.Addr().String(),
-		Advertised: adv,
-		Admin:      b.AdminAddr().String(),
-		Started:    strconv.FormatInt(time.Now().UnixMilli(), 10),
-		PID:        os.Getpid(),
-	})
-	if err != nil {
-		b.log.Error().Err(err).Msg("encoding the bridge registration")
-		return
-	}
+	data := b.registration(host, port).Encode()
 	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
 	warned := false
 	for {
+		if !b.peers.serving.Load() {
+			return // draining (handover.go)
+		}
 		err := store.CreateEphemeral(ctx, p, data)
 		if err == nil {
 			b.log.Info().Str("path", p).Msg("bridge registered")

@@ -186,16 +186,18 @@ func checkMirror(t *testing.T, snap *zkstate.GroupSnapshot) {
 func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
+	// A group that placement (peers.go) puts on A while both live, so that B refuses it.
+	const g = "g2"
 	a := startBridge(t, connect, 1, nil)
 	zk := zktest.OpenStore(t, connect)
-	stableGroup(t, a, "g", [2]group.InstanceID{"i-a", "i-b"})
-	if c := commit(t, a, "g", "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
+	stableGroup(t, a, g, [2]group.InstanceID{"i-a", "i-b"})
+	if c := commit(t, a, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on A: %v", c.Partitions[0].Err)
 	}
 
 	b := startBridge(t, connect, 2, nil)
 	// While A is registered, B refuses the group.
-	if d := describe(t, b, "g"); d.Err != group.ErrNotCoordinator {
+	if d := describe(t, b, g); d.Err != group.ErrNotCoordinator {
 		t.Fatalf("Describe on B while A lives = %v, want NOT_COORDINATOR", d.Err)
 	}
 	zktest.Eventually(t, 10*time.Second, "A registered", func() (bool, string) {
@@ -206,28 +208,28 @@ func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 		t.Fatalf("delete A's registration: %v", err)
 	}
 	time.Sleep(1100 * time.Millisecond) // B's refusal of the group expires
-	d := describe(t, b, "g")
+	d := describe(t, b, g)
 	if d.Err != group.ErrNone || d.Group.State != group.Stable || d.Group.Generation != 1 {
 		t.Fatalf("Describe on B after the takeover = %+v, want Stable generation 1", d)
 	}
 
 	// A, stale, commits: fenced.
-	c := commit(t, a, "g", "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 99, LeaderEpoch: -1})
+	c := commit(t, a, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 99, LeaderEpoch: -1})
 	if c.Partitions[0].Err != group.ErrNotCoordinator {
 		t.Fatalf("commit on stale A = %v, want NOT_COORDINATOR", c.Partitions[0].Err)
 	}
-	if d, _, err := zk.Get(ctx, zkstate.OffsetPath("g", "orders", 0)); err != nil || string(d) != "10" {
+	if d, _, err := zk.Get(ctx, zkstate.OffsetPath(g, "orders", 0)); err != nil || string(d) != "10" {
 		t.Fatalf("offset after the fenced commit = %q, %v; want 10", d, err)
 	}
 	// A keeps refusing the group (B is alive and holds it).
-	if hb := heartbeat(t, a, "g", "a", "i-a", 1); hb.Err != group.ErrNotCoordinator {
+	if hb := heartbeat(t, a, g, "a", "i-a", 1); hb.Err != group.ErrNotCoordinator {
 		t.Fatalf("heartbeat on A after fencing = %v, want NOT_COORDINATOR", hb.Err)
 	}
 	// B serves the members at the same generation.
-	if hb := heartbeat(t, b, "g", "a", "i-a", 1); hb.Err != group.ErrNone {
+	if hb := heartbeat(t, b, g, "a", "i-a", 1); hb.Err != group.ErrNone {
 		t.Fatalf("heartbeat on B = %v, want none", hb.Err)
 	}
-	if c := commit(t, b, "g", "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 11, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
+	if c := commit(t, b, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 11, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on B: %v", c.Partitions[0].Err)
 	}
 }

@@ -93,6 +93,12 @@ type coordinator struct {
 	groups  groupCounter
 	logOnce onceLog
 
+	// peers is the live view that places groups on bridges (peers.go, handover.go); nil: every
+	// group is ours. pm counts handovers; scanMu serialises placement rescans.
+	peers  *peerSet
+	pm     *placementMetrics
+	scanMu sync.Mutex
+
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
 	actors map[string]*actor
@@ -207,6 +213,10 @@ func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) {
 	case c.store == nil:
 		return nil, group.ErrCoordinatorNotAvailable
 	}
+	if !c.owns(name) {
+		// Another bridge coordinates the group (handover.go): never a second copy of it.
+		return nil, group.ErrNotCoordinator
+	}
 	if a := c.actors[name]; a != nil {
 		return a, group.ErrNone
 	}
@@ -319,6 +329,11 @@ type actor struct {
 	fence chan error    // session loss, from the coordinator
 	// modeCh is poked when the group's mode changes (modes.go); buffered 1.
 	modeCh chan struct{}
+	// handover asks the actor to hand its group to another bridge, with the cause; buffered 1.
+	// released, set by the handover, releases the epoch once the mirror is released
+	// (handover.go).
+	handover chan string
+	released func()
 
 	// state and loaded are read by ListGroups from other goroutines.
 	state  atomic.Int32
@@ -362,18 +377,19 @@ type writeResult struct {
 
 func newActor(c *coordinator, name string) *actor {
 	return &actor{
-		c:       c,
-		group:   name,
-		log:     c.log.With().Str("group", name).Logger(),
-		reqs:    make(chan *request),
-		done:    make(chan struct{}),
-		fence:   make(chan error, 1),
-		modeCh:  make(chan struct{}, 1),
-		waiting: map[group.Token]*request{},
-		writes:  make(chan writeResult, 1),
-		seen:    map[group.MemberID]int64{},
-		lastGen: -1,
-		mx:      mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
+		c:        c,
+		group:    name,
+		log:      c.log.With().Str("group", name).Logger(),
+		reqs:     make(chan *request),
+		done:     make(chan struct{}),
+		fence:    make(chan error, 1),
+		modeCh:   make(chan struct{}, 1),
+		handover: make(chan string, 1),
+		waiting:  map[group.Token]*request{},
+		writes:   make(chan writeResult, 1),
+		seen:     map[group.MemberID]int64{},
+		lastGen:  -1,
+		mx:       mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
 	}
 }
 
@@ -394,6 +410,9 @@ func (a *actor) run(ctx context.Context) {
 	store := a.c.store
 	a.c.mu.Unlock()
 	a.gs = newGroupStore(store, a.c.cfg.Root, a.group, a.c.cfg.NodeID, a.log)
+	if p := a.c.peers; p != nil {
+		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
+	}
 	a.m = group.New(a.c.cfg.Group, a.group)
 	a.mirror = newMirrorer(store, a.group, a.c.cfg.MirrorRetry, a.log, a.c.metrics, a.c.releases)
 
@@ -492,6 +511,9 @@ func (a *actor) loop(ctx context.Context) {
 			a.step(group.PersistFailed{Err: err})
 		case <-a.modeCh:
 			a.onModeChange() // modes.go
+		case cause := <-a.handover:
+			a.leave(cause) // handover.go
+			return
 		case <-a.idle.C:
 			a.idleOn = false
 			if a.isIdle() {
@@ -512,7 +534,7 @@ func (a *actor) handle(req *request) {
 	// Group modes (modes.go): the group's mode is known (its default persisted on first
 	// service) before anything is written under /consumers/<g>; requests the mode refuses are
 	// answered here.
-	if a.modeGate(req) || a.handingOff(req) { // modes.go, mixed.go
+	if a.unvouched(req) || a.modeGate(req) || a.handingOff(req) { // handover.go, modes.go, mixed.go
 		return
 	}
 	a.syncAssignMode()        // mixed.go
@@ -710,6 +732,9 @@ func (a *actor) finish(release bool) {
 	default:
 	}
 	a.mirror.close(release)
+	if a.released != nil {
+		a.released() // handover.go: the epoch, after the mirror
+	}
 	for tok, req := range a.waiting {
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrNotCoordinator))
 		delete(a.waiting, tok)

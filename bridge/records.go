@@ -85,6 +85,9 @@ type groupStore struct {
 	// known holds offset znodes (0.8 and ours) known to exist, so that a commit is a set, not
 	// a create.
 	known map[string]bool
+	// placed, when set, says whether the group maps to this bridge (handover.go): then a holder
+	// that is alive is waited for rather than refused.
+	placed func() bool
 	// ownOnly leaves the 0.8 offsets (/consumers/<g>/offsets) out of every write: set for a
 	// finalized group, whose truth is the bridge's own offset records (modes.go).
 	ownOnly bool
@@ -99,7 +102,8 @@ func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog
 func (g *groupStore) acquire(ctx context.Context) error {
 	p := zkstate.EpochPath(g.root, g.group)
 	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
-	for range 5 {
+	waits := 0
+	for range 5 + maxReleaseWaits {
 		data, st, err := g.store.Get(ctx, p)
 		if errors.Is(err, zkstate.ErrNoNode) {
 			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
@@ -115,15 +119,27 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("take over group %q: %w", g.group, err)
 		}
-		// An epoch that names no holder (not written by a bridge) is taken over as one of a
-		// bridge that is gone.
-		if owner, err := zkstate.ParseEpoch(data); err == nil && owner.NodeID != g.nodeID {
+		// An epoch that names no holder (not written by a bridge), or one its holder released
+		// (handover.go), is taken over as one of a bridge that is gone.
+		if owner, err := zkstate.ParseEpoch(data); err == nil && owner.NodeID != g.nodeID && !owner.Released {
 			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, owner.NodeID))
 			if err != nil {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
 			}
 			if alive {
-				return &OwnedError{Group: g.group, NodeID: owner.NodeID}
+				if g.placed == nil || !g.placed() || waits >= maxReleaseWaits {
+					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
+				}
+				// The group maps to us and its holder is handing it over (or will, once it
+				// sees the bridge set we see): wait for its release.
+				waits++
+				wctx, cancel := context.WithTimeout(ctx, releaseWait)
+				err := g.awaitRelease(wctx, p, st.Version, owner.NodeID)
+				cancel()
+				if err != nil && ctx.Err() != nil {
+					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
+				}
+				continue
 			}
 			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
 		}
@@ -139,6 +155,14 @@ func (g *groupStore) acquire(ctx context.Context) error {
 	}
 	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
 }
+
+// maxReleaseWaits bounds how often acquire waits for a live holder's release, and releaseWait
+// how long each wait lasts: a holder that sees the bridge set we see hands a group over in
+// milliseconds (handover.go), one that does not is answered NOT_COORDINATOR meanwhile.
+const (
+	maxReleaseWaits = 2
+	releaseWait     = time.Second
+)
 
 // load reads the group's record; nil when it has none. A group with a record is taken over
 // first and the record read again, so that nothing the previous owner wrote is missed.

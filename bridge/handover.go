@@ -1,0 +1,367 @@
+package bridge
+
+// Groups moving between bridges (issue 15, DESIGN §7), on top of the live view (peers.go):
+//
+//   - A request for a group that maps to another bridge is answered NOT_COORDINATOR, and no
+//     actor is started for it: a group is never loaded twice.
+//   - When the live set changes, each loaded group that no longer maps to us is handed over:
+//     its actor stops taking requests (they get NOT_COORDINATOR and find the new owner), lets
+//     the write in flight finish (persist before reply: everything answered is in ZooKeeper),
+//     releases its 0.8 mirror, then releases the epoch (zkstate.Epoch.Released, a write that
+//     bumps the version and so fences anything of ours still on its way). A group that maps
+//     elsewhere and is not loaded but whose epoch names us is released the same way.
+//   - A group that now maps to us and whose epoch names another bridge (released, or gone:
+//     its registration vanished when its session expired) is loaded at once, not when a client
+//     retries: its record is restored, so members carry on in their generation. A group whose
+//     holder is alive and has not released it yet is waited for (groupStore.acquire) until the
+//     holder releases it or goes, within the load timeout.
+//   - Shutdown with other bridges live drains: the registration is deleted first, then every
+//     group is handed over as above, each logged with its new owner.
+//   - A bridge that cannot vouch for its session (zkstate.Store.Vouched) while other bridges
+//     are live answers its groups' requests COORDINATOR_NOT_AVAILABLE: before the server can
+//     expire the session, and so before another bridge can take a group over, it has stopped
+//     answering.
+//
+// A bridge alone never sees its live ids change: none of this runs, and it serves as before.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Handover causes (zkbridge_groups_handovers_total).
+const (
+	handoverPlacement = "placement" // the group maps to another bridge now (one joined)
+	handoverShutdown  = "shutdown"  // this bridge drains
+	takeoverReleased  = "takeover_released"
+	takeoverFailover  = "takeover_failover" // its holder's registration is gone
+)
+
+// placementMetrics are the metrics of several bridges as one service.
+type placementMetrics struct {
+	live      prometheus.Gauge
+	handovers *prometheus.CounterVec // cause
+}
+
+func newPlacementMetrics(reg prometheus.Registerer, owned func() float64) (*placementMetrics, error) {
+	m := &placementMetrics{
+		live: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zkbridge", Subsystem: "bridges", Name: "live",
+			Help: "Live bridges of this service (registrations under <root>/bridges, this one included while it serves).",
+		}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "handovers_total",
+			Help: "Groups that moved to or from this bridge, by cause: placement (handed over: it maps to another bridge now), shutdown (handed over while draining), takeover_released (taken from a bridge that handed it over), takeover_failover (taken from a bridge that is gone).",
+		}, []string{"cause"}),
+	}
+	for _, c := range []string{handoverPlacement, handoverShutdown, takeoverReleased, takeoverFailover} {
+		m.handovers.WithLabelValues(c)
+	}
+	ownedGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "zkbridge", Subsystem: "groups", Name: "owned",
+		Help: "Groups this bridge coordinates now (loaded, and mapping to it).",
+	}, owned)
+	for _, c := range []prometheus.Collector{m.live, m.handovers, ownedGauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("bridge: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// owns reports whether name maps to this bridge (always, without a peer set).
+func (c *coordinator) owns(name string) bool { return c.peers == nil || c.peers.owns(name) }
+
+// owned counts the loaded groups that map to this bridge.
+func (c *coordinator) owned() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for name, a := range c.actors {
+		if a.loaded.Load() && c.owns(name) {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+// placementChanged is the peer set's subscriber: it hands over the loaded groups that map
+// elsewhere now, then (in the background) releases the unloaded ones and takes over those
+// that map to us.
+func (c *coordinator) placementChanged(_, cur *liveView) {
+	if c.pm != nil {
+		c.pm.live.Set(float64(len(cur.ids)))
+	}
+	cause := handoverPlacement
+	if !c.peers.serving.Load() {
+		cause = handoverShutdown
+	}
+	c.mu.Lock()
+	if c.closed || c.store == nil {
+		c.mu.Unlock()
+		return
+	}
+	for name, a := range c.actors {
+		if !c.peers.owns(name) {
+			a.handOver(cause)
+		}
+	}
+	store := c.store
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		c.rescan(c.ctx, store)
+	}()
+}
+
+// rescan compares every group's epoch with the current placement: it releases the groups that
+// name us but map elsewhere and are not loaded, and loads those that map to us but name another
+// bridge (or our own released epoch). Scans run one at a time; a change during one is seen by
+// the next.
+func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
+	c.scanMu.Lock()
+	defer c.scanMu.Unlock()
+	root := c.cfg.Root
+	groups, _, err := store.Children(ctx, zkstate.BridgeGroupsPath(root))
+	if err != nil {
+		if !errors.Is(err, zkstate.ErrNoNode) && ctx.Err() == nil {
+			c.log.Warn().Err(err).Msg("placement: cannot list the groups; they move when their clients come")
+		}
+		return
+	}
+	paths := make([]string, len(groups))
+	for i, g := range groups {
+		paths[i] = zkstate.EpochPath(root, g)
+	}
+	reads, err := store.GetMany(ctx, paths)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn().Err(err).Msg("placement: cannot read the groups' epochs")
+		}
+		return
+	}
+	self := c.cfg.NodeID
+	serving := c.peers.serving.Load()
+	for i, r := range reads {
+		if r.Err != nil || ctx.Err() != nil {
+			continue
+		}
+		e, err := zkstate.ParseEpoch(r.Data)
+		if err != nil {
+			continue
+		}
+		name := groups[i]
+		mine := c.peers.owns(name) && serving
+		switch {
+		case mine && (e.NodeID != self || e.Released):
+			if c.loadedOrLoading(name) {
+				continue
+			}
+			cause := takeoverReleased
+			if !e.Released && !c.peers.live(e.NodeID) {
+				cause = takeoverFailover
+			}
+			c.log.Info().Str("group", name).Int32("from", e.NodeID).Str("cause", cause).Msg("taking the group over")
+			if a, _ := c.actorFor(name); a != nil && c.pm != nil {
+				c.pm.handovers.WithLabelValues(cause).Inc()
+			}
+		case !mine && e.NodeID == self && !e.Released:
+			if c.loadedOrLoading(name) {
+				continue // its actor hands it over
+			}
+			released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+			if _, err := store.Set(ctx, paths[i], released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
+				c.log.Warn().Err(err).Str("group", name).Msg("placement: releasing an unloaded group failed")
+			}
+		}
+	}
+}
+
+// loadedOrLoading reports whether the group has an actor.
+func (c *coordinator) loadedOrLoading(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.actors[name] != nil
+}
+
+// drain hands every group over to the other bridges before shutdown: it stops counting this
+// bridge as live, then waits (up to timeout) for every actor to have released its group, and
+// logs where each went. deregister runs first, so that the other bridges compute us out at once.
+func (c *coordinator) drain(timeout time.Duration, deregister func()) {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.actors))
+	for name := range c.actors {
+		names = append(names, name)
+	}
+	store := c.store
+	c.mu.Unlock()
+	start := time.Now()
+	// Stop admitting first (placementChanged hands every loaded group over), then deregister,
+	// so that no other bridge takes a group while this one still answers for it.
+	c.peers.leave()
+	deregister()
+	if store != nil {
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		c.rescan(ctx, store) // and releases the unloaded ones
+		cancel()
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		n := len(c.actors)
+		c.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	to := map[int32][]string{}
+	for _, name := range names {
+		n, ok := c.peers.ownerOK(name)
+		if !ok {
+			n = -1
+		}
+		to[n] = append(to[n], name)
+	}
+	for n, gs := range to {
+		c.log.Info().Int32("to", n).Strs("groups", gs).Msg("drained: groups handed over")
+	}
+	c.log.Info().Int("groups", len(names)).Dur("took", time.Since(start)).Msg("drained every group to the other bridges")
+}
+
+// handOver asks the actor to hand its group over (it takes no more requests).
+func (a *actor) handOver(cause string) {
+	select {
+	case a.handover <- cause:
+	default: // already asked
+	}
+}
+
+// leave hands the group over: the write in flight is let finish, so that every answer given
+// is in ZooKeeper; then finish releases the mirror and the epoch.
+func (a *actor) leave(cause string) {
+	deadline := time.NewTimer(a.c.cfg.WriteTimeout)
+	defer deadline.Stop()
+wait:
+	for a.writing {
+		select {
+		case res := <-a.writes:
+			a.written(res)
+		case <-deadline.C:
+			break wait
+		}
+	}
+	if a.writing {
+		a.stopPut()
+		res := <-a.writes
+		a.writing, a.gs = false, res.gs
+	}
+	gs := a.gs
+	a.released = func() {
+		if gs == nil || gs.epoch < 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.c.cfg.WriteTimeout)
+		defer cancel()
+		if err := gs.release(ctx); errors.Is(err, zkstate.ErrBadVersion) {
+			a.log.Info().Str("cause", cause).Msg("group handed over: another bridge had taken it already")
+			return
+		} else if err != nil {
+			a.log.Warn().Err(err).Msg("releasing the group's epoch failed; the next owner waits for it or for our session")
+			return
+		}
+		if a.c.pm != nil {
+			a.c.pm.handovers.WithLabelValues(cause).Inc()
+		}
+		to, _ := a.c.peers.ownerOK(a.group)
+		a.log.Info().Str("cause", cause).Int32("to", to).Int32("generation", int32(a.m.Generation())).Msg("group handed over")
+	}
+	a.finish(true)
+}
+
+// unvouched answers req COORDINATOR_NOT_AVAILABLE when other bridges are live and this one
+// cannot vouch for its ZooKeeper session: another bridge may take the group over once the
+// session expires, and by then this one has stopped answering for it.
+func (a *actor) unvouched(req *request) bool {
+	c := a.c
+	if c.peers == nil || c.peers.alone() || a.gs == nil || a.gs.store == nil {
+		return false
+	}
+	if _, ok := req.ev.(group.Describe); ok {
+		return false
+	}
+	if a.gs.store.Vouched(time.Now()) {
+		return false
+	}
+	req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
+	return true
+}
+
+// release writes the group's epoch as released by us, with our version: the next owner may take
+// it at once, and any write of ours still on its way fails.
+func (g *groupStore) release(ctx context.Context) error {
+	if g.epoch < 0 {
+		return nil
+	}
+	data := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+	_, err := g.store.Set(ctx, zkstate.EpochPath(g.root, g.group), data, g.epoch)
+	g.epoch = -1
+	if err != nil {
+		return fmt.Errorf("release group %q: %w", g.group, err)
+	}
+	return nil
+}
+
+// awaitRelease waits until the epoch znode at p moves from version v (its holder released it,
+// or another bridge took it) or the holder's registration is gone, or ctx ends.
+func (g *groupStore) awaitRelease(ctx context.Context, p string, v int32, holder int32) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := g.store.WatchData(wctx, p)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return ctx.Err()
+			}
+			if !ev.Exists || ev.Stat.Version != v {
+				return nil
+			}
+		case <-tick.C:
+			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, holder))
+			if err == nil && !alive {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ownerOK is the owner of group in the current view; false when no bridge is live.
+func (p *peerSet) ownerOK(group string) (int32, bool) {
+	v := p.view.Load()
+	if len(v.ids) == 0 {
+		return 0, false
+	}
+	return p.owner(group), true
+}
+
+// live reports whether node is in the current view.
+func (p *peerSet) live(node int32) bool {
+	_, ok := p.view.Load().others[node]
+	return ok || (node == p.self && p.serving.Load())
+}

@@ -1,0 +1,380 @@
+package bridge
+
+// Several bridges as one service (issue 15, DESIGN §7). Every bridge keeps the registrations
+// under <root>/bridges as its live view, and every bridge computes a group's owner from it
+// with the same rule (package placement: rendezvous hashing over the live node ids), so that
+// each names the same coordinator to every client (newproto.Peers) and a group lives on one
+// bridge: a request for a group that maps to another bridge is answered NOT_COORDINATOR, and a
+// group that stops mapping to us is handed over (handover.go).
+//
+// The view counts this bridge as live from Run until it drains at shutdown, whether or not its
+// own registration is visible yet, so that a bridge alone always owns every group and answers
+// exactly as it did before there were several.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// liveView is one reading of <root>/bridges.
+type liveView struct {
+	// others holds the other live bridges' registrations, by node id.
+	others map[int32]zkstate.BridgeRegistration
+	// ids is the sorted node ids placement computes over: the others, and us while we serve.
+	ids []int32
+}
+
+// peerSet keeps the live view and answers placement questions from it.
+type peerSet struct {
+	self int32
+	root string
+	log  zerolog.Logger
+
+	serving atomic.Bool // we count ourselves live (from start until drain)
+	view    atomic.Pointer[liveView]
+
+	mu       sync.Mutex
+	onChange []func(old, cur *liveView) // called in order, on the watch's goroutine
+	others   map[int32]zkstate.BridgeRegistration
+}
+
+var _ newproto.Peers = (*peerSet)(nil)
+
+func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
+	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger()}
+	p.serving.Store(true)
+	p.view.Store(p.build(nil))
+	return p
+}
+
+// build makes a view of the others' registrations (self left out).
+func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
+	v := &liveView{others: others}
+	for id := range others {
+		v.ids = append(v.ids, id)
+	}
+	if p.serving.Load() {
+		v.ids = append(v.ids, p.self)
+	}
+	slices.Sort(v.ids)
+	return v
+}
+
+// current is the live view now.
+func (p *peerSet) current() *liveView { return p.view.Load() }
+
+// owner is the node that coordinates group in the current view; self when there is none.
+func (p *peerSet) owner(group string) int32 {
+	if n, ok := placement.Owner(group, p.view.Load().ids); ok {
+		return n
+	}
+	return p.self
+}
+
+// owns reports whether group maps to this bridge.
+func (p *peerSet) owns(group string) bool { return p.owner(group) == p.self }
+
+// alone reports whether no other bridge is live: then every group is ours and nothing about
+// serving differs from a bridge that does not know about others.
+func (p *peerSet) alone() bool { return len(p.view.Load().others) == 0 }
+
+// Owner implements newproto.Peers.
+func (p *peerSet) Owner(group string) (newproto.Broker, bool) {
+	v := p.view.Load()
+	n, ok := placement.Owner(group, v.ids)
+	if !ok || n == p.self {
+		return newproto.Broker{}, false
+	}
+	b, ok := brokerOf(v.others[n])
+	return b, ok
+}
+
+// Others implements newproto.Peers: the other live bridges whose address is known.
+func (p *peerSet) Others() []newproto.Broker {
+	v := p.view.Load()
+	out := make([]newproto.Broker, 0, len(v.others))
+	for _, id := range v.ids {
+		if id == p.self {
+			continue
+		}
+		if b, ok := brokerOf(v.others[id]); ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// brokerOf is a registration as Metadata and FindCoordinator name it.
+func brokerOf(r zkstate.BridgeRegistration) (newproto.Broker, bool) {
+	host, port, err := net.SplitHostPort(r.KafkaAddr())
+	if err != nil {
+		return newproto.Broker{}, false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return newproto.Broker{}, false
+	}
+	return newproto.Broker{NodeID: r.NodeID, Host: host, Port: int32(p)}, true
+}
+
+// subscribe adds a function called after every change of the live ids.
+func (p *peerSet) subscribe(f func(old, cur *liveView)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onChange = append(p.onChange, f)
+}
+
+// leave stops counting this bridge as live (shutdown drains its groups to the others); it
+// returns the view without us.
+func (p *peerSet) leave() *liveView {
+	p.serving.Store(false)
+	return p.publish(p.othersNow())
+}
+
+func (p *peerSet) othersNow() map[int32]zkstate.BridgeRegistration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.others
+}
+
+// publish installs a view of others and tells the subscribers when the live ids changed.
+func (p *peerSet) publish(others map[int32]zkstate.BridgeRegistration) *liveView {
+	p.mu.Lock()
+	p.others = others
+	cur := p.build(others)
+	old := p.view.Swap(cur)
+	subs := slices.Clone(p.onChange)
+	p.mu.Unlock()
+	if !slices.Equal(old.ids, cur.ids) {
+		p.log.Info().Ints32("before", old.ids).Ints32("live", cur.ids).Msg("live bridges changed")
+		for _, f := range subs {
+			f(old, cur)
+		}
+	}
+	return cur
+}
+
+// start reads the live bridges once, so that the bridge serves with a view of the others from
+// its first request; follow then keeps the view current.
+func (p *peerSet) start(ctx context.Context, store *zkstate.Store) (*peerWatch, error) {
+	events, err := store.WatchChildren(ctx, zkstate.BridgesPath(p.root))
+	if err != nil {
+		return nil, fmt.Errorf("bridge: watching the live bridges: %w", err)
+	}
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			return nil, fmt.Errorf("bridge: watching the live bridges: %w", ctx.Err())
+		}
+		p.apply(ctx, store, ev.Children)
+		return &peerWatch{events: events, children: ev.Children}, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("bridge: watching the live bridges: %w", ctx.Err())
+	}
+}
+
+// peerWatch is the watch of <root>/bridges' children and the children it last delivered.
+type peerWatch struct {
+	events   <-chan zkstate.WatchEvent
+	children []string
+}
+
+// follow applies every later change until the watch ends: a child added or removed (a
+// bridge starts, or its session ends), or a registration's data written (a bridge drains).
+// Each change is read in full.
+func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
+	refresh := make(chan struct{}, 1)
+	watches := map[string]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	track := func(children []string) {
+		for c, cancel := range watches {
+			if !slices.Contains(children, c) {
+				cancel()
+				delete(watches, c)
+			}
+		}
+		for _, c := range children {
+			if watches[c] != nil {
+				continue
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			watches[c] = cancel
+			data, err := store.WatchData(wctx, zkstate.BridgesPath(p.root)+"/"+c)
+			if err != nil {
+				continue
+			}
+			wg.Go(func() {
+				first := true
+				for range data {
+					if first {
+						first = false
+						continue
+					}
+					select {
+					case refresh <- struct{}{}:
+					default:
+					}
+				}
+			})
+		}
+	}
+	defer func() {
+		for _, cancel := range watches {
+			cancel()
+		}
+	}()
+	children := w.children
+	track(children)
+	p.apply(ctx, store, children) // what changed between start and the data watches
+	for {
+		select {
+		case ev, ok := <-w.events:
+			if !ok {
+				return
+			}
+			children = ev.Children
+			track(children)
+		case <-refresh:
+		}
+		p.apply(ctx, store, children)
+	}
+}
+
+func (p *peerSet) apply(ctx context.Context, store *zkstate.Store, children []string) {
+	for {
+		others, err := p.read(ctx, store, children)
+		if err == nil {
+			p.publish(others)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn().Err(err).Msg("reading the live bridges failed; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// read parses the registrations of the named children; one that is gone or malformed is left
+// out (a bridge clients cannot be told the address of cannot coordinate).
+func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []string) (map[int32]zkstate.BridgeRegistration, error) {
+	paths := make([]string, 0, len(children))
+	for _, c := range children {
+		paths = append(paths, zkstate.BridgesPath(p.root)+"/"+c)
+	}
+	reads, err := store.GetMany(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	others := map[int32]zkstate.BridgeRegistration{}
+	for i, r := range reads {
+		if r.Err != nil {
+			if !errors.Is(r.Err, zkstate.ErrNoNode) {
+				return nil, r.Err
+			}
+			continue
+		}
+		reg, err := zkstate.ParseBridgeRegistration(r.Data)
+		if err != nil {
+			p.log.Warn().Err(err).Str("path", paths[i]).Msg("ignoring a bridge registration")
+			continue
+		}
+		if strconv.Itoa(int(reg.NodeID)) != children[i] {
+			p.log.Warn().Str("path", paths[i]).Int32("node_id", reg.NodeID).Msg("ignoring a bridge registration under another node's id")
+			continue
+		}
+		if reg.NodeID == p.self || reg.Draining {
+			continue // a draining bridge owns nothing (handover.go)
+		}
+		if reg.Placement != 0 && reg.Placement != placement.Version {
+			p.log.Warn().Int32("node_id", reg.NodeID).Int("placement", reg.Placement).Int("ours", placement.Version).
+				Msg("a live bridge computes another placement rule; groups may be named differently until the upgrade completes")
+		}
+		others[reg.NodeID] = reg
+	}
+	return others, nil
+}
+
+// registration is what this bridge writes under <root>/bridges/<node-id>. An address the
+// others must give clients names a host they can reach: the advertised one, else the
+// listener's, else (a listener on every interface) this machine's host name.
+func (b *Bridge) registration(host string, port int32) zkstate.BridgeRegistration {
+	reg := zkstate.BridgeRegistration{
+		NodeID:    b.cfg.NodeID,
+		Kafka:     b.Addr().String(),
+		Admin:     b.AdminAddr().String(),
+		Software:  b.cfg.SoftwareVersion,
+		Placement: placement.Version,
+		StartedMs: time.Now().UnixMilli(),
+		PID:       os.Getpid(),
+	}
+	if host == "" {
+		host = hostName()
+	}
+	reg.Advertised = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	if l := b.LegacyAddr(); l != nil {
+		reg.Legacy = reachable(l)
+	}
+	return reg
+}
+
+// reachable is a listener's address as another machine dials it.
+func reachable(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		host = hostName()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+func hostName() string {
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "localhost"
+}
+
+// deregister marks the bridge's registration draining, so that the other bridges compute it
+// out of the live set at once while it hands its groups over (handover.go); a group's next
+// owner still sees it alive, and waits for its release rather than taking the group.
+func (b *Bridge) deregister(store *zkstate.Store, reg zkstate.BridgeRegistration) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
+	defer cancel()
+	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
+	reg.Draining = true
+	if _, err := store.Set(ctx, p, reg.Encode(), -1); err != nil {
+		b.log.Warn().Err(err).Str("path", p).Msg("deregistering failed; the other bridges see us go when the session closes")
+		return
+	}
+	b.log.Info().Str("path", p).Msg("bridge deregistered: draining")
+}
+
+// unregister deletes the registration once the groups are handed over.
+func (b *Bridge) unregister(store *zkstate.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
+	defer cancel()
+	_ = store.DeleteEphemeral(ctx, zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID))
+}
