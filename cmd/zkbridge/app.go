@@ -182,6 +182,7 @@ func newApp(e *env) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(e),
 			withSubcommands(groupsCommand(e), groupsDeleteCommand(e)),
+			bridgesCommand(e),
 			withSubcommands(offsetsCommand(e), offsetsImportCommand(e), offsetsResetCommand(e), offsetsDeleteCommand(e)),
 			migrateCommand(e),
 			rollbackCommand(e),

@@ -32,6 +32,7 @@ var commandExits = map[string][]exitDoc{
 	"version":         readExits,
 	"groups list":     readExits,
 	"groups describe": readExits,
+	"bridges":         readExits,
 	"offsets export":  readExits,
 	"migrate status":  readExits,
 	"migrate plan": {{exitOK, "every group can go (or is there)"}, exitFail, exitBad,

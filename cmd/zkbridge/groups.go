@@ -74,6 +74,9 @@ func groupsCommand(e *env) *cli.Command {
 					}
 					v := buildGroupView(snap, bridgeSessions(c, s))
 					addLag(c, e, s, &v) // lag.go: LOG-END-OFFSET and LAG when the brokers are known
+					if v.Coordinator, err = coordinatingBridge(c.Context, s, c.String("root"), group); err != nil { // bridges.go
+						e.log.Warn().Err(err).Msg("cannot tell the coordinating bridge")
+					}
 					return p.group(e.stdout, v)
 				},
 			},

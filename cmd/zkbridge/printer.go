@@ -73,6 +73,9 @@ func (tablePrinter) groups(w io.Writer, rows []groupRow) error {
 
 func (tablePrinter) group(w io.Writer, v groupView) error {
 	fmt.Fprintf(w, "Group %s: %d members, %d partitions, %d unowned\n\n", v.Group, len(v.Members), len(v.Partitions), len(v.Unowned))
+	if v.Coordinator != "" {
+		fmt.Fprintf(w, "Coordinator: bridge %s\n\n", v.Coordinator)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tKIND\tPATTERN\tSUBSCRIPTION\tOWNED")
 	for _, m := range v.Members {

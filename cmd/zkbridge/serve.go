@@ -119,6 +119,7 @@ func serveCommand(e *env) *cli.Command {
 				return usagef("--zk-timeout must be positive")
 			}
 			cfg := bridge.Config{
+				SoftwareVersion:   softwareVersion(),
 				ZKConnect:         c.String("zk"),
 				ZKSessionTimeout:  c.Duration("zk-session-timeout"),
 				ZKConnectTimeout:  timeout,

@@ -12,7 +12,10 @@ import (
 // groupView is what `groups describe` shows, built from a snapshot by pure code so the
 // printers only format and the logic is tested without ZooKeeper.
 type groupView struct {
-	Group         string          `json:"group"`
+	Group string `json:"group"`
+	// Coordinator names the bridge that coordinates the group's Kafka members (placement over
+	// the running bridges, zkbridge bridges); empty when none runs.
+	Coordinator   string          `json:"coordinator,omitempty"`
 	Members       []memberView    `json:"members"`
 	Partitions    []partitionView `json:"partitions"`
 	Unowned       []string        `json:"unowned"`

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// bridgeRow is one running bridge as `zkbridge bridges` shows it.
+type bridgeRow struct {
+	NodeID    int32             `json:"node_id"`
+	Kafka     string            `json:"kafka"`
+	Legacy    string            `json:"legacy,omitempty"`
+	Admin     string            `json:"admin"`
+	Proxy     map[string]string `json:"proxy,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	Placement int               `json:"placement"`
+	UpSince   string            `json:"up_since"`
+	Draining  bool              `json:"draining,omitempty"`
+	// GroupsOwned counts the groups whose epoch names the bridge (not released).
+	GroupsOwned int `json:"groups_owned"`
+}
+
+func bridgesCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "bridges",
+		Usage: "list the running bridges of one service: node id, addresses, version, up since, groups owned (read-only)",
+		Description: "Reads the registrations under <root>/bridges (one ephemeral per running bridge) and counts, for each,\n" +
+			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates.",
+		ArgsUsage: " ",
+		Flags:     append(zkFlags(), outputFlag(), rootFlag()),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usagef("bridges takes no arguments")
+			}
+			format := c.String("output")
+			if format != "table" && format != "json" && format != "" {
+				return usagef("--output %q: want table or json", format)
+			}
+			s, err := openStore(c, e)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rows, err := listBridges(c.Context, s, c.String("root"))
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				if rows == nil {
+					rows = []bridgeRow{}
+				}
+				return writeJSON(e.stdout, rows)
+			}
+			return printBridges(e.stdout, rows)
+		},
+	}
+}
+
+// listBridges reads every bridge registration and counts the groups each holds.
+func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRow, error) {
+	dir := zkstate.BridgesPath(root)
+	ids, _, err := s.Children(ctx, dir)
+	if errors.Is(err, zkstate.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(ids))
+	for i, id := range ids {
+		paths[i] = dir + "/" + id
+	}
+	reads, err := s.GetMany(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	var rows []bridgeRow
+	for i, r := range reads {
+		if r.Err != nil {
+			continue // gone since the listing
+		}
+		reg, err := zkstate.ParseBridgeRegistration(r.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", paths[i], err)
+		}
+		row := bridgeRow{NodeID: reg.NodeID, Kafka: reg.KafkaAddr(), Legacy: reg.Legacy, Admin: reg.Admin, Version: reg.Software,
+			Placement: reg.Placement, Draining: reg.Draining, UpSince: time.UnixMilli(reg.StartedMs).UTC().Format(time.RFC3339)}
+		for _, id := range reg.ProxyBrokers() {
+			if row.Proxy == nil {
+				row.Proxy = map[string]string{}
+			}
+			row.Proxy[strconv.Itoa(int(id))] = reg.Proxy[id]
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b bridgeRow) int { return int(a.NodeID) - int(b.NodeID) })
+	owned, err := groupsHeld(ctx, s, root)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].GroupsOwned = owned[rows[i].NodeID]
+	}
+	return rows, nil
+}
+
+// groupsHeld counts, by node, the groups whose epoch names that bridge and is not released.
+func groupsHeld(ctx context.Context, s *zkstate.Store, root string) (map[int32]int, error) {
+	groups, _, err := s.Children(ctx, zkstate.BridgeGroupsPath(root))
+	if errors.Is(err, zkstate.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(groups))
+	for i, g := range groups {
+		paths[i] = zkstate.EpochPath(root, g)
+	}
+	reads, err := s.GetMany(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int{}
+	for _, r := range reads {
+		if r.Err != nil {
+			continue
+		}
+		if e, err := zkstate.ParseEpoch(r.Data); err == nil && !e.Released {
+			out[e.NodeID]++
+		}
+	}
+	return out, nil
+}
+
+// coordinatingBridge names the bridge that coordinates group among the live registrations
+// (package placement), with whether it holds the group's epoch; "" when no bridge runs.
+func coordinatingBridge(ctx context.Context, s *zkstate.Store, root, group string) (string, error) {
+	rows, err := listBridges(ctx, s, root)
+	if err != nil {
+		return "", err
+	}
+	var live []int32
+	addr := map[int32]string{}
+	for _, r := range rows {
+		if !r.Draining {
+			live = append(live, r.NodeID)
+			addr[r.NodeID] = r.Kafka
+		}
+	}
+	owner, ok := placement.Owner(group, live)
+	if !ok {
+		return "", nil
+	}
+	return fmt.Sprintf("%d (%s)", owner, addr[owner]), nil
+}
+
+func printBridges(w io.Writer, rows []bridgeRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tKAFKA\tLEGACY\tADMIN\tVERSION\tUP SINCE\tGROUPS\tSTATE")
+	for _, r := range rows {
+		state := "live"
+		if r.Draining {
+			state = "draining"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.NodeID, r.Kafka, orDash(r.Legacy), r.Admin, orDash(r.Version), r.UpSince, r.GroupsOwned, state)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(tw, strings.Repeat("-\t", 7)+"no bridge is running")
+	}
+	return tw.Flush()
+}
+
+// softwareVersion is the version a bridge advertises in its registration.
+func softwareVersion() string {
+	v, _ := buildVersion()
+	return v
+}

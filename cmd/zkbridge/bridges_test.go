@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// zkbridge bridges: the registrations under <root>/bridges and, for each, the groups whose
+// epoch names it (a released epoch counts for nobody); groups describe names the group's
+// coordinating bridge, the one placement computes over the bridges that are not draining.
+func TestIntegration_BridgesCommand(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	regs := []zkstate.BridgeRegistration{
+		{NodeID: 9001, Kafka: "127.0.0.1:19092", Advertised: "b1:9092", Legacy: "b1:9190", Admin: "127.0.0.1:9191", Software: "v1.0.0", Placement: 1, StartedMs: 1700000000000, PID: 1},
+		{NodeID: 9002, Kafka: "127.0.0.1:29092", Admin: "127.0.0.1:9192", Placement: 1, StartedMs: 1700000001000, PID: 2},
+		{NodeID: 9003, Kafka: "127.0.0.1:39092", Admin: "127.0.0.1:9193", Placement: 1, StartedMs: 1700000002000, PID: 3, Draining: true},
+	}
+	for _, r := range regs {
+		if err := s.CreateEphemeral(ctx, zkstate.BridgePath("/zkbridge", r.NodeID), r.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for g, e := range map[string]zkstate.Epoch{
+		"a": {NodeID: 9001}, "b": {NodeID: 9001}, "c": {NodeID: 9002}, "d": {NodeID: 9002, Released: true},
+	} {
+		if err := s.Create(ctx, zkstate.EpochPath("/zkbridge", g), e.Encode(), zkstate.CreateOptions{Parents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := s.Create(ctx, "/consumers/a/ids", nil, zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runCLI(t, "bridges", "--zk", zkc, "-o", "json")
+	if r.code != exitOK {
+		t.Fatalf("bridges: exit %d, stderr %s", r.code, r.stderr)
+	}
+	var rows []bridgeRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("bridges -o json: %v\n%s", err, r.stdout)
+	}
+	if len(rows) != 3 || rows[0].NodeID != 9001 || rows[0].Kafka != "b1:9092" || rows[0].Version != "v1.0.0" ||
+		rows[0].GroupsOwned != 2 || rows[1].GroupsOwned != 1 || rows[2].GroupsOwned != 0 || !rows[2].Draining ||
+		rows[0].UpSince != "2023-11-14T22:13:20Z" {
+		t.Errorf("bridges -o json = %+v", rows)
+	}
+	r = runCLI(t, "bridges", "--zk", zkc)
+	if r.code != exitOK || !strings.Contains(r.stdout, "9002  127.0.0.1:29092") || !strings.Contains(r.stdout, "draining") {
+		t.Errorf("bridges (table): exit %d\n%s", r.code, r.stdout)
+	}
+
+	owner, _ := placement.Owner("a", []int32{9001, 9002})
+	r = runCLI(t, "groups", "describe", "a", "--zk", zkc, "-o", "json")
+	var v groupView
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("groups describe: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	want := map[int32]string{9001: "9001 (b1:9092)", 9002: "9002 (127.0.0.1:29092)"}[owner]
+	if v.Coordinator != want {
+		t.Errorf("groups describe names coordinator %q, want %q", v.Coordinator, want)
+	}
+}
