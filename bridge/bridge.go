@@ -681,7 +681,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 	} else {
 		s.bg.Go(func() { b.peers.follow(bgCtx, store, w) })
 	}
-	s.bg.Go(b.modes.run)        // modes.go: watches every group's mode
+	s.bg.Go(b.modes.run) // modes.go: watches every group's mode
 	s.bg.Go(func() { b.register(bgCtx, store, p.host, p.port) })
 	s.bg.Go(func() {
 		p.cl.warm(bgCtx) // a view to serve Metadata from if ZooKeeper goes away early

@@ -74,7 +74,8 @@ func groupsCommand(e *env) *cli.Command {
 					}
 					v := buildGroupView(snap, bridgeSessions(c, s))
 					addLag(c, e, s, &v) // lag.go: LOG-END-OFFSET and LAG when the brokers are known
-					if v.Coordinator, err = coordinatingBridge(c.Context, s, c.String("root"), group); err != nil { // bridges.go
+					// bridges.go: the bridge that coordinates the group, when any runs.
+					if v.Coordinator, err = coordinatingBridge(c.Context, s, c.String("root"), group); err != nil {
 						e.log.Warn().Err(err).Msg("cannot tell the coordinating bridge")
 					}
 					return p.group(e.stdout, v)
