@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
 )
 
 // The relay's cost: the same kgo client configuration, against the same
@@ -37,14 +40,18 @@ import (
 
 const benchTopic = "bench"
 
-func startBenchRelay(b *testing.B) (e *relayEnv, direct []string) {
+func startBenchRelay(b *testing.B, extra ...func(*relayOpts)) (e *relayEnv, direct []string) {
 	b.Helper()
-	e = startRelay(b, relayOpts{
+	o := relayOpts{
 		topics: map[string]int32{benchTopic: 3},
 		// kfake keeps segments in memory and grows them by doubling:
 		// small segments keep that copying out of the measurement.
 		kfakeOpts: []kfake.Opt{kfake.BrokerConfigs(map[string]string{"log.segment.bytes": "4194304"})},
-	})
+	}
+	for _, f := range extra {
+		f(&o)
+	}
+	e = startRelay(b, o)
 	e.pinLeaders(b, benchTopic, 3)
 	return e, e.kf.ListenAddrs()
 }
@@ -136,12 +143,31 @@ func mbps(bytes int, d time.Duration) float64 { return float64(bytes) / (1 << 20
 
 // BenchmarkRelayProduce: produce throughput, 1 KiB records, acks=all
 // (idempotent), 4 MiB a phase.
-func BenchmarkRelayProduce(b *testing.B) {
-	e, addrs := startBenchRelay(b)
+func BenchmarkRelayProduce(b *testing.B) { relayProduce(b, false) }
+
+// BenchmarkRelayProduceTLS: the same with brokers that speak only TLS (issue 16): "direct" is a
+// TLS client of the brokers, "bridge" a plaintext client of the relay, which dials the brokers
+// over TLS.
+func BenchmarkRelayProduceTLS(b *testing.B) { relayProduce(b, true) }
+
+func relayProduce(b *testing.B, upstreamTLS bool) {
+	var directOpts []kgo.Opt
+	var extra []func(*relayOpts)
+	if upstreamTLS {
+		ca := tlstest.NewCA(b, "ca")
+		srv := ca.Server(b, "broker")
+		extra = append(extra, func(o *relayOpts) {
+			o.kfakeOpts = append(o.kfakeOpts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{srv.TLS}, MinVersion: tls.VersionTLS12}))
+			d := &tls.Dialer{Config: ca.ClientConfig(nil)}
+			o.dial = d.DialContext
+		})
+		directOpts = append(directOpts, kgo.DialTLSConfig(ca.ClientConfig(nil)))
+	}
+	e, addrs := startBenchRelay(b, extra...)
 	const phaseBytes, recSize, perIter = 4 << 20, 1 << 10, 10
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct := &side{name: "direct", cl: benchClient(b, addrs)}
+	direct := &side{name: "direct", cl: benchClient(b, addrs, directOpts...)}
 	bridge := &side{name: "bridge", cl: benchClient(b, []string{e.addr})}
 	for _, s := range []*side{direct, bridge} { // connections, metadata, producer id
 		if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: benchTopic, Value: []byte("warm")}).FirstErr(); err != nil {

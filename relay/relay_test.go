@@ -63,6 +63,8 @@ type relayOpts struct {
 	coord          newproto.Coordinator
 	fetchGate      func(time.Time) error // Config.FetchGate
 	logs           io.Writer             // also gets the log, when set
+	// dial, when set, is the upstream's dialer (UpstreamConfig.Dial): TLS to brokers.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 func startRelay(t testing.TB, o relayOpts) *relayEnv {
@@ -94,7 +96,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	} else {
 		log = zerolog.Nop()
 	}
-	up, err := relay.NewUpstream(relay.UpstreamConfig{Logger: log, RequestTimeout: o.requestTimeout, DialTimeout: 2 * time.Second})
+	up, err := relay.NewUpstream(relay.UpstreamConfig{Logger: log, RequestTimeout: o.requestTimeout, DialTimeout: 2 * time.Second, Dial: o.dial})
 	if err != nil {
 		t.Fatal(err)
 	}
