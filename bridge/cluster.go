@@ -469,6 +469,11 @@ func (b *Bridge) ListGroups(ctx context.Context) ([]GroupListing, error) {
 		}
 		out = append(out, GroupListing{Group: name, State: st.String()})
 	}
+	if !b.peers.alone() {
+		// A broker lists the groups it coordinates, and admin clients ask every broker and
+		// concatenate: with other bridges live, list only the groups placement gives us.
+		out = slices.DeleteFunc(out, func(l GroupListing) bool { return !b.peers.owns(l.Group) })
+	}
 	slices.SortFunc(out, func(a, b GroupListing) int {
 		switch {
 		case a.Group < b.Group:
