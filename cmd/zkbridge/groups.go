@@ -73,6 +73,9 @@ func groupsCommand(e *env) *cli.Command {
 						e.log.Warn().Str("path", pr.Path).Err(pr.Err).Msg("malformed znode skipped")
 					}
 					v := buildGroupView(snap, bridgeSessions(c, s))
+					if err := committedOffsets(c.Context, s, c.String("root"), group, &v); err != nil {
+						return err
+					}
 					addLag(c, e, s, &v) // lag.go: LOG-END-OFFSET and LAG when the brokers are known
 					// bridges.go: the bridge that coordinates the group, when any runs.
 					if v.Coordinator, err = coordinatingBridge(c.Context, s, c.String("root"), group); err != nil {
