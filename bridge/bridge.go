@@ -232,8 +232,8 @@ type Config struct {
 	// MaxQueuedBytes bounds the bytes held in Kafka request frames being read, every
 	// connection together (newproto.DefaultMaxQueuedBytes when 0; negative: no limit); a frame
 	// that would exceed it closes its connection. MaxConnections and MaxConnectionsPerIP bound
-	// the Kafka listeners' open connections (newproto.DefaultMaxConnections and no limit per
-	// address when 0; negative: no limit).
+	// the open connections of the Kafka listeners and, separately, of the legacy listener
+	// (newproto.DefaultMaxConnections and no limit per address when 0; negative: no limit).
 	MaxQueuedBytes                      int64
 	MaxConnections, MaxConnectionsPerIP int
 
@@ -797,7 +797,12 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 	}
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	coord.releases = b.releases
-	srv, err := legacy.NewServer(legacy.Config{Logger: b.cfg.Logger, Coordinator: coord})
+	maxConns := b.cfg.MaxConnections // the Kafka listeners' limits apply here too (issue 17)
+	if maxConns == 0 {
+		maxConns = newproto.DefaultMaxConnections
+	}
+	srv, err := legacy.NewServer(legacy.Config{Logger: b.cfg.Logger, Coordinator: coord,
+		MaxConnections: maxConns, MaxConnectionsPerIP: b.cfg.MaxConnectionsPerIP})
 	if err != nil {
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)

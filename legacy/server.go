@@ -80,6 +80,11 @@ type Config struct {
 	// with; outside them it is refused with INVALID_PING_SETTINGS (docs §6 RegisterRequest).
 	// Zero: no bound besides ping_interval_ms > 0.
 	PingIntervalMin, PingIntervalMax time.Duration
+	// MaxConnections and MaxConnectionsPerIP bound the open connections, in all and from one
+	// client address (0 or negative: no limit); one more is closed at once, as Kafka's
+	// max.connections and max.connections.per.ip do (issue 17).
+	MaxConnections, MaxConnectionsPerIP int
+
 	// PingRetriesMax bounds the max_ping_retries a consumer may register with (zero: no bound
 	// besides max_ping_retries >= 1). It caps how long a dead consumer can hold partitions:
 	// about PingRetriesMax × the ping interval.
@@ -132,7 +137,8 @@ type Server struct {
 	nextID  uint64
 	wg      sync.WaitGroup // every goroutine the server started, except Serve's own
 
-	warns warnLimiter // warnlimit.go
+	warns warnLimiter    // warnlimit.go
+	perIP map[string]int // open connections by client address (s.mu)
 }
 
 // NewServer checks cfg and builds a Server; it does not listen.
@@ -239,6 +245,11 @@ func (s *Server) startConn(ctx context.Context, nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
+	if !s.admit(nc.RemoteAddr()) { // warnlimit.go
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
 	s.nextID++
 	c := &serverConn{
 		srv: s,
@@ -258,6 +269,9 @@ func (s *Server) startConn(ctx context.Context, nc net.Conn) {
 
 func (s *Server) forget(c *serverConn) {
 	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		s.release(c.nc.RemoteAddr())
+	}
 	delete(s.conns, c)
 	s.mu.Unlock()
 }

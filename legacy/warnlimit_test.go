@@ -79,3 +79,45 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Issue 17 §3: no limit on connections. MaxConnectionsPerIP and MaxConnections close one
+// connection too many at once; closing one lets another in.
+func TestServerConnectionLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"per ip", func(c *Config) { c.MaxConnectionsPerIP = 2 }},
+		{"total", func(c *Config) { c.MaxConnections = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			coord := newFakeCoord()
+			addr := startServer(t, coord, tc.mod)
+			consult := func(r *rawConn) {
+				t.Helper()
+				r.send(&ConsultRequest{})
+				if _, ok := r.recv().(*ConsultResponse); !ok {
+					t.Fatal("no ConsultResponse")
+				}
+			}
+			a, b := dialRaw(t, addr), dialRaw(t, addr)
+			consult(a)
+			consult(b)
+			third := dialRaw(t, addr)
+			third.expectClosed()
+			a.nc.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				r := dialRaw(t, addr)
+				_, _ = r.nc.Write(AppendFrame(nil, &ConsultRequest{})) // may be refused still
+				if _, err := r.tryRecv(); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no connection admitted after one closed")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}

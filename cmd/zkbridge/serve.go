@@ -70,9 +70,9 @@ func serveCommand(e *env) *cli.Command {
 			&cli.Int64Flag{Name: "max-queued-bytes", Value: newproto.DefaultMaxQueuedBytes, EnvVars: []string{"ZKBRIDGE_MAX_QUEUED_BYTES"},
 				Usage: "bytes the Kafka listeners may hold in request frames being read, every connection together (as Kafka's queued.max.request.bytes); a frame that would exceed it closes its connection (zkbridge_kafka_frames_rejected_total{reason=\"memory\"}); -1: no limit"},
 			&cli.IntFlag{Name: "max-connections", Value: newproto.DefaultMaxConnections, EnvVars: []string{"ZKBRIDGE_MAX_CONNECTIONS"},
-				Usage: "open Kafka connections past which a new one is closed at once (Kafka's max.connections; zkbridge_kafka_connections_refused_total); -1: no limit"},
+				Usage: "open connections past which a new one is closed at once, for the Kafka listeners and for the legacy listener each (Kafka's max.connections; zkbridge_kafka_connections_refused_total); -1: no limit"},
 			&cli.IntFlag{Name: "max-connections-per-ip", EnvVars: []string{"ZKBRIDGE_MAX_CONNECTIONS_PER_IP"},
-				Usage: "open Kafka connections from one client address past which a new one is closed at once (Kafka's max.connections.per.ip); 0: no limit"},
+				Usage: "open connections from one client address past which a new one is closed at once, for the Kafka listeners and for the legacy listener each (Kafka's max.connections.per.ip); 0: no limit"},
 		), securityFlags()...), // serve_security.go
 		Action: func(c *cli.Context) error {
 			node := c.Int("node-id")
