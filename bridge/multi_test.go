@@ -213,6 +213,7 @@ func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 	// with the same generation on the group's next owner.
 	survivors := slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return id == owner })
 	next, _ := placement.Owner(name, survivors)
+	ownerAddr := bridges[owner].Addr().String()
 	if err := bridges[owner].stop(); err != nil {
 		t.Fatalf("stopping the owner: %v", err)
 	}
@@ -227,9 +228,10 @@ func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 		}
 	}
 
-	// The owner comes back (a rolling restart): the group maps to it again and is handed back,
-	// still in the same generation.
-	bridges[owner] = startBridge(t, connect, owner, nil)
+	// The owner comes back (a rolling restart) at the address it had, as a restarted broker
+	// does (clients keep a node's address until their next Metadata): the group maps to it
+	// again and is handed back, still in the same generation.
+	bridges[owner] = startBridge(t, connect, owner, func(c *bridge.Config) { c.KafkaListen = ownerAddr })
 	back := stable(bridges[owner])
 	if back.Generation != before.Generation {
 		t.Errorf("after the owner's return generation %d, want %d (no rebalance)", back.Generation, before.Generation)
