@@ -187,6 +187,7 @@ func newApp(e *env) *cli.App {
 			migrateCommand(e),
 			rollbackCommand(e),
 			handoffCommand(e),
+			repairCommand(e),
 			demoCommand(e),
 			legacyConsumerCommand(e),
 			serveCommand(e),
