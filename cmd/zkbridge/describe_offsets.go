@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/zkbridge/zkbridge/migrate"
@@ -14,6 +15,11 @@ import (
 // are the truth while 0.8 consumers may write them.
 func committedOffsets(ctx context.Context, s *zkstate.Store, root, group string, v *groupView) error {
 	rec, _, exists, err := zkstate.ReadMode(ctx, s, root, group)
+	if errors.Is(err, zkstate.ErrMalformed) {
+		// A corrupt mode record is one of describe's problems (recordProblems): the snapshot's
+		// offsets are shown, and the mode is repaired with zkbridge repair.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("read the group's mode: %w", err)
 	}

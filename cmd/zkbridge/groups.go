@@ -76,6 +76,13 @@ func groupsCommand(e *env) *cli.Command {
 					if err := committedOffsets(c.Context, s, c.String("root"), group, &v); err != nil {
 						return err
 					}
+					// repair.go: the group's own records that a bridge cannot read.
+					if probs, err := recordProblems(c.Context, s, c.String("root"), group); err != nil {
+						e.log.Warn().Err(err).Msg("cannot read the group's own records")
+					} else if len(probs) > 0 {
+						v.Problems = append(v.Problems, probs...)
+						sort.Slice(v.Problems, func(i, j int) bool { return v.Problems[i].Path < v.Problems[j].Path })
+					}
 					addLag(c, e, s, &v) // lag.go: LOG-END-OFFSET and LAG when the brokers are known
 					// bridges.go: the bridge that coordinates the group, when any runs.
 					if v.Coordinator, err = coordinatingBridge(c.Context, s, c.String("root"), group); err != nil {

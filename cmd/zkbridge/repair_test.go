@@ -146,3 +146,30 @@ func TestIntegration_RepairConcurrentChange(t *testing.T) {
 		}
 	}
 }
+
+// groups describe names a corrupt mode or group record among its problems, with the repair.
+func TestIntegration_DescribeCorruptRecords(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	p := zkstate.CreateOptions{Parents: true}
+	const g = "sick"
+	seedGroup(t, s, g, "", seedMember{zkstate.KindZK, "sick_h-1700000000000-00000001"})
+	if err := s.Multi(ctx,
+		zkstate.CreateOp(zkstate.ModePath(testRoot, g), []byte(`{"version":1,"mode":"sideways"}`), p),
+		zkstate.CreateOp(zkstate.GroupRecordPath(testRoot, g), []byte("{"), p)); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "groups", "describe", g, "--zk", zkc)
+	for _, want := range []string{
+		"Problems (2):",
+		zkstate.GroupRecordPath(testRoot, g) + ": malformed",
+		zkstate.ModePath(testRoot, g) + ": zkstate: " + zkstate.ModePath(testRoot, g) + ": malformed",
+		`unknown mode "sideways" (zkbridge repair --group sick --mode M)`,
+		"(zkbridge repair --group sick)",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("describe lacks %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+}
