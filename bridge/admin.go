@@ -14,7 +14,8 @@ import (
 //   - /healthz: 200 while the process runs (liveness: restart me only if this fails);
 //   - /readyz: 200 while the bridge has a ZooKeeper session and its Kafka listener serves, else
 //     503 with the reasons, one a line (readiness: send me clients only if this succeeds); when
-//     ready, "ok" and a "note: " line for what an operator should know (bypass.go).
+//     ready, "ok" and a "note: " line for what an operator should know (bypass.go; groups whose
+//     mode record does not parse, modes.go).
 func (b *Bridge) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))

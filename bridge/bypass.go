@@ -48,8 +48,9 @@ func (b *Bridge) chooseRelay(ctx context.Context, store *zkstate.Store) {
 
 // readinessNotes are what /readyz says besides "ok".
 func (b *Bridge) readinessNotes() []string {
+	var notes []string
 	if n := b.groupOnlyNote.Load(); n != nil {
-		return []string{*n}
+		notes = append(notes, *n)
 	}
-	return nil
+	return append(notes, b.modes.corruptNotes()...) // modes.go
 }

@@ -128,7 +128,10 @@ type groupModes struct {
 	listedN atomic.Int64        // len(listing); -1 before the first
 	groups  map[string]*modeEntry
 	warned  map[string]time.Time // group → last warning about a refused member
-	wg      sync.WaitGroup       // watchGroup goroutines
+	// corrupt holds the groups whose mode record does not parse, with the parse error: /readyz
+	// names them (corruptNotes) until the record is repaired or removed.
+	corrupt map[string]string
+	wg      sync.WaitGroup // watchGroup goroutines
 	sem     chan struct{}
 }
 
@@ -145,6 +148,7 @@ func newGroupModes(cfg Config, log zerolog.Logger, m *metrics) *groupModes {
 		metrics: m,
 		groups:  map[string]*modeEntry{},
 		warned:  map[string]time.Time{},
+		corrupt: map[string]string{},
 		sem:     make(chan struct{}, modeWatchParallel),
 	}
 	gm.listedN.Store(-1)
@@ -325,17 +329,18 @@ func (m *groupModes) watchGroup(ctx context.Context, store *zkstate.Store, g str
 func (m *groupModes) applyEvent(g string, ev zkstate.WatchEvent) zkstate.Mode {
 	var rec zkstate.ModeRecord
 	exists := ev.Exists
+	var parseErr error
 	if exists {
-		var err error
-		if rec, err = zkstate.ParseModeRecord(ev.Data); err != nil {
+		if rec, parseErr = zkstate.ParseModeRecord(ev.Data); parseErr != nil {
 			// Fail closed: with no trustworthy mode the group is not served (ensure reads the
 			// record again and fails the same way) until an operator repairs or rewrites it.
-			m.log.Error().Err(err).Str("group", g).Str("path", zkstate.ModePath(m.root, g)).
-				Msg("group mode record does not parse; the group is not served until it is repaired (zkbridge migrate apply can rewrite it)")
+			m.log.Error().Err(parseErr).Str("group", g).Str("path", zkstate.ModePath(m.root, g)).
+				Msgf("group mode record does not parse; the group is not served until it is repaired (zkbridge repair --group %s --mode M)", g)
 			exists = false
 		}
 	}
 	m.mu.Lock()
+	m.markCorrupt(g, parseErr)
 	e := m.entry(g)
 	old := e.mode
 	wasKnown := e.known
@@ -416,6 +421,11 @@ func (m *groupModes) ensure(ctx context.Context, g string, kind memberKind) (zks
 	defer cancel()
 	rec, v, exists, err := zkstate.ReadMode(ctx, store, m.root, g)
 	if err != nil {
+		if errors.Is(err, zkstate.ErrMalformed) {
+			m.mu.Lock()
+			m.markCorrupt(g, err)
+			m.mu.Unlock()
+		}
 		return "", fmt.Errorf("bridge: mode of group %q: %w", g, err)
 	}
 	if !exists {
@@ -913,4 +923,45 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		return int(a.Partition) - int(b.Partition)
 	})
 	return out, nil
+}
+
+// markCorrupt records whether group g's mode record parses (err nil: it does, or there is
+// none); m.mu must be held.
+func (m *groupModes) markCorrupt(g string, err error) {
+	if err == nil {
+		delete(m.corrupt, g)
+		return
+	}
+	m.corrupt[g] = err.Error()
+}
+
+// maxCorruptNotes bounds the /readyz lines about corrupt mode records: a ZooKeeper full of them
+// must not make the probe's answer unbounded.
+const maxCorruptNotes = 20
+
+// corruptNotes are /readyz notes naming the groups whose mode record does not parse. They do
+// not make the bridge unready: the other groups are served, and the record is shared by every
+// bridge, so no other bridge could serve the group either; a load balancer that took this
+// bridge out would only stop the healthy groups.
+func (m *groupModes) corruptNotes() []string {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	groups := make([]string, 0, len(m.corrupt))
+	for g := range m.corrupt {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	var notes []string
+	for i, g := range groups {
+		if i == maxCorruptNotes {
+			notes = append(notes, fmt.Sprintf("and %d more groups whose mode record does not parse (see the log)", len(groups)-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("group %s: mode record %s does not parse (%s): the group is not served; zkbridge repair --group %s --mode M",
+			g, zkstate.ModePath(m.root, g), m.corrupt[g], g))
+	}
+	return notes
 }
