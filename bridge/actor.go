@@ -1,0 +1,528 @@
+package bridge
+
+// A group's actor: the one goroutine that owns its engine, steps requests and timers into it and
+// carries out the effects (coordinator.go's file comment describes the shape).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// actor owns one group's machine; see coordinator.go's file comment.
+type actor struct {
+	c     *coordinator
+	group string
+	log   zerolog.Logger
+
+	reqs  chan *request // unbuffered: a request is taken only by a running actor
+	done  chan struct{} // closed once the actor takes no more requests
+	fence chan error    // session loss, from the coordinator
+	// modeCh is poked when the group's mode changes (modes.go); buffered 1.
+	modeCh chan struct{}
+	// handover asks the actor to hand its group to another bridge, with the cause; buffered 1.
+	// released, set by the handover, releases the epoch once the mirror is released
+	// (handover.go).
+	handover chan string
+	released func()
+
+	// state and loaded are read by ListGroups from other goroutines.
+	state  atomic.Int32
+	loaded atomic.Bool
+	// claimedFor is, while the Kafka members of a mixed group hold partitions by a claim, the
+	// longest session timeout among them (ns); read by fenceAll (fetchgate.go). Set through
+	// setClaimed.
+	claimedFor atomic.Int64
+
+	m       *group.Machine
+	waiting map[group.Token]*request
+	timer   *time.Timer
+	idle    *time.Timer
+	idleOn  bool
+	exists  bool  // the group has a record or offsets (else Describe says Dead)
+	version int64 // of the record, as last persisted or loaded
+
+	gs       *groupStore // nil while a write holds it
+	writing  bool
+	writes   chan writeResult // buffered 1: one write at a time
+	writeWG  sync.WaitGroup
+	stopPut  context.CancelFunc // cancels the write in flight
+	writeCtx context.Context
+
+	mirror   *mirrorer
+	mirrored mirrorKey
+	seen     map[group.MemberID]int64 // member key → ms first seen, for 0.8 consumer ids
+	lastGen  group.Generation
+
+	mx      mixedState // mixed.go
+	members int        // last published to zkbridge_group_members
+}
+
+type writeResult struct {
+	gs      *groupStore
+	version int64
+	err     error
+	took    time.Duration
+	offsets int
+}
+
+func newActor(c *coordinator, name string) *actor {
+	return &actor{
+		c:        c,
+		group:    name,
+		log:      c.log.With().Str("group", name).Logger(),
+		reqs:     make(chan *request),
+		done:     make(chan struct{}),
+		fence:    make(chan error, 1),
+		modeCh:   make(chan struct{}, 1),
+		handover: make(chan string, 1),
+		waiting:  map[group.Token]*request{},
+		writes:   make(chan writeResult, 1),
+		seen:     map[group.MemberID]int64{},
+		lastGen:  -1,
+		mx:       mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
+	}
+}
+
+func (a *actor) run(ctx context.Context) {
+	a.c.metrics.groupsLoaded.Inc()
+	defer a.c.metrics.groupsLoaded.Dec()
+	defer a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
+	a.writeCtx, a.stopPut = context.WithCancel(ctx)
+	defer a.stopPut()
+	a.timer = time.NewTimer(time.Hour)
+	a.timer.Stop()
+	a.idle = time.NewTimer(time.Hour)
+	a.idle.Stop()
+	defer a.timer.Stop()
+	defer a.idle.Stop()
+
+	a.c.mu.Lock()
+	store := a.c.store
+	a.c.mu.Unlock()
+	a.gs = newGroupStore(store, a.c.cfg.Root, a.group, a.c.cfg.NodeID, a.log)
+	if p := a.c.peers; p != nil {
+		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
+	}
+	a.m = group.New(a.c.cfg.Group, a.group)
+	a.mirror = newMirrorer(store, a.group, a.c.cfg.MirrorRetry, a.log, a.c.metrics, a.c.releases)
+
+	if err := a.load(ctx); err != nil {
+		a.mirror.close(false)
+		a.refuse(ctx, err)
+		return
+	}
+	a.loaded.Store(true)
+	a.loop(ctx)
+}
+
+// load reads the group from ZooKeeper and restores the machine.
+func (a *actor) load(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
+	defer cancel()
+	rec, err := a.gs.load(lctx)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		// No record: a new group, or one that only has offsets. Nothing is taken over until
+		// the first write, so that looking at a group (Describe) creates nothing.
+		ok, err := a.gs.hasOffsets(lctx)
+		if err != nil {
+			return fmt.Errorf("load group %q: %w", a.group, err)
+		}
+		a.exists = ok
+		a.publish()
+		return nil
+	}
+	a.exists = true
+	a.log.Info().Int32("generation", int32(rec.Generation)).Int("members", len(rec.Members)).
+		Int32("record_version", a.gs.record).Msg("group loaded from zookeeper")
+	a.version = int64(a.gs.record)
+	a.step(group.Restore{Record: *rec, Version: a.version})
+	return nil
+}
+
+// refuse answers every request with the load error for refuseHold, then ends the actor.
+func (a *actor) refuse(ctx context.Context, err error) {
+	code := group.ErrCoordinatorNotAvailable
+	var owned *OwnedError
+	if errors.As(err, &owned) || errors.Is(err, ErrFenced) {
+		code = group.ErrNotCoordinator
+		a.log.Info().Err(err).Msg("not serving the group")
+	} else {
+		a.log.Warn().Err(err).Msg("cannot load the group")
+	}
+	hold := time.NewTimer(refuseHold)
+	defer hold.Stop()
+	for {
+		select {
+		case req := <-a.reqs:
+			req.reply <- req.finish(errorReply(a.group, req.ev, code))
+		case <-hold.C:
+			a.c.remove(a)
+			close(a.done)
+			return
+		case <-ctx.Done():
+			a.c.remove(a)
+			close(a.done)
+			return
+		}
+	}
+}
+
+func (a *actor) loop(ctx context.Context) {
+	for {
+		switch {
+		case a.m.Fenced():
+			a.c.metrics.fenced.Inc()
+			a.finish(true)
+			return
+		case a.m.State() == group.Dead && !a.writing:
+			// Deleted and its deletion persisted: the next request starts a new group.
+			a.finish(true)
+			return
+		}
+		a.checkOthers() // mixed.go
+		a.armIdle()
+		select {
+		case req := <-a.reqs:
+			a.handle(req)
+		case res := <-a.mx.results:
+			a.claimed(res) // mixed.go
+		case fp := <-a.mx.others:
+			a.mx.othersFP = fp // mixed.go: checked at the top of the loop
+		case done := <-a.mx.handoff:
+			a.startHandoff(done) // mixed.go
+		case <-a.timer.C:
+			a.step(group.Tick{})
+		case res := <-a.writes:
+			a.written(res)
+		case err := <-a.fence:
+			a.step(group.PersistFailed{Err: err})
+		case <-a.modeCh:
+			a.onModeChange() // modes.go
+		case cause := <-a.handover:
+			a.leave(cause) // handover.go
+			return
+		case <-a.idle.C:
+			a.idleOn = false
+			if a.isIdle() {
+				a.log.Debug().Msg("unloading idle group")
+				a.finish(true)
+				return
+			}
+		case <-ctx.Done():
+			a.finish(false)
+			return
+		}
+	}
+}
+
+// handle steps one request.
+func (a *actor) handle(req *request) {
+	a.c.metrics.event(req.ev)
+	// Group modes (modes.go): the group's mode is known (its default persisted on first
+	// service) before anything is written under /consumers/<g>; requests the mode refuses are
+	// answered here.
+	if a.unvouched(req) || a.modeGate(req) || a.handingOff(req) { // handover.go, modes.go, mixed.go
+		return
+	}
+	a.syncAssignMode()        // mixed.go
+	if a.deleteBlocked(req) { // delete.go
+		return
+	}
+	if !a.exists {
+		// Kafka answers a group it does not know without creating it.
+		switch req.ev.(type) {
+		case group.Describe:
+			req.reply <- errorReply(a.group, req.ev, group.ErrNone)
+			return
+		case group.Delete:
+			req.reply <- errorReply(a.group, req.ev, group.ErrGroupIDNotFound)
+			return
+		}
+	}
+	a.waiting[req.token] = req
+	a.step(req.ev)
+	if j, ok := req.ev.(group.JoinGroup); ok && j.MemberID != "" {
+		a.rejoined(j.MemberID) // mixed.go
+	}
+}
+
+// step steps ev and carries out its effects.
+func (a *actor) step(ev group.Event) {
+	fx := a.m.Step(time.Now(), ev)
+	for _, l := range fx.Logs {
+		if l.Cause != "" {
+			a.c.metrics.rebalances.WithLabelValues(string(l.Cause)).Inc()
+		}
+		e := a.log.Info()
+		if l.Member != "" {
+			e = e.Str("member", string(l.Member))
+		}
+		if l.Reason != "" {
+			e = e.Str("reason", l.Reason)
+		}
+		e.Msg(l.Msg)
+	}
+	for _, r := range fx.Replies {
+		a.deliver(r)
+	}
+	if fx.NeedsWrite() {
+		a.startWrite(fx.Persist, fx.Offsets)
+	}
+	if fx.Assign != nil {
+		a.startClaim(fx.Assign) // mixed.go
+	} else if a.mx.claimCancel != nil && a.m.State() != group.CompletingRebalance {
+		a.cancelClaim() // the generation is over: its claim must not take partitions
+	}
+	if fx.WakeAt.IsZero() {
+		a.timer.Stop()
+	} else {
+		a.timer.Reset(time.Until(fx.WakeAt))
+	}
+	a.publish()
+}
+
+// deliver hands a reply to the request with its Token.
+func (a *actor) deliver(r group.Reply) {
+	req, ok := a.waiting[r.RequestToken()]
+	if !ok {
+		a.log.Error().Uint64("token", uint64(r.RequestToken())).Msgf("engine answered an unknown request with %T", r)
+		return
+	}
+	delete(a.waiting, r.RequestToken())
+	req.reply <- req.finish(r)
+}
+
+// startWrite runs the write of one Step's effects on its own goroutine.
+func (a *actor) startWrite(rec *group.Record, offs []group.OffsetCommitPartition) {
+	if a.writing {
+		// The engine emits one write at a time; a second one is a bug that would break persist
+		// before reply, so stop serving the group rather than guess.
+		a.log.Error().Msg("engine emitted a write while one is in flight; fencing the group")
+		a.step(group.PersistFailed{Err: errors.New("bridge: overlapping writes")})
+		return
+	}
+	a.writing = true
+	gs := a.gs
+	a.gs = nil
+	ctx := a.writeCtx
+	timeout := a.c.cfg.WriteTimeout
+	// modes.go: a finalized group's offsets are no longer written to /consumers.
+	gs.ownOnly = a.c.modes.mirrorOff(a.group)
+	a.writeWG.Add(1)
+	go func() {
+		defer a.writeWG.Done()
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		start := time.Now()
+		v, err := gs.write(wctx, rec, offs, start)
+		a.writes <- writeResult{gs: gs, version: v, err: err, took: time.Since(start), offsets: len(offs)}
+	}()
+}
+
+// written steps the outcome of the write in flight.
+func (a *actor) written(res writeResult) {
+	a.writing = false
+	a.gs = res.gs
+	a.c.metrics.writeSeconds.Observe(res.took.Seconds())
+	if res.err != nil {
+		if writeFenced(res.err) {
+			a.c.metrics.writes.WithLabelValues("fenced").Inc()
+			a.log.Warn().Err(res.err).Msg("group write failed: another bridge took the group over; fencing it")
+			a.step(group.PersistFailed{Err: res.err})
+			return
+		}
+		// ZooKeeper slow or away: the requests that waited fail with a retriable error and the
+		// group stays (group.WriteFailed). A session lost for good fences every group anyway.
+		a.c.metrics.writes.WithLabelValues("error").Inc()
+		a.log.Warn().Err(res.err).Msg("group write failed; its requests get COORDINATOR_NOT_AVAILABLE and the group carries on")
+		a.step(group.WriteFailed{Err: res.err})
+		return
+	}
+	a.c.metrics.writes.WithLabelValues("ok").Inc()
+	a.c.metrics.offsets.Add(float64(res.offsets))
+	a.exists = true
+	a.version = res.version
+	a.step(group.Persisted{Version: res.version})
+}
+
+// publish exposes the state to ListGroups and keeps the 0.8 mirror in step: each Stable
+// generation (and each persisted change within it, such as a static member's new id) is
+// mirrored; an Empty group holds nothing.
+func (a *actor) publish() {
+	st := a.m.State()
+	a.state.Store(int32(st))
+	if st == group.Empty && a.claimedFor.Load() > 0 {
+		a.setClaimed(0)
+		a.c.gate.clear(a.group) // no member left to fetch what it no longer owns
+	}
+	if n := a.m.Members(); n != a.members {
+		a.members = n
+		a.c.metrics.members.WithLabelValues(a.group, zkstate.KindKafka).Set(float64(n))
+	}
+	key := mirrorKey{state: st, generation: a.m.Generation(), version: a.version}
+	switch st {
+	case group.Stable:
+		if key == a.mirrored {
+			return
+		}
+		a.mirrored = key
+		if key.generation != a.lastGen {
+			a.lastGen = key.generation
+			a.c.metrics.generations.Inc()
+		}
+		if a.unclaimedMixed(key.generation) {
+			return
+		}
+		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log, a.hosted)) // modes.go: none when finalized
+	case group.Empty:
+		if a.mirrored.state != group.Empty {
+			a.mirrored = key
+			clear(a.seen)
+			a.mirrorUpdate(mirrorState{})
+		}
+	}
+}
+
+func (a *actor) isIdle() bool {
+	return a.m.State() == group.Empty && len(a.waiting) == 0 && !a.writing && !a.m.Fenced()
+}
+
+// armIdle keeps the idle timer armed exactly while the group is idle.
+func (a *actor) armIdle() {
+	idle := a.isIdle()
+	switch {
+	case idle && !a.idleOn:
+		a.idle.Reset(a.c.cfg.GroupIdleTimeout)
+		a.idleOn = true
+	case !idle && a.idleOn:
+		a.idle.Stop()
+		a.idleOn = false
+	}
+}
+
+// finish ends the actor. The write in flight is abandoned (a multi is all or nothing, and its
+// requests are answered NOT_COORDINATOR, which clients retry), the 0.8 mirror released when
+// release is set (not at shutdown: closing the session drops it at once), every request still
+// waiting answered NOT_COORDINATOR, and only then does the group take requests again, through
+// a new actor, so that two actors of one group never write at the same time.
+func (a *actor) finish(release bool) {
+	a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindKafka)
+	a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
+	a.cancelClaim()
+	if a.mx.watchCancel != nil {
+		a.mx.watchCancel()
+	}
+	a.stopPut()
+	a.writeWG.Wait()
+	select {
+	case <-a.writes:
+	default:
+	}
+	a.mirror.close(release)
+	if a.released != nil {
+		a.released() // handover.go: the epoch, after the mirror
+	}
+	for tok, req := range a.waiting {
+		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrNotCoordinator))
+		delete(a.waiting, tok)
+	}
+	a.c.remove(a)
+	close(a.done)
+}
+
+// isRequest reports whether ev is answered by a Reply (and so may go through Do).
+func isRequest(ev group.Event) bool {
+	switch ev.(type) {
+	case group.JoinGroup, group.SyncGroup, group.Heartbeat, group.ReleaseHeartbeat, group.LeaveGroup, group.OffsetCommit, group.Describe, group.Delete:
+		return true
+	}
+	return false
+}
+
+// errorReply answers a request event with code, in the shape of its reply (the engine's
+// replyError, for the answers the shell gives itself). A Describe answered ErrNone describes a
+// group that does not exist: Dead, as Kafka's DescribeGroups reports it.
+func errorReply(name string, ev group.Event, code group.ErrorCode) group.Reply {
+	switch ev := ev.(type) {
+	case group.JoinGroup:
+		return group.JoinReply{Token: ev.Token, Err: code, MemberID: ev.MemberID, Generation: group.NoGeneration}
+	case group.SyncGroup:
+		return group.SyncReply{Token: ev.Token, Err: code}
+	case group.Heartbeat:
+		return group.HeartbeatReply{Token: ev.Token, Err: code}
+	case group.ReleaseHeartbeat:
+		return group.HeartbeatReply{Token: ev.Token, Err: code}
+	case group.LeaveGroup:
+		return group.LeaveReply{Token: ev.Token, Err: code}
+	case group.OffsetCommit:
+		r := group.OffsetCommitReply{Token: ev.Token, Partitions: make([]group.OffsetCommitResult, len(ev.Offsets))}
+		for i, o := range ev.Offsets {
+			r.Partitions[i] = group.OffsetCommitResult{Topic: o.Topic, Partition: o.Partition, Err: code}
+		}
+		return r
+	case group.Describe:
+		return group.DescribeReply{Token: ev.Token, Err: code, Group: group.Description{Group: name, State: group.Dead, Generation: group.NoGeneration}}
+	case group.Delete:
+		return group.DeleteReply{Token: ev.Token, Err: code}
+	}
+	return nil
+}
+
+// screenOffsets takes out of a commit the partitions check refuses (limits.go: a topic name
+// that is not a znode name, a negative partition, a topic or partition the cluster does not
+// have, an invalid offset), which Kafka answers before its coordinator sees the request, so
+// that one bad entry cannot fail the group's write. fix merges the engine's reply for the rest
+// back into request order, with each refused partition's code.
+func (c *coordinator) screenOffsets(ev group.OffsetCommit, check commitCode) (group.OffsetCommit, func(group.Reply) group.Reply) {
+	var bad []group.ErrorCode // nil while every partition passes
+	for i, o := range ev.Offsets {
+		code, limit := check(o)
+		if code == group.ErrNone {
+			continue
+		}
+		if bad == nil {
+			bad = make([]group.ErrorCode, len(ev.Offsets))
+		}
+		bad[i] = code
+		c.metrics.limitRefusals.WithLabelValues(limit).Inc()
+	}
+	if bad == nil {
+		return ev, nil
+	}
+	valid := ev
+	valid.Offsets = nil
+	for i, o := range ev.Offsets {
+		if bad[i] == group.ErrNone {
+			valid.Offsets = append(valid.Offsets, o)
+		}
+	}
+	fix := func(r group.Reply) group.Reply {
+		in, _ := r.(group.OffsetCommitReply)
+		out := group.OffsetCommitReply{Token: ev.Token, Partitions: make([]group.OffsetCommitResult, len(ev.Offsets))}
+		j := 0
+		for i, o := range ev.Offsets {
+			res := group.OffsetCommitResult{Topic: o.Topic, Partition: o.Partition, Err: bad[i]}
+			if bad[i] == group.ErrNone {
+				if j < len(in.Partitions) {
+					res.Err = in.Partitions[j].Err
+				}
+				j++
+			}
+			out.Partitions[i] = res
+		}
+		return out
+	}
+	return valid, fix
+}
