@@ -123,6 +123,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	m.topicCheck.Set(1)
+	m.exportZeros()
+	if err := m.register(reg); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// exportZeros creates every labelled series a dashboard expects, so that they read 0 rather than
+// missing until the first event.
+func (m *metrics) exportZeros() {
 	for _, l := range []string{limitUnknownTopic, limitNegativeOffset, limitCommitPartitions, limitGroups} {
 		m.limitRefusals.WithLabelValues(l)
 	}
@@ -141,6 +151,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"kafka_join", "kafka_join_mixed", "kafka_join_mixed_session", "legacy_register", "offset_commit_unchecked"} {
 		m.modeRefusals.WithLabelValues(r)
 	}
+}
+
+// register registers every collector, the Go runtime's and the process's included.
+func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
@@ -151,10 +165,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("bridge: registering metrics: %w", err)
+			return fmt.Errorf("bridge: registering metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // event counts one request by its event type.
