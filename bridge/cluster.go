@@ -289,6 +289,63 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 	if err != nil {
 		return nil, err
 	}
+	tps, err := offsetPartitions(ctx, store, groupName, topics)
+	if err != nil || len(tps) == 0 {
+		return nil, err
+	}
+
+	zkReads, ownReads, err := readOffsetPairs(ctx, store, b.cfg.Root, groupName, tps)
+	if err != nil {
+		return nil, err
+	}
+	zkData := make([][]byte, len(tps))
+	ownData := make([][]byte, len(tps))
+	for i := range tps {
+		for _, r := range []zkstate.Read{zkReads[i], ownReads[i]} {
+			if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
+				return nil, unavailable("fetch offsets of group %q: %w", groupName, r.Err)
+			}
+		}
+		zkData[i], ownData[i] = zkReads[i].Data, ownReads[i].Data
+	}
+	var out []CommittedOffset
+	for i, x := range tps {
+		if zkData[i] == nil {
+			continue
+		}
+		off, err := parseCommitted(zkData[i]) // limits.go
+		if err != nil {
+			b.coord.badOffset(zkstate.OffsetPath(groupName, x.Topic, x.Partition), err, "reported as no commit")
+			continue
+		}
+		pair := zkstate.OffsetPair{HasZK: true, ZK: off}
+		if ownData[i] != nil {
+			pair.Own, err = zkstate.ParseOwnOffset(ownData[i])
+			pair.HasOwn = err == nil
+			if err != nil {
+				b.coord.badOffset(zkstate.OwnOffsetPath(b.cfg.Root, groupName, x.Topic, x.Partition), err, "leader epoch and metadata not reported") // limits.go
+			}
+		}
+		f, _ := pair.Fetch(false, 0)
+		out = append(out, CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})
+	}
+	slices.SortFunc(out, func(a, b CommittedOffset) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out, nil
+}
+
+// offsetPartitions lists the partitions of a group's 0.8 offsets that a fetch of topics reads:
+// the partitions listed, or every partition with an offset znode for a topic listed without any
+// (every topic when topics is nil).
+func offsetPartitions(ctx context.Context, store *zkstate.Store, groupName string, topics map[string][]int32) ([]zkstate.TopicPartition, error) {
+	var err error
 	type tp = zkstate.TopicPartition
 	var tps []tp
 	names := make([]string, 0, len(topics))
@@ -339,52 +396,7 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 			tps = append(tps, tp{Topic: t, Partition: int32(p)})
 		}
 	}
-
-	zkReads, ownReads, err := readOffsetPairs(ctx, store, b.cfg.Root, groupName, tps)
-	if err != nil {
-		return nil, err
-	}
-	zkData := make([][]byte, len(tps))
-	ownData := make([][]byte, len(tps))
-	for i := range tps {
-		for _, r := range []zkstate.Read{zkReads[i], ownReads[i]} {
-			if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
-				return nil, unavailable("fetch offsets of group %q: %w", groupName, r.Err)
-			}
-		}
-		zkData[i], ownData[i] = zkReads[i].Data, ownReads[i].Data
-	}
-	var out []CommittedOffset
-	for i, x := range tps {
-		if zkData[i] == nil {
-			continue
-		}
-		off, err := parseCommitted(zkData[i]) // limits.go
-		if err != nil {
-			b.coord.badOffset(zkstate.OffsetPath(groupName, x.Topic, x.Partition), err, "reported as no commit")
-			continue
-		}
-		pair := zkstate.OffsetPair{HasZK: true, ZK: off}
-		if ownData[i] != nil {
-			pair.Own, err = zkstate.ParseOwnOffset(ownData[i])
-			pair.HasOwn = err == nil
-			if err != nil {
-				b.coord.badOffset(zkstate.OwnOffsetPath(b.cfg.Root, groupName, x.Topic, x.Partition), err, "leader epoch and metadata not reported") // limits.go
-			}
-		}
-		f, _ := pair.Fetch(false, 0)
-		out = append(out, CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})
-	}
-	slices.SortFunc(out, func(a, b CommittedOffset) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
-	return out, nil
+	return tps, nil
 }
 
 // ListGroups lists the groups this bridge knows: those with a record under its root (with the
