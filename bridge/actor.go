@@ -251,6 +251,9 @@ func (a *actor) handle(req *request) {
 			return
 		}
 	}
+	if j, ok := req.ev.(group.JoinGroup); ok {
+		a.warnMissingTopics(j) // missing_topics.go
+	}
 	a.waiting[req.token] = req
 	a.step(req.ev)
 	if j, ok := req.ev.(group.JoinGroup); ok && j.MemberID != "" {
