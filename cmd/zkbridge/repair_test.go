@@ -173,3 +173,19 @@ func TestIntegration_DescribeCorruptRecords(t *testing.T) {
 		}
 	}
 }
+
+// groups describe names a subscribed topic /brokers/topics does not list (issue 17 §4; the
+// view had it, no test held it).
+func TestIntegration_DescribeMissingSubscribedTopic(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	seedGroup(t, s, "lost", "", seedMember{zkstate.KindZK, "lost_h-1700000000000-00000001"})
+	r := runCLI(t, "groups", "describe", "lost", "--zk", zkc)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Topics not in /brokers/topics: orders") {
+		t.Errorf("describe: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "groups", "describe", "lost", "--zk", zkc, "-o", "json")
+	if r.code != exitOK || !strings.Contains(strings.Join(strings.Fields(r.stdout), ""), `"missing_topics":["orders"]`) {
+		t.Errorf("describe -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
