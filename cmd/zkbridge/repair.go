@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 
 	"github.com/urfave/cli/v2"
 
@@ -33,9 +34,11 @@ func repairCommand(e *env) *cli.Command {
 			"  - a corrupt group record is replaced by an empty record (no members) whose generation\n" +
 			"    is one past the last the corrupt record still shows (1 when none is readable). The\n" +
 			"    group's Kafka members rejoin and get a new generation, as after any rebalance. Why not\n" +
-			"    delete it: a group without a record starts again at generation 0, so a generation\n" +
-			"    number the lost members held could be handed out again, and a member still holding\n" +
-			"    it could commit as if it belonged to the new generation; the generation never goes back.\n" +
+			"    delete it: a group without a record starts again at generation 0 and would hand out\n" +
+			"    generation numbers its lost members already held, which the engine never does (a\n" +
+			"    stale member's generation must not match a new one); an empty record keeps it rising.\n" +
+			"  - a corrupt mode record's dry run shows where the last recorded transition went (the\n" +
+			"    history lives in separate znodes), as a hint for --mode.\n" +
 			"Offsets are never touched: neither /consumers/<g>/offsets nor the bridge's offset records.\n" +
 			"A group whose records parse: \"nothing to repair\", exit 0.",
 		Flags: append(append(zkFlags(), writeFlags("rewrite the corrupt records")...),
@@ -210,7 +213,7 @@ func repairGroup(ctx context.Context, w io.Writer, s *zkstate.Store, root string
 		return nil
 	}
 	if st.modeErr != nil && mode == "" {
-		fmt.Fprintf(w, "group %s: mode record %s (version %d) is corrupt: %v\n", g, zkstate.ModePath(root, g), st.modeVersion, st.modeErr)
+		showCorruptMode(ctx, w, s, root, st)
 		return usagef("repair: the mode record of group %s is corrupt: name the mode to write with --mode legacy|mixed|kafka|finalized", g)
 	}
 	verb := "rewritten"
@@ -218,7 +221,7 @@ func repairGroup(ctx context.Context, w io.Writer, s *zkstate.Store, root string
 		verb = "would be rewritten"
 	}
 	if st.modeErr != nil {
-		fmt.Fprintf(w, "group %s: mode record %s (version %d) is corrupt: %v\n", g, zkstate.ModePath(root, g), st.modeVersion, st.modeErr)
+		showCorruptMode(ctx, w, s, root, st)
 		if !dry {
 			why := fmt.Sprintf("repair: the record was unreadable (%v)", st.modeErr)
 			if _, err := zkstate.RepairMode(ctx, s, root, g, mode, who, why, st.modeVersion); err != nil {
@@ -250,4 +253,21 @@ func repairGroup(ctx context.Context, w io.Writer, s *zkstate.Store, root string
 		fmt.Fprintln(w, dryRunFooter("repair"))
 	}
 	return nil
+}
+
+// showCorruptMode prints the corrupt mode record and, as a hint for --mode, where the group's
+// last recorded transition went: the history is separate znodes the corruption did not reach.
+func showCorruptMode(ctx context.Context, w io.Writer, s *zkstate.Store, root string, st recordsState) {
+	g := st.group
+	fmt.Fprintf(w, "group %s: mode record %s (version %d) is corrupt: %v\n", g, zkstate.ModePath(root, g), st.modeVersion, st.modeErr)
+	trs, err := zkstate.ReadTransitions(ctx, s, root, g)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "  its transitions cannot be read either: %v\n", err)
+	case len(trs) == 0:
+		fmt.Fprintln(w, "  no transition is recorded: nothing tells which mode it was in")
+	default:
+		last := trs[len(trs)-1]
+		fmt.Fprintf(w, "  the last recorded transition (%s, by %s) went to %s\n", path.Base(zkstate.TransitionPath(root, g, last.Seq)), last.By, last.To)
+	}
 }

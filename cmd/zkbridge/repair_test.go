@@ -23,7 +23,8 @@ func TestIntegration_RepairMode(t *testing.T) {
 	}
 
 	r := runCLI(t, "repair", "--group", g, "--zk", zkc)
-	if r.code != exitUsage || !strings.Contains(r.stdout, "mode record "+mp+" (version 1) is corrupt") || !strings.Contains(r.stderr, "--mode") {
+	if r.code != exitUsage || !strings.Contains(r.stdout, "mode record "+mp+" (version 1) is corrupt") || !strings.Contains(r.stderr, "--mode") ||
+		!strings.Contains(r.stdout, "the last recorded transition (t-0000000001, by test-seed) went to kafka") {
 		t.Fatalf("without --mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, "repair", "--group", g, "--mode", "mixed", "--zk", zkc)
