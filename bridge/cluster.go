@@ -329,15 +329,7 @@ func (b *Bridge) fetchOffsets(ctx context.Context, groupName string, topics map[
 		f, _ := pair.Fetch(false, 0)
 		out = append(out, CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata})
 	}
-	slices.SortFunc(out, func(a, b CommittedOffset) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
+	sortCommitted(out)
 	return out, nil
 }
 
@@ -546,4 +538,17 @@ func readManyErr(ctx context.Context, group string, err error) error {
 		return fmt.Errorf("bridge: fetch offsets of group %q: %w", group, err)
 	}
 	return unavailable("fetch offsets of group %q: %w", group, err)
+}
+
+// sortCommitted orders offsets by topic, then partition, as OffsetFetch answers them.
+func sortCommitted(out []CommittedOffset) {
+	slices.SortFunc(out, func(a, b CommittedOffset) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
 }

@@ -135,14 +135,6 @@ func (b *Bridge) fetchFinalized(ctx context.Context, store *zkstate.Store, name 
 		co := CommittedOffset{Topic: x.Topic, Partition: x.Partition, Offset: f.Offset, LeaderEpoch: f.LeaderEpoch, Metadata: f.Metadata}
 		out = append(out, co)
 	}
-	slices.SortFunc(out, func(a, b CommittedOffset) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
+	sortCommitted(out)
 	return out, nil
 }
