@@ -144,14 +144,7 @@ func (r *router) checkedOffsetDelete(ctx context.Context, req *Request, m *kmsg.
 	if !r.guard.allowed(req, authz.Delete, authz.Group, m.Group) {
 		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
 	}
-	var ok, denied []kmsg.OffsetDeleteRequestTopic
-	for _, t := range m.Topics {
-		if r.guard.allowed(req, authz.Read, authz.Topic, t.Topic) {
-			ok = append(ok, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	ok, denied := readableTopics(r, req, m.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
 	if len(denied) == 0 {
 		return r.group(ctx, req)
 	}
@@ -178,6 +171,19 @@ func (r *router) checkedOffsetDelete(ctx context.Context, req *Request, m *kmsg.
 	return resp, nil
 }
 
+// readableTopics splits a request's topics into those the principal may READ and those it may
+// not (Topic READ, as KafkaApis checks each topic of an OffsetCommit or OffsetDelete).
+func readableTopics[T any](r *router, req *Request, topics []T, name func(T) string) (ok, denied []T) {
+	for _, t := range topics {
+		if r.guard.allowed(req, authz.Read, authz.Topic, name(t)) {
+			ok = append(ok, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	return ok, denied
+}
+
 func (r *router) groupOrDenied(ctx context.Context, req *Request, ok bool) (kmsg.Response, error) {
 	if !ok {
 		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
@@ -189,14 +195,7 @@ func (r *router) checkedOffsetCommit(ctx context.Context, req *Request, m *kmsg.
 	if !r.guard.allowed(req, authz.Read, authz.Group, m.Group) {
 		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
 	}
-	var ok, denied []kmsg.OffsetCommitRequestTopic
-	for _, t := range m.Topics {
-		if r.guard.allowed(req, authz.Read, authz.Topic, t.Topic) {
-			ok = append(ok, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	ok, denied := readableTopics(r, req, m.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
 	if len(denied) == 0 {
 		return r.group(ctx, req)
 	}
