@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/connlimit"
 )
 
 // Defaults for the zero values of Config.
@@ -137,8 +139,8 @@ type Server struct {
 	nextID  uint64
 	wg      sync.WaitGroup // every goroutine the server started, except Serve's own
 
-	warns warnLimiter    // warnlimit.go
-	perIP map[string]int // open connections by client address (s.mu)
+	warns  warnLimiter      // warnlimit.go
+	limits connlimit.Limits // open connections, in total and by client address (warnlimit.go)
 }
 
 // NewServer checks cfg and builds a Server; it does not listen.
@@ -148,10 +150,11 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Server{
-		cfg:   cfg,
-		log:   cfg.Logger.With().Str("component", "legacy").Logger(),
-		coord: cfg.Coordinator,
-		conns: map[*serverConn]struct{}{},
+		cfg:    cfg,
+		log:    cfg.Logger.With().Str("component", "legacy").Logger(),
+		coord:  cfg.Coordinator,
+		conns:  map[*serverConn]struct{}{},
+		limits: connlimit.Limits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP},
 	}, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/connlimit"
 )
 
 // Warnings about single connections (an undecodable frame, an idle or refused connection) are
@@ -59,41 +61,16 @@ func (c *serverConn) warn() *zerolog.Event {
 // admit counts a new connection from remote against Config.MaxConnections and
 // MaxConnectionsPerIP, or refuses it (with a rate-limited warning); s.mu must be held.
 func (s *Server) admit(remote net.Addr) bool {
-	ip := hostOf(remote)
-	switch {
-	case s.cfg.MaxConnections > 0 && len(s.conns) >= s.cfg.MaxConnections,
-		s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
-		if ok, suppressed := s.warns.allow(time.Now()); ok {
-			s.log.Warn().Str("remote", ip).Int("suppressed_warnings", suppressed).
-				Msg("connection refused: --max-connections or --max-connections-per-ip reached")
-		}
-		return false
+	ip, refused := s.limits.Admit(remote)
+	if refused == "" {
+		return true
 	}
-	if s.perIP == nil {
-		s.perIP = map[string]int{}
+	if ok, suppressed := s.warns.allow(time.Now()); ok {
+		s.log.Warn().Str("remote", ip).Int("suppressed_warnings", suppressed).
+			Msg("connection refused: --max-connections or --max-connections-per-ip reached")
 	}
-	s.perIP[ip]++
-	return true
+	return false
 }
 
 // release forgets a connection admit counted; s.mu must be held.
-func (s *Server) release(remote net.Addr) {
-	ip := hostOf(remote)
-	if s.perIP[ip]--; s.perIP[ip] <= 0 {
-		delete(s.perIP, ip)
-	}
-}
-
-func hostOf(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	if a == nil {
-		return ""
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
-}
+func (s *Server) release(remote net.Addr) { s.limits.Done(connlimit.Host(remote)) }

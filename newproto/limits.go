@@ -19,11 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zkbridge/zkbridge/connlimit"
 )
 
 // Defaults of the limits.
@@ -42,9 +43,9 @@ const (
 
 // Reasons of refusals (labels).
 const (
-	rejectMemory        = "memory"                 // frames_rejected_total: the budget is spent
-	refuseMaxConns      = "max_connections"        // connections_refused_total
-	refuseMaxConnsPerIP = "max_connections_per_ip" // connections_refused_total
+	rejectMemory        = "memory"               // frames_rejected_total: the budget is spent
+	refuseMaxConns      = connlimit.RefusedTotal // connections_refused_total
+	refuseMaxConnsPerIP = connlimit.RefusedPerIP // connections_refused_total
 )
 
 // frameBudget is the bytes the server's connections may hold in frames being read.
@@ -116,56 +117,4 @@ func (c *conn) readFrame() ([]byte, error) {
 		return nil, fmt.Errorf("reading %d-byte frame: %w", n, err)
 	}
 	return frame, nil
-}
-
-// connLimits counts open connections, in all and per client address.
-type connLimits struct {
-	max, perIP int // <= 0: no limit
-
-	mu     sync.Mutex
-	open   int
-	perIPs map[string]int
-}
-
-// admit counts a new connection from remote, or returns why it is refused.
-func (l *connLimits) admit(remote net.Addr) (ip string, refused string) {
-	ip = hostOf(remote)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.max > 0 && l.open >= l.max:
-		return ip, refuseMaxConns
-	case l.perIP > 0 && l.perIPs[ip] >= l.perIP:
-		return ip, refuseMaxConnsPerIP
-	}
-	l.open++
-	if l.perIPs == nil {
-		l.perIPs = map[string]int{}
-	}
-	l.perIPs[ip]++
-	return ip, ""
-}
-
-// done forgets a connection admit counted.
-func (l *connLimits) done(ip string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open--
-	if l.perIPs[ip]--; l.perIPs[ip] <= 0 {
-		delete(l.perIPs, ip)
-	}
-}
-
-func hostOf(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	if a == nil {
-		return ""
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/authz"
+	"github.com/zkbridge/zkbridge/connlimit"
 )
 
 // Defaults for the zero values of Config.
@@ -196,7 +197,7 @@ type Server struct {
 	connWarns *zerolog.BurstSampler
 	// frames and limits are the limits (limits.go).
 	frames frameBudget
-	limits connLimits
+	limits connlimit.Limits
 
 	// base is the parent of every connection's context; cancelling it
 	// cancels all in-flight requests (Close, after the drain deadline).
@@ -250,7 +251,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.handler = h
 	s.frames.max = cfg.MaxQueuedBytes
-	s.limits.max, s.limits.perIP = cfg.MaxConnections, cfg.MaxConnectionsPerIP
+	s.limits.Max, s.limits.PerIP = cfg.MaxConnections, cfg.MaxConnectionsPerIP
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.listeners = map[net.Listener]listenerRole{}
 	s.conns = map[*conn]struct{}{}
@@ -372,7 +373,7 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 		_ = nc.Close()
 		return
 	}
-	ip, refused := s.limits.admit(nc.RemoteAddr()) // limits.go
+	ip, refused := s.limits.Admit(nc.RemoteAddr()) // connlimit
 	if refused != "" {
 		s.mu.Unlock()
 		s.metrics.connsRefused.WithLabelValues(refused).Inc()
@@ -392,7 +393,7 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 	go func() {
 		defer s.connWG.Done()
 		defer s.metrics.connsOpen.Dec()
-		defer s.limits.done(ip)
+		defer s.limits.Done(ip)
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
