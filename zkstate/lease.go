@@ -1,6 +1,9 @@
 package zkstate
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // The session lease: how long this process can vouch that its session is alive, from its own
 // clock alone.
@@ -57,11 +60,11 @@ func (s *Store) LeaseUntil() time.Time {
 
 // leaseLoop probes until Close: every sixth of the session timeout, and at once when a
 // session is established (leaseCh), so that a new session is vouched for without waiting.
-func (s *Store) leaseLoop() {
+func (s *Store) leaseLoop(ctx context.Context) {
 	defer s.wg.Done()
 	for {
 		select {
-		case <-s.lifetime.Done():
+		case <-ctx.Done():
 			return
 		case <-s.leaseCh:
 		case <-time.After(s.SessionTimeout() / leaseProbes):

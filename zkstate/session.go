@@ -153,16 +153,16 @@ type sessionTracker struct {
 
 // sessionLoop turns go-zookeeper's state changes into SessionEvents and triggers the reclaim of
 // our ephemerals whenever a session is (re-)established.
-func (s *Store) sessionLoop() {
+func (s *Store) sessionLoop(ctx context.Context) {
 	defer s.wg.Done()
 	for {
 		select {
-		case <-s.lifetime.Done():
+		case <-ctx.Done():
 			return
 		case <-s.events.signal:
 		}
 		for _, ev := range s.events.take() {
-			if s.lifetime.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			s.handleSessionEvent(ev)
@@ -352,15 +352,15 @@ func (s *Store) kickReclaim() {
 
 // reclaimLoop re-creates remembered ephemerals after each new session. It runs apart from the
 // session goroutine so that a slow CreateEphemeral holding the set never delays session events.
-func (s *Store) reclaimLoop() {
+func (s *Store) reclaimLoop(ctx context.Context) {
 	defer s.wg.Done()
 	for {
 		select {
-		case <-s.lifetime.Done():
+		case <-ctx.Done():
 			return
 		case <-s.reclaimCh:
 		}
-		s.reclaim(s.lifetime)
+		s.reclaim(ctx)
 	}
 }
 

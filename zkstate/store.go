@@ -267,14 +267,17 @@ type Store struct {
 
 	zkLog *zkLogger
 
-	// lifetime is cancelled by Close: it bounds the Store's own background work (reclaiming
-	// ephemerals, re-arming watches), which belongs to no caller's context.
-	lifetime context.Context
-	stop     context.CancelFunc
-	closed   atomic.Bool
-	wg       sync.WaitGroup // the Store's goroutines, waited for by Close
-	drained  chan struct{}  // closed when go-zookeeper's event channel is closed
-	closeMu  sync.Mutex
+	// stop ends the Store's own background work (the session, reclaim and lease loops, which
+	// belong to no caller's context); Close calls it. watchStops ends the watches the same way:
+	// a watch lives until its caller's ctx or the Store ends, whichever comes first.
+	stop       context.CancelFunc
+	watchMu    sync.Mutex
+	watchStops map[uint64]context.CancelFunc
+	nextWatch  uint64
+	closed     atomic.Bool
+	wg         sync.WaitGroup // the Store's goroutines, waited for by Close
+	drained    chan struct{}  // closed when go-zookeeper's event channel is closed
+	closeMu    sync.Mutex
 }
 
 // SessionTimeout returns the session timeout the server granted, which its
@@ -329,7 +332,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		user, password, _ := strings.Cut(cfg.Digest, ":")
 		s.ownACL = append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
 	}
-	s.lifetime, s.stop = context.WithCancel(context.Background())
+	lifetime, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.watchStops = map[uint64]context.CancelFunc{}
 	s.zkLog = &zkLogger{log: s.log}
 
 	start := time.Now()
@@ -354,8 +359,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		close(s.drained)
 	}()
 	s.wg.Add(2)
-	go s.sessionLoop()
-	go s.reclaimLoop()
+	go s.sessionLoop(lifetime)
+	go s.reclaimLoop(lifetime)
 
 	select {
 	case <-s.hasSess:
@@ -385,7 +390,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.probeLease() // vouched for from the start: the loop's first probe is a sixth of the timeout away
 	s.wg.Add(1)
-	go s.leaseLoop()
+	go s.leaseLoop(lifetime)
 	s.log.Debug().Str("connect", cfg.Connect).Int64("session", s.SessionID()).Msg("zookeeper session established")
 	return s, nil
 }
@@ -399,6 +404,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.stop()
+	s.stopWatches()
 	s.closeMultiRead()
 	s.conn.Close()
 	<-s.drained

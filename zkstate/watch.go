@@ -98,19 +98,19 @@ func (s *Store) watch(ctx context.Context, p string, kind watchKind) (<-chan Wat
 		s.closeMu.Unlock()
 		return nil, pathErr(op, p, ErrClosed)
 	}
+	// The watch lives until the caller's ctx or the Store ends, whichever comes first.
+	wctx, cancel := context.WithCancel(ctx)
+	id := s.addWatch(cancel)
 	s.wg.Add(1)
 	s.closeMu.Unlock()
 
-	// The watch lives until the caller's ctx or the Store ends, whichever comes first.
-	wctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.lifetime, cancel)
 	out := make(chan WatchEvent, 1)
 	first.Type = Initial
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
+		defer s.removeWatch(id)
 		defer cancel()
-		defer stop()
 		ev := first
 		for {
 			select {
@@ -244,5 +244,30 @@ func (s *Store) arm(ctx context.Context, p string, kind watchKind) (WatchEvent, 
 		}
 		// Created between the two reads. The exists call left a data watch behind; it fires
 		// once into a buffered channel nobody reads, which costs nothing.
+	}
+}
+
+// addWatch registers the cancel func of a watch for Close; s.closeMu must be held, and the Store
+// not closed.
+func (s *Store) addWatch(cancel context.CancelFunc) uint64 {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.nextWatch++
+	s.watchStops[s.nextWatch] = cancel
+	return s.nextWatch
+}
+
+func (s *Store) removeWatch(id uint64) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	delete(s.watchStops, id)
+}
+
+// stopWatches ends every watch (Close, before it waits for their goroutines).
+func (s *Store) stopWatches() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for _, cancel := range s.watchStops {
+		cancel()
 	}
 }
