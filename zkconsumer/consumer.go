@@ -52,14 +52,12 @@ type Consumer struct {
 	closed   chan struct{} // closed when Close is done
 	closeErr error
 
-	// lifetime bounds the consumer's own background work: watches and the auto-committer.
-	lifetime    context.Context
-	endLifetime context.CancelFunc
-	autoCommit  sync.WaitGroup
-	watchers    sync.WaitGroup
-	// watchCtx bounds the watches of Run; brokerWatch: the rebalance found no broker and
-	// watches /brokers/ids (ZCC:645). Only Run's goroutine touches them.
-	watchCtx    context.Context
+	// stopAutoCommit ends the auto-committer (Close).
+	stopAutoCommit context.CancelFunc
+	autoCommit     sync.WaitGroup
+	watchers       sync.WaitGroup
+	// brokerWatch: the rebalance found no broker and watches /brokers/ids (ZCC:645). Only Run's
+	// goroutine touches it.
 	brokerWatch bool
 
 	// mu guards registry and checkpointed: the application (Commit), the auto-committer and
@@ -122,11 +120,12 @@ func New(ctx context.Context, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("zkconsumer: %s: %w", id, err)
 	}
 	c.store = store
-	c.lifetime, c.endLifetime = context.WithCancel(context.Background())
+	autoCtx, stop := context.WithCancel(context.Background())
+	c.stopAutoCommit = stop
 	if !cfg.DisableAutoCommit {
 		c.log.Info().Dur("interval", cfg.AutoCommitInterval).Msg("starting auto committer")
 		c.autoCommit.Add(1)
-		go c.autoCommitLoop()
+		go c.autoCommitLoop(autoCtx)
 	}
 	return c, nil
 }
@@ -183,18 +182,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("zkconsumer: %s: register: %w", c.id, err)
 	}
-	watchCtx, stopWatches := context.WithCancel(c.lifetime)
-	c.watchCtx = watchCtx
+	// The watches live as long as Run: they are armed with this ctx, and so is the watch a
+	// rebalance adds (watchBrokers). Close ends Run, which cancels it.
+	ctx, stopWatches := context.WithCancel(ctx)
 	defer func() {
 		stopWatches()
 		c.watchers.Wait()
 	}()
 	c.listening.Store(true)
-	if err := c.watchIDs(watchCtx); err != nil {
+	if err := c.watchIDs(ctx); err != nil {
 		return c.runErr(ctx, err)
 	}
 	for _, topic := range sortedKeys(c.cfg.Subscription) {
-		if err := c.watchTopic(watchCtx, topic); err != nil {
+		if err := c.watchTopic(ctx, topic); err != nil {
 			return c.runErr(ctx, err)
 		}
 	}
@@ -388,17 +388,17 @@ func (c *Consumer) handleNewSession(ctx context.Context) {
 
 // autoCommitLoop is the "kafka-consumer-autocommit" task (ZCC:130-138, 268-278): every
 // interval, commit and log a failure.
-func (c *Consumer) autoCommitLoop() {
+func (c *Consumer) autoCommitLoop(ctx context.Context) {
 	defer c.autoCommit.Done()
 	t := time.NewTicker(c.cfg.AutoCommitInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.lifetime.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := c.commitOffsets(c.lifetime); err != nil && c.lifetime.Err() == nil {
+		if err := c.commitOffsets(ctx); err != nil && ctx.Err() == nil {
 			c.log.Error().Err(err).Msg("exception during autoCommit")
 		}
 	}
@@ -528,7 +528,7 @@ func (c *Consumer) Close(ctx context.Context) error {
 
 	c.rebalanceMu.Lock()
 	// ZCC:194-195: the scheduler stops first and waits for a commit in progress.
-	c.endLifetime()
+	c.stopAutoCommit()
 	c.autoCommit.Wait()
 	// ZCC:196-200: stopConnections and sendShutdownToAllQueues.
 	if c.cfg.Handler.OnRevoke != nil {

@@ -115,7 +115,7 @@ func (c *Consumer) rebalance(ctx context.Context) (bool, error) {
 		// ZCC:640-647: done, without stopping fetchers or releasing anything; a broker
 		// change will trigger the next rebalance.
 		c.log.Warn().Msg("no brokers found when trying to rebalance")
-		c.watchBrokers(c.watchCtx)
+		c.watchBrokers(ctx) // Run's ctx: the watch lives as long as Run
 		return true, nil
 	}
 
