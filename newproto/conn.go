@@ -42,9 +42,9 @@ type conn struct {
 	// sasl is the connection's authentication (sasl.go); nil without Config.SASL.
 	sasl *saslState
 
-	// ctx is cancelled when the connection must stop at once; it
-	// derives from the server's base context.
-	ctx    context.Context
+	// cancel cancels the ctx serve was given: the connection must stop
+	// at once (serve's end, or the server's Close after its drain
+	// deadline).
 	cancel context.CancelFunc
 
 	drain     chan struct{} // closed when the server starts a graceful close
@@ -80,8 +80,7 @@ type readEnd struct {
 	drain    bool
 }
 
-func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
-	ctx, cancel := context.WithCancel(s.base)
+func newConn(s *Server, nc net.Conn, id uint64, role listenerRole, cancel context.CancelFunc) *conn {
 	info := ConnInfo{ID: id, Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), role: role, Principal: authz.Anonymous}
 	c := &conn{
 		s:    s,
@@ -89,7 +88,6 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole) *conn {
 		info: info,
 		log: s.log.With().Uint64("conn", id).
 			Str("remote", addrString(info.Remote)).Logger(),
-		ctx:     ctx,
 		cancel:  cancel,
 		drain:   make(chan struct{}),
 		slots:   make(chan struct{}, s.cfg.MaxInflight),
@@ -151,10 +149,11 @@ func (c *conn) draining() bool {
 }
 
 // serve runs the connection until it closes and every goroutine it
-// started has exited.
-func (c *conn) serve() {
+// started has exited; ctx ends when the connection must stop at once
+// (c.cancel).
+func (c *conn) serve(ctx context.Context) {
 	c.log.Debug().Msg("connection opened")
-	if !c.handshake() || (c.sasl != nil && !c.authenticate()) { // tls.go, sasl.go
+	if !c.handshake(ctx) || (c.sasl != nil && !c.authenticate(ctx)) { // tls.go, sasl.go
 		c.cancel()
 		_ = c.nc.Close()
 		if c.relay != nil {
@@ -166,10 +165,10 @@ func (c *conn) serve() {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		ends <- c.read()
+		ends <- c.read(ctx)
 	}()
 
-	why := c.write(ends)
+	why := c.write(ctx, ends)
 
 	c.cancel()
 	_ = c.nc.Close()
@@ -184,7 +183,7 @@ func (c *conn) serve() {
 }
 
 // read is the reader goroutine.
-func (c *conn) read() readEnd {
+func (c *conn) read(ctx context.Context) readEnd {
 	var seq uint64
 	// last is the Later channel of the last request read (Request.Later).
 	var last chan struct{}
@@ -200,7 +199,7 @@ func (c *conn) read() readEnd {
 		// pushes back on the client.
 		select {
 		case c.slots <- struct{}{}:
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return readEnd{accepted: seq}
 		case <-c.drain:
 			return readEnd{accepted: seq, drain: true}
@@ -225,7 +224,7 @@ func (c *conn) read() readEnd {
 			// is forwarded as it arrives, undecoded, in request
 			// order; its response is posted to the writer like the
 			// Handler's (relayhook.go).
-			relayed, req, frame, err = c.relay.Next(c.ctx, seq)
+			relayed, req, frame, err = c.relay.Next(ctx, seq)
 		} else {
 			frame, err = c.readFrame() // limits.go
 		}
@@ -250,7 +249,7 @@ func (c *conn) read() readEnd {
 			if c.draining() {
 				return readEnd{accepted: seq, drain: true}
 			}
-			c.readFailed(err)
+			c.readFailed(ctx, err)
 			return readEnd{accepted: seq}
 		}
 		req.Conn = c.info
@@ -268,7 +267,7 @@ func (c *conn) read() readEnd {
 		}
 
 		c.handlers.Add(1)
-		go c.handle(seq, req)
+		go c.handle(ctx, seq, req)
 		seq++
 	}
 }
@@ -292,7 +291,7 @@ func (c *conn) warn() *zerolog.Event {
 
 // readFailed logs why the reader stopped. A client closing its connection
 // is routine; a rejected frame is worth a warning and a metric.
-func (c *conn) readFailed(err error) {
+func (c *conn) readFailed(ctx context.Context, err error) {
 	var (
 		fe *frameError
 		ue upstreamFailure
@@ -303,7 +302,7 @@ func (c *conn) readFailed(err error) {
 	case errors.As(err, &fe):
 		c.s.metrics.framesRejected.WithLabelValues(fe.reason).Inc()
 		c.warn().Err(err).Str("reason", fe.reason).Msg("rejected frame; closing connection")
-	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), ctx.Err() != nil:
 		// The client closed, or we did.
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Debug().Dur("idle_timeout", c.s.cfg.IdleTimeout).Msg("idle connection")
@@ -313,7 +312,7 @@ func (c *conn) readFailed(err error) {
 }
 
 // handle runs the Handler for one request on its own goroutine.
-func (c *conn) handle(seq uint64, req *Request) {
+func (c *conn) handle(ctx context.Context, seq uint64, req *Request) {
 	defer c.handlers.Done()
 	key, version := req.Msg.Key(), req.Msg.GetVersion()
 	var (
@@ -321,13 +320,13 @@ func (c *conn) handle(seq uint64, req *Request) {
 		err  error
 	)
 	if c.sasl != nil && isSASL(key) {
-		resp, err = c.reauthenticate(req) // sasl.go, KIP-368
+		resp, err = c.reauthenticate(ctx, req) // sasl.go, KIP-368
 	} else {
-		resp, err = c.callHandler(req)
+		resp, err = c.callHandler(ctx, req)
 	}
 	if c.relay != nil && err == nil && key == int16(kmsg.ApiVersions) {
 		// The upstream's ranges for the relayed keys.
-		resp, err = c.relay.APIVersions(c.ctx, resp)
+		resp, err = c.relay.APIVersions(ctx, resp)
 	}
 	if c.sasl != nil && err == nil && key == int16(kmsg.ApiVersions) {
 		resp = withSASLKeys(resp)
@@ -345,18 +344,18 @@ func (c *conn) handle(seq uint64, req *Request) {
 
 // callHandler turns a panic into an error: one bad request closes its
 // connection, not the daemon.
-func (c *conn) callHandler(req *Request) (resp kmsg.Response, err error) {
+func (c *conn) callHandler(ctx context.Context, req *Request) (resp kmsg.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
 			resp, err = nil, fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return c.s.handler.Handle(c.ctx, req)
+	return c.s.handler.Handle(ctx, req)
 }
 
 // write is the writer loop; it returns why the connection ends.
-func (c *conn) write(ends <-chan readEnd) string {
+func (c *conn) write(ctx context.Context, ends <-chan readEnd) string {
 	var (
 		next    uint64
 		pending = map[uint64]result{} // finished early, waiting for their turn
@@ -397,7 +396,7 @@ func (c *conn) write(ends <-chan readEnd) string {
 					err = c.writeFrame(buf)
 				}
 				if err != nil {
-					if c.ctx.Err() == nil {
+					if ctx.Err() == nil {
 						c.log.Debug().Err(err).Msg("write failed")
 					}
 					return "write failed"
@@ -418,7 +417,7 @@ func (c *conn) write(ends <-chan readEnd) string {
 		case e := <-ends:
 			end = &e
 			ends = nil
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return "cancelled"
 		}
 	}

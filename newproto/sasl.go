@@ -18,6 +18,7 @@ package newproto
 //     offered with the relay (Config.Relay), whose reader forwards the keys it does not answer.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -115,7 +116,7 @@ func (c *conn) saslFailed(reason string, err error) {
 
 // authenticate runs the SASL exchange that opens a connection, answering synchronously (the
 // client sends nothing else meanwhile); false: the connection is to be closed.
-func (c *conn) authenticate() bool {
+func (c *conn) authenticate(ctx context.Context) bool {
 	_ = c.nc.SetDeadline(time.Now().Add(DefaultHandshakeTimeout))
 	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
 	st := c.sasl
@@ -128,11 +129,11 @@ func (c *conn) authenticate() bool {
 	for {
 		frame, err := c.readFrame() // limits.go
 		if err != nil {
-			c.readFailed(err)
+			c.readFailed(ctx, err)
 			return false
 		}
 		if raw {
-			resp, user, done, err := st.ex.Step(c.ctx, frame)
+			resp, user, done, err := st.ex.Step(ctx, frame)
 			if err != nil {
 				c.saslFailed("sasl_authentication_failed", err)
 				return false
@@ -148,16 +149,16 @@ func (c *conn) authenticate() bool {
 		}
 		req, err := parseRequest(frame)
 		if err != nil {
-			c.readFailed(err)
+			c.readFailed(ctx, err)
 			return false
 		}
 		req.Conn = c.info
 		c.s.metrics.request(req.Msg.Key(), req.Msg.GetVersion())
 		switch m := req.Msg.(type) {
 		case *kmsg.ApiVersionsRequest:
-			resp, err := c.callHandler(req)
+			resp, err := c.callHandler(ctx, req)
 			if err == nil && c.relay != nil {
-				resp, err = c.relay.APIVersions(c.ctx, resp)
+				resp, err = c.relay.APIVersions(ctx, resp)
 			}
 			if err != nil || !write(req.CorrelationID, withSASLKeys(resp)) {
 				return false
@@ -179,7 +180,7 @@ func (c *conn) authenticate() bool {
 			st.ex, st.mech = mech.Start(), mech.Name()
 			raw = m.Version == 0
 		case *kmsg.SASLAuthenticateRequest:
-			resp, user, done, ok := c.saslStep(m)
+			resp, user, done, ok := c.saslStep(ctx, m)
 			if !write(req.CorrelationID, resp) || !ok {
 				return false
 			}
@@ -195,7 +196,7 @@ func (c *conn) authenticate() bool {
 
 // saslStep runs one SaslAuthenticate step of the exchange in progress. ok false: the client
 // failed, resp says so, the connection is to be closed.
-func (c *conn) saslStep(m *kmsg.SASLAuthenticateRequest) (resp *kmsg.SASLAuthenticateResponse, user string, done, ok bool) {
+func (c *conn) saslStep(ctx context.Context, m *kmsg.SASLAuthenticateRequest) (resp *kmsg.SASLAuthenticateResponse, user string, done, ok bool) {
 	st := c.sasl
 	resp = m.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	resp.SetVersion(m.Version)
@@ -205,7 +206,7 @@ func (c *conn) saslStep(m *kmsg.SASLAuthenticateRequest) (resp *kmsg.SASLAuthent
 		c.saslFailed("sasl_illegal_state", errors.New("SaslAuthenticate without SaslHandshake"))
 		return resp, "", false, false
 	}
-	out, user, done, err := st.ex.Step(c.ctx, m.SASLAuthBytes)
+	out, user, done, err := st.ex.Step(ctx, m.SASLAuthBytes)
 	if err != nil {
 		st.ex = nil
 		resp.ErrorCode = int16(ErrSASLAuthenticationFailed)
@@ -237,7 +238,7 @@ func (c *conn) authenticated(user string) bool {
 // reauthenticate answers a SaslHandshake or SaslAuthenticate of an authenticated connection
 // (KIP-368): the same principal authenticates again and its session is extended. A failure
 // closes the connection.
-func (c *conn) reauthenticate(req *Request) (kmsg.Response, error) {
+func (c *conn) reauthenticate(ctx context.Context, req *Request) (kmsg.Response, error) {
 	st := c.sasl
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -253,7 +254,7 @@ func (c *conn) reauthenticate(req *Request) (kmsg.Response, error) {
 		st.ex = mech.Start()
 		return resp, nil
 	case *kmsg.SASLAuthenticateRequest:
-		resp, user, done, ok := c.saslStep(m)
+		resp, user, done, ok := c.saslStep(ctx, m)
 		if !ok {
 			return nil, errors.New("re-authentication failed")
 		}

@@ -199,11 +199,6 @@ type Server struct {
 	frames frameBudget
 	limits connlimit.Limits
 
-	// base is the parent of every connection's context; cancelling it
-	// cancels all in-flight requests (Close, after the drain deadline).
-	base       context.Context
-	cancelBase context.CancelFunc
-
 	done chan struct{} // closed when Close begins
 
 	mu        sync.Mutex
@@ -252,7 +247,6 @@ func New(cfg Config) (*Server, error) {
 	s.handler = h
 	s.frames.max = cfg.MaxQueuedBytes
 	s.limits.Max, s.limits.PerIP = cfg.MaxConnections, cfg.MaxConnectionsPerIP
-	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.listeners = map[net.Listener]listenerRole{}
 	s.conns = map[*conn]struct{}{}
 	return s, nil
@@ -383,7 +377,10 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 		return
 	}
 	s.nextID++
-	c := newConn(s, nc, s.nextID, role)
+	// The connection's ctx ends with the connection, or when Close cancels what remains after
+	// the drain deadline (through c.cancel: s.conns holds every live connection).
+	ctx, cancel := context.WithCancel(context.Background())
+	c := newConn(s, nc, s.nextID, role, cancel)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
@@ -394,7 +391,7 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 		defer s.connWG.Done()
 		defer s.metrics.connsOpen.Dec()
 		defer s.limits.Done(ip)
-		c.serve()
+		c.serve(ctx)
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -431,7 +428,11 @@ func (s *Server) Close() error {
 		case <-timer.C:
 			s.log.Warn().Dur("drain_timeout", s.cfg.DrainTimeout).Msg("drain deadline passed; cancelling in-flight requests")
 		}
-		s.cancelBase()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.cancel() // cancels in-flight requests
+		}
+		s.mu.Unlock()
 		<-done
 	})
 	return nil

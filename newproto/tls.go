@@ -27,12 +27,12 @@ func (s *Server) tlsListener(ln net.Listener) net.Listener {
 
 // handshake completes a TLS connection's handshake and records its state; false: the
 // connection is to be closed.
-func (c *conn) handshake() bool {
+func (c *conn) handshake(ctx context.Context) bool {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, DefaultHandshakeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, DefaultHandshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.s.metrics.framesRejected.WithLabelValues("tls_handshake").Inc()
