@@ -257,7 +257,7 @@ func (a *actor) handle(req *request) {
 	a.waiting[req.token] = req
 	a.step(req.ev)
 	if j, ok := req.ev.(group.JoinGroup); ok && j.MemberID != "" {
-		a.rejoined(j.MemberID) // mixed.go
+		a.rejoined(j) // mixed.go
 	}
 }
 

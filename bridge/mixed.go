@@ -119,27 +119,21 @@ func (a *actor) syncAssignMode() {
 	}
 }
 
-// admitMixed applies mixed mode to a JoinGroup: only consumer groups with an eager assignor can
-// have their partitions assigned by the bridge. It narrows the member's protocols to the eager
-// ones, or refuses it with INCONSISTENT_GROUP_PROTOCOL, and reports whether it answered req.
+// admitMixed applies mixed mode to a JoinGroup. The bridge computes the assignment itself, so
+// any assignor's name is admitted (kafkajs's RoundRobinAssigner, franz-go's and the Java
+// client's cooperative-sticky, a custom one): the engine then selects a protocol every Kafka
+// member supports and answers INCONSISTENT_GROUP_PROTOCOL where Kafka would (no protocol in
+// common). Only a protocol type other than "consumer" is refused here: the zk and legacy
+// members of the group are consumers, and a Kafka broker refuses a joiner whose type differs
+// from its members'. It reports whether it answered req.
 func (a *actor) admitMixed(req *request) bool {
 	ev, ok := req.ev.(group.JoinGroup)
 	if !ok {
 		return false
 	}
 	why := ""
-	var eager []group.Protocol
 	if ev.ProtocolType != consumerProtocol {
-		why = "protocol type " + ev.ProtocolType + " is not a consumer group's"
-	} else {
-		for _, p := range ev.Protocols {
-			if eagerProtocols[p.Name] {
-				eager = append(eager, p)
-			}
-		}
-		if len(eager) == 0 {
-			why = "the member offers no eager assignor (range, roundrobin or sticky); cooperative rebalancing cannot hand partitions over to zk and legacy members"
-		}
+		why = "protocol type " + ev.ProtocolType + " is not a consumer group's, and the group's zk and legacy members are consumers"
 	}
 	if why == "" && a.c.cfg.MixedSessionCheck == SessionCheckRefuse && !a.c.cfg.relayEnabled() {
 		if zs := a.c.zkSessionTimeout(); ev.SessionTimeout >= zs {
@@ -153,13 +147,11 @@ func (a *actor) admitMixed(req *request) bool {
 		}
 	}
 	if why == "" {
-		ev.Protocols = eager
-		req.ev = ev
 		return false
 	}
 	a.c.modes.refused("kafka_join_mixed")
 	a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).Str("reason", why).
-		Msgf("refusing a Kafka member of mixed group %q with INCONSISTENT_GROUP_PROTOCOL; configure the client with the range or roundrobin assignor", a.group)
+		Msgf("refusing a Kafka member of mixed group %q with INCONSISTENT_GROUP_PROTOCOL", a.group)
 	req.reply <- req.finish(errorReply(a.group, ev, group.ErrInconsistentGroupProtocol))
 	return true
 }
@@ -189,7 +181,7 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 		}
 		slices.Sort(valid)
 		cid := memberConsumerID(a.group, mb, a.seen)
-		c.in.Members = append(c.in.Members, mixedMember{ID: jm.MemberID, CID: cid, Topics: valid})
+		c.in.Members = append(c.in.Members, mixedMember{ID: jm.MemberID, CID: cid, Topics: valid, Owned: ownedPartitions(req.Offered[jm.MemberID])})
 		sub := map[string]int{}
 		for _, t := range valid {
 			sub[t] = 1
@@ -257,14 +249,21 @@ func (a *actor) cancelClaim() {
 }
 
 // rejoined releases the partitions of a Kafka member that rejoined a mixed group for a
-// rebalance: with an eager assignor it gave them all up before its JoinGroup (Kafka's
+// rebalance, when it gave them all up before its JoinGroup: an eager member does (Kafka's
 // ConsumerCoordinator.onJoinPrepare), so zk and legacy members may have them before the join
-// phase ends. A rejoin that starts no rebalance (a static member rejoining a Stable group gets
-// its assignment back, KIP-345) releases nothing.
-func (a *actor) rejoined(id group.MemberID) {
-	if !a.m.ServerAssigns() || a.m.State() != group.PreparingRebalance {
+// phase ends. A cooperative member (KIP-429) goes on consuming what it lists as owned in its
+// metadata: those owner znodes stay, and the claim of the generation releases what moves away
+// only once the member rejoins without it (planMixed). A rejoin that starts no rebalance (a
+// static member rejoining a Stable group gets its assignment back, KIP-345) releases nothing.
+func (a *actor) rejoined(j group.JoinGroup) {
+	if !a.m.ServerAssigns() || a.m.State() != group.PreparingRebalance || len(ownedPartitions(j.Protocols)) > 0 {
 		return
 	}
+	a.releaseMember(j.MemberID)
+}
+
+// releaseMember releases every owner znode the bridge holds for a Kafka member.
+func (a *actor) releaseMember(id group.MemberID) {
 	for _, mb := range a.m.Describe().Members {
 		if mb.MemberID != id {
 			continue

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
-	"github.com/zkbridge/zkbridge/zkstate"
 )
 
 // handOff runs the hand-off of every loaded group and waits for it, at most timeout.
@@ -73,12 +72,10 @@ func (a *actor) handingOff(req *request) bool {
 		return false
 	}
 	if a.mx.handingOff[j.MemberID] {
-		for _, mb := range a.m.Describe().Members {
-			if mb.MemberID == j.MemberID {
-				if _, seen := a.seen[memberKey(mb.MemberID, mb.InstanceID)]; seen {
-					a.mirror.request(mirrorRequest{release: zkstate.ThreadIDs(memberConsumerID(a.group, mb, a.seen), 1)})
-				}
-			}
+		// A cooperative member (KIP-429) still consumes what it lists as owned: its owner
+		// znodes go with the bridge's session, as in a crash, rather than now.
+		if len(ownedPartitions(j.Protocols)) == 0 {
+			a.releaseMember(j.MemberID) // mixed.go
 		}
 		delete(a.mx.handingOff, j.MemberID)
 		if len(a.mx.handingOff) == 0 {

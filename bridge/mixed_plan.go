@@ -34,6 +34,9 @@ type mixedMember struct {
 	ID     group.MemberID
 	CID    string   // its 0.8 consumer id
 	Topics []string // subscribed topics (one thread each), sorted
+	// Owned are the partitions the member lists as owned in its JoinGroup metadata (KIP-429):
+	// it still consumes them while it rejoins. An eager member lists none.
+	Owned []legacy.TopicPartition
 }
 
 // mixedInput is everything the assignment of one generation depends on.
@@ -63,6 +66,10 @@ type mixedPlan struct {
 	Foreign []string
 	// Claim maps the owner znodes to create to their thread.
 	Claim map[string]string
+	// Withheld are held owner znodes of partitions that move away from a Kafka member which
+	// still consumes them (it lists them as owned, KIP-429): nobody is given them in this
+	// generation, and they stay held until their member rejoins without them.
+	Withheld []string
 	// Fingerprint identifies what the assignment was computed from besides the Kafka members:
 	// the other registrations and the partitions of every subscribed topic. A change means the
 	// Kafka members must rebalance.
@@ -110,13 +117,21 @@ func planMixed(in mixedInput) (mixedPlan, error) {
 		member[mm.CID] = mm.ID
 		p.Assignments[mm.ID] = map[string][]int32{}
 	}
+	kept := stillConsumed(in, oin.Owners, own.Assignment)
 	for _, tp := range slices.SortedFunc(maps.Keys(own.Assignment), ownership.CompareTP) {
+		if kept[tp] {
+			continue // its owner has not revoked it yet: the next generation hands it over
+		}
 		part := p.Assignments[member[own.Member[tp]]]
 		part[tp.Topic] = append(part[tp.Topic], tp.Partition)
 	}
 	release := own.Release
 	if len(own.Foreign) == 0 {
 		release = slices.SortedFunc(slices.Values(slices.Concat(own.Release, own.Move)), ownership.CompareTP)
+	}
+	release = slices.DeleteFunc(release, func(tp legacy.TopicPartition) bool { return kept[tp] })
+	for _, tp := range slices.SortedFunc(maps.Keys(kept), ownership.CompareTP) {
+		p.Withheld = append(p.Withheld, zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition))
 	}
 	for _, tp := range release {
 		p.Release = append(p.Release, zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition))
@@ -125,11 +140,37 @@ func planMixed(in mixedInput) (mixedPlan, error) {
 		p.Foreign = append(p.Foreign, zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition))
 	}
 	for _, tp := range own.Claim {
+		if kept[tp] {
+			continue
+		}
 		p.Claim[zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition)] = own.Assignment[tp]
 	}
 	slices.Sort(p.Release) // as paths, which is how the mirrorer deletes and logs them
 	slices.Sort(p.Foreign)
 	return p, nil
+}
+
+// stillConsumed applies KIP-429's rule to the Kafka members: the partitions that the new
+// assignment takes away from a member which still consumes them — it lists them as owned in its
+// JoinGroup metadata, and the bridge holds their owner znodes for its thread — move in two
+// generations (Kafka's CooperativeStickyAssignor, and franz-go's, leave such a partition
+// unassigned until its owner revoked it and rejoined). The member's word counts only for owner
+// znodes the bridge holds for it: a member cannot keep what it does not own.
+func stillConsumed(in mixedInput, owners map[legacy.TopicPartition]ownership.Owner, assignment legacy.Assignment) map[legacy.TopicPartition]bool {
+	kept := map[legacy.TopicPartition]bool{}
+	for _, mm := range in.Members {
+		for _, tp := range mm.Owned {
+			o, held := owners[tp]
+			if !held || o.Session != in.Session || legacy.ConsumerOf(o.Thread) != mm.CID {
+				continue
+			}
+			if th, stays := assignment[tp]; stays && th == o.Thread {
+				continue // it stays with the member
+			}
+			kept[tp] = true
+		}
+	}
+	return kept
 }
 
 // mixedOwnerTP reads the partition of an owner znode's path, prefix being the group's
@@ -165,7 +206,23 @@ func encodeAssignment(part map[string][]int32) []byte {
 	return a.AppendTo(nil)
 }
 
-// eagerProtocols are the consumer assignors whose members give up every partition before they
-// rejoin (the eager rebalance protocol); cooperative-sticky members keep consuming while they
-// rejoin (KIP-429), which a revoke-then-assign across kinds cannot allow.
-var eagerProtocols = map[string]bool{"range": true, "roundrobin": true, "sticky": true}
+// ownedPartitions reads the partitions a member lists as owned (ConsumerMemberMetadata v1+,
+// KIP-429) in any of the protocols it offers, sorted: what a cooperative member still consumes
+// while it rejoins. An eager member revoked everything before its JoinGroup and lists none (the
+// Java client empties its assignment first; franz-go's eager balancers and kafkajs never write
+// the field). Metadata that does not parse lists none.
+func ownedPartitions(protocols []group.Protocol) []legacy.TopicPartition {
+	seen := map[legacy.TopicPartition]bool{}
+	for _, p := range protocols {
+		var md kmsg.ConsumerMemberMetadata
+		if len(p.Metadata) == 0 || md.ReadFrom(p.Metadata) != nil {
+			continue
+		}
+		for _, o := range md.OwnedPartitions {
+			for _, part := range o.Partitions {
+				seen[legacy.TopicPartition{Topic: o.Topic, Partition: part}] = true
+			}
+		}
+	}
+	return slices.SortedFunc(maps.Keys(seen), ownership.CompareTP)
+}

@@ -452,7 +452,8 @@ func (mc *mixedCluster) legacyMember(name string) (stop func()) {
 	return stop
 }
 
-// kafkaMember starts a kgo group member named name (its views name) with an eager balancer.
+// kafkaMember starts a kgo group member named name (its views name) with an eager balancer
+// (opts may replace it: kgo.Balancers(kgo.CooperativeStickyBalancer())).
 func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Client, stop func()) {
 	t := mc.t
 	t.Helper()
@@ -515,7 +516,9 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 				mc.ledger.stop(p, owned[p])
 				delete(owned, p)
 			}
-			mc.views.revoke(name, kgoParts(m))
+			if len(kgoParts(m)) > 0 { // a cooperative session ends with an empty revoke
+				mc.views.revoke(name, kgoParts(m))
+			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			mu.Lock()
@@ -526,7 +529,9 @@ func (mc *mixedCluster) kafkaMember(name string, opts ...kgo.Opt) (cl *kgo.Clien
 			for _, p := range kgoParts(m) {
 				delete(owned, p)
 			}
-			mc.views.revoke(name, kgoParts(m))
+			if len(kgoParts(m)) > 0 {
+				mc.views.revoke(name, kgoParts(m))
+			}
 		}),
 	}, opts...)...)
 	if err != nil {

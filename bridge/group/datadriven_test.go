@@ -372,7 +372,21 @@ func (h *harness) step(line string) string {
 		for _, mb := range a.Members {
 			ms = append(ms, string(mb.MemberID)+":"+string(mb.Metadata))
 		}
-		out = append(out, fmt.Sprintf("assign gen=%d proto=%s/%s members=[%s]", a.Generation, a.ProtocolType, a.ProtocolName, strings.Join(ms, " ")))
+		line := fmt.Sprintf("assign gen=%d proto=%s/%s members=[%s]", a.Generation, a.ProtocolType, a.ProtocolName, strings.Join(ms, " "))
+		var offered []string
+		for _, mb := range a.Members {
+			if ps := a.Offered[mb.MemberID]; len(ps) > 1 {
+				names := make([]string, len(ps))
+				for i, p := range ps {
+					names[i] = p.Name
+				}
+				offered = append(offered, string(mb.MemberID)+":"+strings.Join(names, ","))
+			}
+		}
+		if len(offered) > 0 {
+			line += " offered=[" + strings.Join(offered, " ") + "]"
+		}
+		out = append(out, line)
 	}
 	if len(fx.Offsets) > 0 {
 		var s []string

@@ -51,6 +51,12 @@ type AssignRequest struct {
 	ProtocolName string
 	// Members are the generation's members in join order, with their metadata for ProtocolName.
 	Members []JoinMember
+	// Offered maps each member to every protocol it offered, in its order of preference. A
+	// KIP-429 member keeps consuming while it rejoins, and says so in the owned partitions of
+	// its metadata; the selected protocol's metadata may not list them (franz-go offering
+	// cooperative-sticky and range learns only from the selected name that it must revoke
+	// everything), so the shell reads them from all of them.
+	Offered map[MemberID][]Protocol
 }
 
 // ServerAssigns reports whether the group is in server-side assignment.
@@ -74,10 +80,12 @@ func (m *Machine) setAssignMode(ev AssignMode) {
 // requestAssignment emits Effects.Assign for the generation that just entered
 // CompletingRebalance.
 func (m *Machine) requestAssignment() {
-	req := &AssignRequest{Generation: m.generation, ProtocolType: m.protocolType, ProtocolName: m.protocolName}
+	req := &AssignRequest{Generation: m.generation, ProtocolType: m.protocolType, ProtocolName: m.protocolName,
+		Offered: make(map[MemberID][]Protocol, len(m.order))}
 	for _, id := range m.order {
 		mb := m.members[id]
 		req.Members = append(req.Members, JoinMember{MemberID: id, InstanceID: mb.InstanceID, Metadata: mb.metadata(m.protocolName), SessionTimeout: mb.SessionTimeout})
+		req.Offered[id] = cloneProtocols(mb.Protocols)
 	}
 	m.fx.Assign = req
 }
