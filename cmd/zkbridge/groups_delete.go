@@ -9,6 +9,7 @@ package main
 // offsets of topics no member subscribes to.)
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -29,9 +30,11 @@ func groupsDeleteCommand(e *env) *cli.Command {
 		ArgsUsage: "<group> [<group>...]",
 		Description: "Deletes everything ZooKeeper holds of each group: /consumers/<g> (offsets, and the empty\n" +
 			"ids and owners) and the bridges' own state under <root>/groups/<g> (mode, record, offset\n" +
-			"records, transitions). Refused (exit 3) for a group with members of any kind, as Kafka\n" +
-			"refuses a group that is not empty: stop its consumers first. A group ZooKeeper does not\n" +
-			"know is a failure (exit 1). A dry run unless --execute.",
+			"records, transitions), in one ZooKeeper multi that holds only if nothing changed since it\n" +
+			"was read: a consumer registering or an offset committed meanwhile fails it whole (exit 3,\n" +
+			"nothing deleted; run it again). Refused (exit 3) for a group with members of any kind, as\n" +
+			"Kafka refuses a group that is not empty: stop its consumers first. A group ZooKeeper does\n" +
+			"not know is a failure (exit 1). A dry run unless --execute.",
 		Flags: append(append(zkFlags(), writeFlags("delete the groups")...), modesRootFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -72,30 +75,78 @@ func groupsDeleteCommand(e *env) *cli.Command {
 
 // deleteGroup deletes (or with dry, checks that it could delete) one group.
 func deleteGroup(c *cli.Context, s *zkstate.Store, root, g string, dry bool) (string, error) { // errors are codedError
-	cen, err := migrate.ReadCensus(c.Context, s, root, g, migrate.CensusOptions{})
+	d, err := planGroupDelete(c.Context, s, root, g)
 	if err != nil {
-		return "", codedError{exitError, err.Error()}
+		return "", err
 	}
-	if !cen.Exists {
-		return "", codedError{exitError, fmt.Sprintf("group %s not found (neither /consumers/%s nor %s/groups/%s)", g, g, root, g)}
+	if dry {
+		return "would be deleted (" + d.what + ")", nil
+	}
+	if err := d.apply(c.Context, s); err != nil {
+		return "", err
+	}
+	return "deleted (" + d.what + ")", nil
+}
+
+// groupDeletion is the deletion of one group as read: every znode of /consumers/<g> and
+// <root>/groups/<g> with the version it had.
+//
+// It is one ZooKeeper multi (MultiAtomic), children before parents, each delete at the version
+// read, so it deletes the group whole or not at all, and only the group the census saw: the
+// trees are read before the census, so a member that registered before the trees were read is
+// in the census (refused), and anything written after — a consumer registering in /ids, a
+// legacy member's hosted znode, a Kafka member persisted in a bridge's record, an offset
+// committed — makes a delete of the multi fail (a new child: its parent is not empty; a new
+// write: its version moved), and nothing is deleted. A group too big for one request
+// (zkstate.Config.MaxMultiBytes, 1 MB by default: some ten thousand offsets) is refused with
+// nothing deleted rather than deleted in parts.
+type groupDeletion struct {
+	group string
+	ops   []zkstate.Op
+	what  string
+}
+
+// planGroupDelete reads one group for groupDeletion and refuses it when it has members.
+func planGroupDelete(ctx context.Context, s *zkstate.Store, root, g string) (groupDeletion, error) { // errors are codedError
+	var nodes []zkstate.TreeNode
+	for _, p := range []string{zkstate.GroupPath(g), path.Join(zkstate.BridgeGroupsPath(root), g)} {
+		tree, err := s.Tree(ctx, p)
+		if err != nil {
+			return groupDeletion{}, codedError{exitError, fmt.Sprintf("read %s: %v", p, err)}
+		}
+		nodes = append(nodes, tree...)
+	}
+	cen, err := migrate.ReadCensus(ctx, s, root, g, migrate.CensusOptions{})
+	if err != nil {
+		return groupDeletion{}, codedError{exitError, err.Error()}
+	}
+	if !cen.Exists || len(nodes) == 0 {
+		return groupDeletion{}, codedError{exitError, fmt.Sprintf("group %s not found (neither /consumers/%s nor %s/groups/%s)", g, g, root, g)}
 	}
 	if n := len(cen.Members); n > 0 {
-		return "", codedError{exitBlocked, fmt.Sprintf("group %s is not empty: %s (%s); stop them first", g, plural(n, "member"), memberList(cen.Members))}
+		return groupDeletion{}, codedError{exitBlocked, fmt.Sprintf("group %s is not empty: %s (%s); stop them first", g, plural(n, "member"), memberList(cen.Members))}
 	}
-	cur, err := migrate.ReadOffsets(c.Context, s, root, g)
+	cur, err := migrate.ReadOffsets(ctx, s, root, g)
 	if err != nil {
-		return "", codedError{exitError, err.Error()}
+		return groupDeletion{}, codedError{exitError, err.Error()}
 	}
-	what := fmt.Sprintf("%s mode, %s", cen.Mode, plural(len(cur.Offsets), "committed offset"))
-	if dry {
-		return "would be deleted (" + what + ")", nil
+	return groupDeletion{group: g, ops: zkstate.DeleteTreeOps(nodes),
+		what: fmt.Sprintf("%s mode, %s", cen.Mode, plural(len(cur.Offsets), "committed offset"))}, nil
+}
+
+// apply deletes the group in one multi (see groupDeletion).
+func (d groupDeletion) apply(ctx context.Context, s *zkstate.Store) error { // errors are codedError
+	err := s.MultiAtomic(ctx, d.ops...)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zkstate.ErrNotEmpty), errors.Is(err, zkstate.ErrBadVersion), errors.Is(err, zkstate.ErrNoNode):
+		return codedError{exitBlocked, fmt.Sprintf("group %s changed while deleting (%v): nothing deleted; run it again", d.group, err)}
+	case errors.Is(err, zkstate.ErrMultiTooLarge):
+		return codedError{exitError, fmt.Sprintf("group %s has too many znodes to delete in one ZooKeeper request (%v): nothing deleted; delete its offsets first (offsets delete)", d.group, err)}
+	default:
+		return codedError{exitError, fmt.Sprintf("delete group %s: %v", d.group, err)}
 	}
-	for _, p := range []string{zkstate.GroupPath(g), path.Join(zkstate.BridgeGroupsPath(root), g)} {
-		if err := s.DeleteRecursive(c.Context, p); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-			return "", codedError{exitError, fmt.Sprintf("delete %s: %v", p, err)}
-		}
-	}
-	return "deleted (" + what + ")", nil
 }
 
 func offsetsDeleteCommand(e *env) *cli.Command {

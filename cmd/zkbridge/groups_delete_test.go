@@ -102,3 +102,58 @@ func TestIntegration_OffsetsDelete(t *testing.T) {
 		t.Errorf("forced: exit %d, left %q\n%s%s", r.code, offsets(), r.stdout, r.stderr)
 	}
 }
+
+// groups delete is one ZooKeeper multi over what it read: whatever happens to the group between
+// the read (census and trees) and the delete — a 0.8 consumer registering, an offset committed,
+// a bridge persisting a Kafka member — fails it whole, and nothing is deleted (a census then a
+// recursive delete would have deleted the new consumer's registration under its feet).
+func TestIntegration_GroupsDeleteAtomic(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	p := zkstate.CreateOptions{Parents: true}
+	between := map[string]func(g string) error{
+		"a consumer registers": func(g string) error {
+			reg := zkstate.ConsumerRegistration{Version: 1, Subscription: map[string]int{"orders": 1}, Pattern: zkstate.PatternStatic, TimestampMs: 1700000000000}
+			return s.Create(ctx, zkstate.IDPath(g, g+"_late-1700000000000-00000001"), reg.Encode(), zkstate.CreateOptions{Ephemeral: true, Parents: true})
+		},
+		"an offset is committed": func(g string) error {
+			_, err := s.Set(ctx, zkstate.OffsetPath(g, "orders", 0), zkstate.FormatOffset(6), -1)
+			return err
+		},
+		"a new partition's offset appears": func(g string) error {
+			return s.Create(ctx, zkstate.OffsetPath(g, "orders", 1), zkstate.FormatOffset(1), p)
+		},
+		"a bridge records an offset": func(g string) error {
+			return s.Create(ctx, zkstate.OwnOffsetPath(testRoot, g, "orders", 3), zkstate.OwnOffset{Offset: 9, LeaderEpoch: -1}.Encode(), p)
+		},
+	}
+	for name, change := range between {
+		t.Run(name, func(t *testing.T) {
+			g := "g" + strings.ReplaceAll(name, " ", "_")
+			g = strings.ReplaceAll(g, "'", "")
+			if err := s.Multi(ctx,
+				zkstate.CreateOp(zkstate.OffsetPath(g, "orders", 0), zkstate.FormatOffset(5), p),
+				zkstate.CreateOp(zkstate.IDsPath(g), nil, p),
+				zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, g, "orders", 0), zkstate.OwnOffset{Offset: 5, LeaderEpoch: -1}.Encode(), p)); err != nil {
+				t.Fatal(err)
+			}
+			d, err := planGroupDelete(ctx, s, testRoot, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := change(g); err != nil {
+				t.Fatal(err)
+			}
+			err = d.apply(ctx, s)
+			if ce, ok := err.(codedError); !ok || ce.code != exitBlocked || !strings.Contains(ce.msg, "nothing deleted") {
+				t.Fatalf("delete after the group changed = %v, want exit %d, nothing deleted", err, exitBlocked)
+			}
+			for _, p := range []string{zkstate.OffsetPath(g, "orders", 0), zkstate.IDsPath(g), zkstate.OwnOffsetPath(testRoot, g, "orders", 0)} {
+				if ok, _, err := s.Exists(ctx, p); err != nil || !ok {
+					t.Errorf("%s deleted (%v): the delete was not all-or-nothing", p, err)
+				}
+			}
+		})
+	}
+}
