@@ -51,8 +51,10 @@ const maxThreadsPerTopic = 10000
 // Empty data is a registration in progress (ErrRegistrationPending), not malformed.
 //
 // For white_list and black_list the single subscription key is the topic filter, not a topic
-// (TopicCount.constructTopicCount reads topMap.head); more than one key is rejected because
-// Kafka would pick one arbitrarily.
+// (TopicCount.constructTopicCount reads topMap.head). A white_list with several keys that are
+// all legal topic names is kafka-node's (one key per topic, each meant as a topic) and is read
+// as the static subscription kafka-node means; any other wildcard with several keys is
+// rejected, because Kafka would pick one of them arbitrarily.
 func ParseConsumerRegistration(data []byte) (ConsumerRegistration, error) {
 	if len(data) == 0 {
 		return ConsumerRegistration{}, ErrRegistrationPending
@@ -105,8 +107,17 @@ func ParseConsumerRegistration(data []byte) (ConsumerRegistration, error) {
 		}
 		r.Subscription[topic] = int(n)
 	}
+	if r.Pattern == PatternWhiteList && len(r.Subscription) > 1 && allTopicNames(r.Subscription) {
+		// kafka-node (lib/zookeeper.js registerConsumer) labels every registration white_list
+		// and writes one key per topic it consumes; its own rebalance
+		// (getConsumersPerTopic) reads every key as a topic. Kafka's consumers write one key,
+		// the filter, and 0.8.2's constructTopicCount would read only the first key of this
+		// one as a whitelist — a view no member of a kafka-node group shares. So it is read
+		// as kafka-node meant it: a static subscription of those topics.
+		r.Pattern = PatternStatic
+	}
 	if r.Pattern != PatternStatic && len(r.Subscription) > 1 {
-		return ConsumerRegistration{}, fmt.Errorf("%w: %s subscription has %d topic filters, want 1",
+		return ConsumerRegistration{}, fmt.Errorf("%w: %s subscription has %d topic filters, want 1 (or, for white_list, topic names: kafka-node's one key per topic)",
 			ErrMalformed, r.Pattern, len(r.Subscription))
 	}
 
@@ -478,4 +489,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// allTopicNames reports whether every key of a subscription is a legal Kafka topic name
+// (Topic.validate: 1 to 249 characters of [a-zA-Z0-9._-], not "." or ".."): a topic filter
+// with any regular-expression syntax beyond "." is not one.
+func allTopicNames(sub map[string]int) bool {
+	for t := range sub {
+		if len(t) > 249 || t == "." || t == ".." {
+			return false
+		}
+		for _, c := range t {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -110,6 +110,17 @@ func TestParseConsumerRegistrationGolden(t *testing.T) {
 		// reads as the whitelist of that topic, which is what a 0.8.2 consumer reads too.
 		"kafka-node-3.0.1-white_list.json": {want: zkstate.ConsumerRegistration{
 			Version: 1, Subscription: map[string]int{"orders": 1}, Pattern: zkstate.PatternWhiteList, TimestampMs: 1764763200000}},
+		// A kafka-node consumer of several topics writes one key per topic under the same
+		// white_list label. Decision (issue 18): read it as kafka-node means it, a static
+		// subscription of those topics, 1 thread each. kafka-node's own rebalance
+		// (lib/zookeeper.js getConsumersPerTopic) reads every key as a topic, so every member
+		// of a kafka-node group computes with that view; 0.8.2's
+		// TopicCount.constructTopicCount would take only topMap.head, the first key (JSON order
+		// up to 4 keys, hash order beyond), as a whitelist regex — a view no member of the group
+		// shares, and Kafka's own consumers never write more than one key. A wildcard with
+		// several keys that are not all topic names stays malformed (malformed-two-filters).
+		"kafka-node-3.0.1-white_list-topics.json": {want: zkstate.ConsumerRegistration{
+			Version: 1, Subscription: map[string]int{"orders": 1, "payments": 1, "refunds": 1}, Pattern: zkstate.PatternStatic, TimestampMs: 1764763200000}},
 		// ... and it creates the ephemeral znode empty first, then sets that JSON: in between
 		// the consumer is registering.
 		"pending-kafka-node-3.0.1.json": {errIs: zkstate.ErrRegistrationPending},
