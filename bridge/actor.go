@@ -50,12 +50,11 @@ type actor struct {
 	exists  bool  // the group has a record or offsets (else Describe says Dead)
 	version int64 // of the record, as last persisted or loaded
 
-	gs       *groupStore // nil while a write holds it
-	writing  bool
-	writes   chan writeResult // buffered 1: one write at a time
-	writeWG  sync.WaitGroup
-	stopPut  context.CancelFunc // cancels the write in flight
-	writeCtx context.Context
+	gs      *groupStore // nil while a write holds it
+	writing bool
+	writes  chan writeResult // buffered 1: one write at a time
+	writeWG sync.WaitGroup
+	stopPut context.CancelFunc // cancels the actor's ctx, and with it the write in flight
 
 	mirror   *mirrorer
 	mirrored mirrorKey
@@ -96,7 +95,9 @@ func (a *actor) run(ctx context.Context) {
 	a.c.metrics.groupsLoaded.Inc()
 	defer a.c.metrics.groupsLoaded.Dec()
 	defer a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
-	a.writeCtx, a.stopPut = context.WithCancel(ctx)
+	// ctx ends with the actor too (stopPut, by finish and leave): the write in flight, the claim
+	// and the watcher it started stop then.
+	ctx, a.stopPut = context.WithCancel(ctx)
 	defer a.stopPut()
 	a.timer = time.NewTimer(time.Hour)
 	a.timer.Stop()
@@ -147,7 +148,7 @@ func (a *actor) load(ctx context.Context) error {
 	a.log.Info().Int32("generation", int32(rec.Generation)).Int("members", len(rec.Members)).
 		Int32("record_version", a.gs.record).Msg("group loaded from zookeeper")
 	a.version = int64(a.gs.record)
-	a.step(group.Restore{Record: *rec, Version: a.version})
+	a.step(ctx, group.Restore{Record: *rec, Version: a.version})
 	return nil
 }
 
@@ -191,27 +192,27 @@ func (a *actor) loop(ctx context.Context) {
 			a.finish(true)
 			return
 		}
-		a.checkOthers() // mixed.go
+		a.checkOthers(ctx) // mixed.go
 		a.armIdle()
 		select {
 		case req := <-a.reqs:
-			a.handle(req)
+			a.handle(ctx, req)
 		case res := <-a.mx.results:
-			a.claimed(res) // mixed.go
+			a.claimed(ctx, res) // mixed.go
 		case fp := <-a.mx.others:
 			a.mx.othersFP = fp // mixed.go: checked at the top of the loop
 		case done := <-a.mx.handoff:
-			a.startHandoff(done) // mixed.go
+			a.startHandoff(ctx, done) // mixed.go
 		case <-a.timer.C:
-			a.step(group.Tick{})
+			a.step(ctx, group.Tick{})
 		case res := <-a.writes:
-			a.written(res)
+			a.written(ctx, res)
 		case err := <-a.fence:
-			a.step(group.PersistFailed{Err: err})
+			a.step(ctx, group.PersistFailed{Err: err})
 		case <-a.modeCh:
-			a.onModeChange() // modes.go
+			a.onModeChange(ctx) // modes.go
 		case cause := <-a.handover:
-			a.leave(cause) // handover.go
+			a.leave(ctx, cause) // handover.go
 			return
 		case <-a.idle.C:
 			a.idleOn = false
@@ -228,16 +229,16 @@ func (a *actor) loop(ctx context.Context) {
 }
 
 // handle steps one request.
-func (a *actor) handle(req *request) {
+func (a *actor) handle(ctx context.Context, req *request) {
 	a.c.metrics.event(req.ev)
 	// Group modes (modes.go): the group's mode is known (its default persisted on first
 	// service) before anything is written under /consumers/<g>; requests the mode refuses are
 	// answered here.
-	if a.unvouched(req) || a.modeGate(req) || a.handingOff(req) { // handover.go, modes.go, mixed.go
+	if a.unvouched(req) || a.modeGate(ctx, req) || a.handingOff(req) { // handover.go, modes.go, mixed.go
 		return
 	}
-	a.syncAssignMode()        // mixed.go
-	if a.deleteBlocked(req) { // delete.go
+	a.syncAssignMode(ctx)          // mixed.go
+	if a.deleteBlocked(ctx, req) { // delete.go
 		return
 	}
 	if !a.exists {
@@ -252,17 +253,17 @@ func (a *actor) handle(req *request) {
 		}
 	}
 	if j, ok := req.ev.(group.JoinGroup); ok {
-		a.warnMissingTopics(j) // missing_topics.go
+		a.warnMissingTopics(ctx, j) // missing_topics.go
 	}
 	a.waiting[req.token] = req
-	a.step(req.ev)
+	a.step(ctx, req.ev)
 	if j, ok := req.ev.(group.JoinGroup); ok && j.MemberID != "" {
 		a.rejoined(j) // mixed.go
 	}
 }
 
 // step steps ev and carries out its effects.
-func (a *actor) step(ev group.Event) {
+func (a *actor) step(ctx context.Context, ev group.Event) {
 	fx := a.m.Step(time.Now(), ev)
 	for _, l := range fx.Logs {
 		if l.Cause != "" {
@@ -281,10 +282,10 @@ func (a *actor) step(ev group.Event) {
 		a.deliver(r)
 	}
 	if fx.NeedsWrite() {
-		a.startWrite(fx.Persist, fx.Offsets)
+		a.startWrite(ctx, fx.Persist, fx.Offsets)
 	}
 	if fx.Assign != nil {
-		a.startClaim(fx.Assign) // mixed.go
+		a.startClaim(ctx, fx.Assign) // mixed.go
 	} else if a.mx.claimCancel != nil && a.m.State() != group.CompletingRebalance {
 		a.cancelClaim() // the generation is over: its claim must not take partitions
 	}
@@ -308,18 +309,17 @@ func (a *actor) deliver(r group.Reply) {
 }
 
 // startWrite runs the write of one Step's effects on its own goroutine.
-func (a *actor) startWrite(rec *group.Record, offs []group.OffsetCommitPartition) {
+func (a *actor) startWrite(ctx context.Context, rec *group.Record, offs []group.OffsetCommitPartition) {
 	if a.writing {
 		// The engine emits one write at a time; a second one is a bug that would break persist
 		// before reply, so stop serving the group rather than guess.
 		a.log.Error().Msg("engine emitted a write while one is in flight; fencing the group")
-		a.step(group.PersistFailed{Err: errors.New("bridge: overlapping writes")})
+		a.step(ctx, group.PersistFailed{Err: errors.New("bridge: overlapping writes")})
 		return
 	}
 	a.writing = true
 	gs := a.gs
 	a.gs = nil
-	ctx := a.writeCtx
 	timeout := a.c.cfg.WriteTimeout
 	// modes.go: a finalized group's offsets are no longer written to /consumers.
 	gs.ownOnly = a.c.modes.mirrorOff(a.group)
@@ -335,7 +335,7 @@ func (a *actor) startWrite(rec *group.Record, offs []group.OffsetCommitPartition
 }
 
 // written steps the outcome of the write in flight.
-func (a *actor) written(res writeResult) {
+func (a *actor) written(ctx context.Context, res writeResult) {
 	a.writing = false
 	a.gs = res.gs
 	a.c.metrics.writeSeconds.Observe(res.took.Seconds())
@@ -343,21 +343,21 @@ func (a *actor) written(res writeResult) {
 		if writeFenced(res.err) {
 			a.c.metrics.writes.WithLabelValues("fenced").Inc()
 			a.log.Warn().Err(res.err).Msg("group write failed: another bridge took the group over; fencing it")
-			a.step(group.PersistFailed{Err: res.err})
+			a.step(ctx, group.PersistFailed{Err: res.err})
 			return
 		}
 		// ZooKeeper slow or away: the requests that waited fail with a retriable error and the
 		// group stays (group.WriteFailed). A session lost for good fences every group anyway.
 		a.c.metrics.writes.WithLabelValues("error").Inc()
 		a.log.Warn().Err(res.err).Msg("group write failed; its requests get COORDINATOR_NOT_AVAILABLE and the group carries on")
-		a.step(group.WriteFailed{Err: res.err})
+		a.step(ctx, group.WriteFailed{Err: res.err})
 		return
 	}
 	a.c.metrics.writes.WithLabelValues("ok").Inc()
 	a.c.metrics.offsets.Add(float64(res.offsets))
 	a.exists = true
 	a.version = res.version
-	a.step(group.Persisted{Version: res.version})
+	a.step(ctx, group.Persisted{Version: res.version})
 }
 
 // publish exposes the state to ListGroups and keeps the 0.8 mirror in step: each Stable

@@ -374,7 +374,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 	// Background work that lives as long as Run: registration, the metadata watches.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopBG = stopBG
-	b.modes.start(bgCtx, store) // before the listeners serve: requests ensure modes through it
+	b.modes.start(store) // before the listeners serve: requests ensure modes through it
 	// peers.go: the live bridges, read before the listeners serve, so that the first request
 	// is placed as every other bridge places it.
 	if w, err := b.peers.start(bgCtx, store); err != nil {
@@ -382,7 +382,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 	} else {
 		s.bg.Go(func() { b.peers.follow(bgCtx, store, w) })
 	}
-	s.bg.Go(b.modes.run) // modes.go: watches every group's mode
+	s.bg.Go(func() { b.modes.run(bgCtx) }) // modes.go: watches every group's mode
 	s.bg.Go(func() { b.register(bgCtx, store, p.host, p.port) })
 	s.bg.Go(func() {
 		p.cl.warm(bgCtx) // a view to serve Metadata from if ZooKeeper goes away early
@@ -447,7 +447,7 @@ func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *se
 	b.log.Info().Msg("bridge shutting down")
 	if b.cfg.HandoffTimeout > 0 && !b.peers.alone() {
 		// handover.go: deregister, then hand every group to the bridges that remain.
-		b.coord.drain(b.cfg.HandoffTimeout, func() { b.deregister(store, b.registration(p.host, p.port)) })
+		b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store, b.registration(p.host, p.port)) })
 		b.unregister(store)
 	}
 	if b.cfg.HandoffTimeout > 0 {

@@ -73,10 +73,7 @@ type coordinator struct {
 	tokens    atomic.Uint64
 	connected atomic.Bool
 
-	// ctx is the parent of every actor; cancelled by close.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per running actor
+	wg sync.WaitGroup // one per goroutine started by goLocked (the actors, the rescans)
 
 	// modes keeps every group's mode current (modes.go); nil admits every request.
 	modes *groupModes
@@ -104,11 +101,34 @@ type coordinator struct {
 	actors map[string]*actor
 	closed bool
 	lost   *time.Timer // armed while the session is disconnected
+	// stops holds the cancel func of every goroutine goLocked started and that still runs: close
+	// cancels them all.
+	stops  map[uint64]context.CancelFunc
+	nextGo uint64
 }
 
 func newCoordinator(cfg Config, log zerolog.Logger, m *metrics) *coordinator {
+	return &coordinator{cfg: cfg, log: log, metrics: m, actors: map[string]*actor{}, stops: map[uint64]context.CancelFunc{}}
+}
+
+// goLocked runs fn on a goroutine of its own with a ctx that close cancels; c.mu must be held
+// and the coordinator not closed.
+func (c *coordinator) goLocked(fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &coordinator{cfg: cfg, log: log, metrics: m, ctx: ctx, cancel: cancel, actors: map[string]*actor{}}
+	c.nextGo++
+	id := c.nextGo
+	c.stops[id] = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.stops, id)
+			c.mu.Unlock()
+		}()
+		defer cancel()
+		fn(ctx)
+	}()
 }
 
 // zkSessionTimeout is how long the bridge's ephemerals outlive it: the session timeout the
@@ -143,8 +163,10 @@ func (c *coordinator) close() {
 		c.lost.Stop()
 		c.lost = nil
 	}
+	for _, cancel := range c.stops {
+		cancel()
+	}
 	c.mu.Unlock()
-	c.cancel()
 	c.wg.Wait()
 }
 
@@ -226,11 +248,7 @@ func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) {
 	}
 	a := newActor(c, name)
 	c.actors[name] = a
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		a.run(c.ctx)
-	}()
+	c.goLocked(a.run)
 	return a, group.ErrNone
 }
 

@@ -15,11 +15,11 @@ import (
 // removed, success answered) under consumers that still used it (issue 17 §7). Kafka answers
 // NON_EMPTY_GROUP for a group with members, and its 0.8 tool (kafka-consumer-groups --delete
 // --zookeeper) refuses a group whose consumers are active.
-func (a *actor) deleteBlocked(req *request) bool {
+func (a *actor) deleteBlocked(ctx context.Context, req *request) bool {
 	if _, ok := req.ev.(group.Delete); !ok || a.m.State() != group.Empty {
 		return false // the engine answers for its own members
 	}
-	ctx, cancel := context.WithTimeout(a.writeCtx, a.c.cfg.LoadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
 	defer cancel()
 	a.c.mu.Lock()
 	store := a.c.store

@@ -114,12 +114,8 @@ func (c *coordinator) placementChanged(_, cur *liveView) {
 		}
 	}
 	store := c.store
-	c.wg.Add(1)
+	c.goLocked(func(ctx context.Context) { c.rescan(ctx, store) })
 	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		c.rescan(c.ctx, store)
-	}()
 }
 
 // rescan compares every group's epoch with the current placement: it releases the groups that
@@ -195,7 +191,7 @@ func (c *coordinator) loadedOrLoading(name string) bool {
 // drain hands every group over to the other bridges before shutdown: it stops counting this
 // bridge as live, then waits (up to timeout) for every actor to have released its group, and
 // logs where each went. deregister runs first, so that the other bridges compute us out at once.
-func (c *coordinator) drain(timeout time.Duration, deregister func()) {
+func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregister func()) {
 	c.mu.Lock()
 	names := make([]string, 0, len(c.actors))
 	for name := range c.actors {
@@ -209,7 +205,7 @@ func (c *coordinator) drain(timeout time.Duration, deregister func()) {
 	c.peers.leave()
 	deregister()
 	if store != nil {
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		c.rescan(ctx, store) // and releases the unloaded ones
 		cancel()
 	}
@@ -247,14 +243,14 @@ func (a *actor) handOver(cause string) {
 
 // leave hands the group over: the write in flight is let finish, so that every answer given
 // is in ZooKeeper; then finish releases the mirror and the epoch.
-func (a *actor) leave(cause string) {
+func (a *actor) leave(ctx context.Context, cause string) {
 	deadline := time.NewTimer(a.c.cfg.WriteTimeout)
 	defer deadline.Stop()
 wait:
 	for a.writing {
 		select {
 		case res := <-a.writes:
-			a.written(res)
+			a.written(ctx, res)
 		case <-deadline.C:
 			break wait
 		}

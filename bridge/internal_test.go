@@ -251,7 +251,7 @@ func testLimitsCoordinator(t testing.TB, cfg Config, topics topicSource) *coordi
 		t.Fatal(err)
 	}
 	c := newCoordinator(cfg.withDefaults(), zerolog.Nop(), m)
-	t.Cleanup(c.cancel)
+	t.Cleanup(c.close)
 	c.topics = topics
 	return c
 }

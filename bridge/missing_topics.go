@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"context"
+
 	"github.com/zkbridge/zkbridge/bridge/group"
 )
 
@@ -10,7 +12,7 @@ import (
 // reports only at debug level. Nothing is refused: Kafka accepts such a subscription too (the
 // topic may be created later). Topics come from the cluster's cache, so a join costs no read;
 // without /brokers/topics (no cluster registered) there is nothing to compare with.
-func (a *actor) warnMissingTopics(j group.JoinGroup) {
+func (a *actor) warnMissingTopics(ctx context.Context, j group.JoinGroup) {
 	src := a.c.topics
 	if src == nil || j.ProtocolType != consumerProtocol || len(j.Protocols) == 0 {
 		return
@@ -19,7 +21,7 @@ func (a *actor) warnMissingTopics(j group.JoinGroup) {
 	if err != nil || len(subscribed) == 0 {
 		return // an unreadable subscription is the mirror's to report
 	}
-	topics, err := src.Topics(a.writeCtx)
+	topics, err := src.Topics(ctx)
 	if err != nil || !src.HasTopicsNode() {
 		return
 	}

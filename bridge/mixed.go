@@ -68,7 +68,7 @@ type mixedState struct {
 
 // syncAssignMode steps the engine into server-side assignment exactly while the group is mixed,
 // and runs the watcher of the other kinds meanwhile.
-func (a *actor) syncAssignMode() {
+func (a *actor) syncAssignMode(ctx context.Context) {
 	if a.c.modes == nil {
 		return
 	}
@@ -78,11 +78,11 @@ func (a *actor) syncAssignMode() {
 	}
 	server := mode == zkstate.ModeMixed
 	if server != a.m.ServerAssigns() {
-		a.step(group.AssignMode{Server: server})
+		a.step(ctx, group.AssignMode{Server: server})
 	}
 	switch {
 	case server && a.mx.watchCancel == nil:
-		ctx, cancel := context.WithCancel(a.writeCtx)
+		ctx, cancel := context.WithCancel(ctx)
 		a.mx.watchCancel = cancel
 		root, g, gauge, mi := a.c.cfg.Root, a.group, a.c.metrics.members, a.mirror
 		count := func(ctx context.Context, store *zkstate.Store, snap *zkstate.GroupSnapshot, ours map[string]bool) {
@@ -126,7 +126,7 @@ func (a *actor) syncAssignMode() {
 // common). Only a protocol type other than "consumer" is refused here: the zk and legacy
 // members of the group are consumers, and a Kafka broker refuses a joiner whose type differs
 // from its members'. It reports whether it answered req.
-func (a *actor) admitMixed(req *request) bool {
+func (a *actor) admitMixed(ctx context.Context, req *request) bool {
 	ev, ok := req.ev.(group.JoinGroup)
 	if !ok {
 		return false
@@ -141,7 +141,7 @@ func (a *actor) admitMixed(req *request) bool {
 			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
 				Dur("session_timeout", ev.SessionTimeout).Dur("zk_session_timeout", zs).
 				Msgf("refusing a Kafka member of mixed group %q with INVALID_SESSION_TIMEOUT (--mixed-session-check=refuse): if this bridge crashed, zk and legacy members would take its partitions after %v while it could go on consuming until its own session timeout; set the client's session.timeout.ms below %v, or give the bridge a longer --zk-session-timeout", a.group, zs, zs)
-			a.removeRefused(ev) // modes.go
+			a.removeRefused(ctx, ev) // modes.go
 			req.reply <- req.finish(errorReply(a.group, ev, group.ErrInvalidSessionTimeout))
 			return true
 		}
@@ -157,7 +157,7 @@ func (a *actor) admitMixed(req *request) bool {
 }
 
 // startClaim hands the generation's claim to the mirrorer.
-func (a *actor) startClaim(req *group.AssignRequest) {
+func (a *actor) startClaim(ctx context.Context, req *group.AssignRequest) {
 	a.cancelClaim()
 	d := a.m.Describe()
 	markSeen(a.seen, d.Members, time.Now())
@@ -196,7 +196,7 @@ func (a *actor) startClaim(req *group.AssignRequest) {
 	for _, m := range req.Members {
 		a.mx.claimSession = max(a.mx.claimSession, m.SessionTimeout)
 	}
-	ctx, cancel := context.WithCancel(a.writeCtx)
+	ctx, cancel := context.WithCancel(ctx)
 	c.ctx, a.mx.claimCancel = ctx, cancel
 	a.log.Info().Int32("generation", int32(req.Generation)).Int("members", len(req.Members)).
 		Msg("mixed group: computing the 0.8.2 assignment and claiming the Kafka members' partitions")
@@ -277,7 +277,7 @@ func (a *actor) releaseMember(id group.MemberID) {
 }
 
 // claimed steps the assignment a claim produced.
-func (a *actor) claimed(res claimResult) {
+func (a *actor) claimed(ctx context.Context, res claimResult) {
 	a.mx.claimCancel = nil
 	a.mx.claimFP = res.fingerprint
 	a.c.metrics.mixedClaimSeconds.Observe(res.took.Seconds())
@@ -294,7 +294,7 @@ func (a *actor) claimed(res claimResult) {
 	a.setClaimed(a.mx.claimSession)
 	a.mx.claimedGen = res.gen
 	a.c.gate.clear(a.group) // claimed in the current session: the fetches are the members' again
-	a.step(group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
+	a.step(ctx, group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
 }
 
 // unclaimedMixed reports whether gen is a Stable generation of a mixed group that no claim of
@@ -314,7 +314,7 @@ func (a *actor) unclaimedMixed(gen group.Generation) bool {
 // checkOthers rebalances a Stable mixed group whose other kinds or topics changed since its
 // assignment was computed, or whose assignment the bridge did not compute (it was the leader's
 // before the group became mixed, or the bridge took the group over).
-func (a *actor) checkOthers() {
+func (a *actor) checkOthers(ctx context.Context) {
 	if !a.m.ServerAssigns() || a.m.State() != group.Stable {
 		return
 	}
@@ -329,7 +329,7 @@ func (a *actor) checkOthers() {
 	}
 	a.c.metrics.mixedRebalances.WithLabelValues(mixedCause(a.mx.claimFP)).Inc()
 	a.mx.claimFP = a.mx.othersFP // asked once; the claim of the next generation sets it for good
-	a.step(ev)
+	a.step(ctx, ev)
 }
 
 // Reasons of the rebalances the bridge asks for in mixed groups.

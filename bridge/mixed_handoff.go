@@ -17,6 +17,7 @@ package bridge
 // session timeout above the members' session.timeout.ms: see the README.)
 
 import (
+	"context"
 	"time"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
@@ -48,7 +49,7 @@ func (c *coordinator) handOff(timeout time.Duration) {
 }
 
 // startHandoff begins the group's hand-off; done is closed when it is over.
-func (a *actor) startHandoff(done chan struct{}) {
+func (a *actor) startHandoff(ctx context.Context, done chan struct{}) {
 	if !a.m.ServerAssigns() || a.m.Members() == 0 {
 		close(done)
 		return
@@ -58,7 +59,7 @@ func (a *actor) startHandoff(done chan struct{}) {
 		a.mx.handingOff[mb.MemberID] = true
 	}
 	a.log.Info().Int("members", len(a.mx.handingOff)).Msg("shutdown: asking the Kafka members of the mixed group to give their partitions back")
-	a.step(group.Rebalance{Reason: "the bridge is shutting down"})
+	a.step(ctx, group.Rebalance{Reason: "the bridge is shutting down"})
 }
 
 // handingOff answers the JoinGroups of a group in hand-off (see above) and reports whether it

@@ -118,14 +118,17 @@ type groupModes struct {
 	onChange func(group string)
 
 	mu      sync.Mutex
-	store   *zkstate.Store  // nil until start
-	ctx     context.Context // the watches' lifetime, from start
-	stopped bool
-	synced  bool                // the first listing of <root>/groups is in: a group not listed has no record
-	listing map[string]struct{} // the last listing of <root>/groups (limits.go)
-	listedN atomic.Int64        // len(listing); -1 before the first
-	groups  map[string]*modeEntry
-	warned  map[string]time.Time // group → last warning about a refused member
+	store   *zkstate.Store // nil until start
+	stopped bool           // run has returned: no more watches
+	// unwatched holds the groups ensure found without a watch; run, which owns the watches'
+	// lifetime, starts theirs (wake).
+	unwatched map[string]struct{}
+	wake      chan struct{}       // buffered 1
+	synced    bool                // the first listing of <root>/groups is in: a group not listed has no record
+	listing   map[string]struct{} // the last listing of <root>/groups (limits.go)
+	listedN   atomic.Int64        // len(listing); -1 before the first
+	groups    map[string]*modeEntry
+	warned    map[string]time.Time // group → last warning about a refused member
 	// corrupt holds the groups whose mode record does not parse, with the parse error: /readyz
 	// names them (corruptNotes) until the record is repaired or removed.
 	corrupt map[string]string
@@ -148,24 +151,27 @@ func newGroupModes(cfg Config, log zerolog.Logger, m *metrics) *groupModes {
 		warned:  map[string]time.Time{},
 		corrupt: map[string]string{},
 		sem:     make(chan struct{}, modeWatchParallel),
+
+		unwatched: map[string]struct{}{},
+		wake:      make(chan struct{}, 1),
 	}
 	gm.listedN.Store(-1)
 	return gm
 }
 
-// start gives the watcher its store and lifetime; run then follows <root>/groups. Requests may
-// call ensure from now on.
-func (m *groupModes) start(ctx context.Context, store *zkstate.Store) {
+// start gives the watcher its store; run then follows <root>/groups. Requests may call ensure
+// from now on.
+func (m *groupModes) start(store *zkstate.Store) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.store, m.ctx = store, ctx
+	m.store = store
 }
 
-// run watches <root>/groups until the lifetime given to start ends, starting a watch of each
-// group's mode record as groups appear, and returns after every goroutine it started.
-func (m *groupModes) run() {
+// run watches <root>/groups until ctx ends, starting a watch of each group's mode record as
+// groups appear (or as ensure asks), and returns after every goroutine it started.
+func (m *groupModes) run(ctx context.Context) {
 	m.mu.Lock()
-	ctx, store := m.ctx, m.store
+	store := m.store
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -180,17 +186,31 @@ func (m *groupModes) run() {
 		}
 		return
 	}
-	for ev := range ch { // closed when ctx ends
-		listing := make(map[string]struct{}, len(ev.Children))
-		for _, g := range ev.Children {
-			m.watch(g)
-			listing[g] = struct{}{}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return // ctx ended
+			}
+			listing := make(map[string]struct{}, len(ev.Children))
+			for _, g := range ev.Children {
+				m.follow(ctx, store, g)
+				listing[g] = struct{}{}
+			}
+			m.mu.Lock()
+			m.synced = true
+			m.listing = listing
+			m.listedN.Store(int64(len(listing)))
+			m.mu.Unlock()
+		case <-m.wake:
+			m.mu.Lock()
+			asked := m.unwatched
+			m.unwatched = map[string]struct{}{}
+			m.mu.Unlock()
+			for g := range asked {
+				m.follow(ctx, store, g)
+			}
 		}
-		m.mu.Lock()
-		m.synced = true
-		m.listing = listing
-		m.listedN.Store(int64(len(listing)))
-		m.mu.Unlock()
 	}
 }
 
@@ -218,11 +238,26 @@ func (m *groupModes) listed(g string) bool {
 	return has
 }
 
-// watch starts following the group's mode record unless it is followed already.
+// watch asks run to follow the group's mode record unless it is followed already.
 func (m *groupModes) watch(g string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.stopped || m.ctx == nil {
+	if m.stopped || m.store == nil || m.entry(g).watching {
+		return
+	}
+	m.unwatched[g] = struct{}{}
+	select {
+	case m.wake <- struct{}{}:
+	default: // run is woken already
+	}
+}
+
+// follow starts following the group's mode record, with run's ctx, unless it is followed
+// already.
+func (m *groupModes) follow(ctx context.Context, store *zkstate.Store, g string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
 		return
 	}
 	e := m.entry(g)
@@ -231,7 +266,7 @@ func (m *groupModes) watch(g string) {
 	}
 	e.watching = true
 	m.wg.Add(1)
-	go m.watchGroup(m.ctx, m.store, g)
+	go m.watchGroup(ctx, store, g)
 }
 
 // entry returns the group's entry, creating it; m.mu must be held.
@@ -616,7 +651,7 @@ func (c *coordinator) modeChanged(name string) {
 // It runs in the actor, which takes requests in their order of arrival: the first request of a
 // new group waits for the default to be persisted, and those behind it keep their order (the
 // first to join leads the group, as in Kafka).
-func (a *actor) modeGate(req *request) bool {
+func (a *actor) modeGate(ctx context.Context, req *request) bool {
 	m := a.c.modes
 	if m == nil {
 		return false
@@ -625,17 +660,17 @@ func (a *actor) modeGate(req *request) bool {
 	case group.Describe, group.Delete:
 		return false
 	}
-	mode, err := m.ensure(a.writeCtx, a.group, kindKafka)
+	mode, err := m.ensure(ctx, a.group, kindKafka)
 	if err != nil {
 		a.log.Warn().Err(err).Msg("cannot read the group's mode; answering COORDINATOR_NOT_AVAILABLE")
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
 		return true
 	}
 	if _, join := req.ev.(group.JoinGroup); join && mode == zkstate.ModeLegacy {
-		mode = m.confirm(a.writeCtx, a.group, mode)
+		mode = m.confirm(ctx, a.group, mode)
 	}
 	if mode == zkstate.ModeMixed {
-		return a.admitMixed(req) // mixed.go
+		return a.admitMixed(ctx, req) // mixed.go
 	}
 	if mode != zkstate.ModeLegacy {
 		return false
@@ -647,7 +682,7 @@ func (a *actor) modeGate(req *request) bool {
 			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
 				Msgf("refusing Kafka members with INCONSISTENT_GROUP_PROTOCOL: group %q is in legacy mode; to admit them run `zkbridge migrate apply --group %s --to mixed`", a.group, a.group)
 		}
-		a.removeRefused(ev)
+		a.removeRefused(ctx, ev)
 		req.reply <- req.finish(errorReply(a.group, ev, group.ErrInconsistentGroupProtocol))
 		return true
 	case group.Heartbeat, group.SyncGroup:
@@ -661,7 +696,7 @@ func (a *actor) modeGate(req *request) bool {
 // removeRefused takes the member a refused JoinGroup came from out of the group, if it is in
 // it, so that its partitions are released now rather than after its session timeout. The leave
 // is stepped like a request whose answer nobody waits for.
-func (a *actor) removeRefused(ev group.JoinGroup) {
+func (a *actor) removeRefused(ctx context.Context, ev group.JoinGroup) {
 	if ev.MemberID == "" && ev.InstanceID == "" {
 		return
 	}
@@ -685,14 +720,14 @@ func (a *actor) removeRefused(ev group.JoinGroup) {
 	tok := group.Token(a.c.tokens.Add(1))
 	req := &request{token: tok, ev: group.LeaveGroup{Token: tok, Members: []group.LeaveMember{leave}}, reply: make(chan group.Reply, 1)}
 	a.waiting[tok] = req
-	a.step(req.ev)
+	a.step(ctx, req.ev)
 }
 
 // onModeChange re-evaluates what the actor publishes after its group's mode changed: the 0.8
 // mirror is released when the group is finalized (and written again should it ever leave that
 // mode).
-func (a *actor) onModeChange() {
-	a.syncAssignMode() // mixed.go
+func (a *actor) onModeChange(ctx context.Context) {
+	a.syncAssignMode(ctx) // mixed.go
 	if a.c.modes.mirrorOff(a.group) {
 		// Now, not at the next Stable generation: a rebalance may be in progress.
 		a.cancelClaim()

@@ -24,7 +24,7 @@ func TestIntegration_ModeConfirmedBeforeRefusing(t *testing.T) {
 	}
 	m := newGroupModes(Config{Root: DefaultRoot}, legacyTestLogger(t), nil)
 	m.timeout = 5 * time.Second
-	m.start(ctx, store)
+	m.start(store)
 	m.mu.Lock()
 	m.entry(g).watching = true // no watch is started: the cache lags as long as the test needs
 	m.mu.Unlock()
