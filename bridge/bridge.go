@@ -311,6 +311,8 @@ func (b *Bridge) open(ctx context.Context, store *zkstate.Store) (_ *parts, err 
 	var rl newproto.Relay // a nil *relay.Proxy is not a nil Relay
 	if p.proxy != nil {
 		rl = p.proxy
+	} else if cfg.SASLForward {
+		return nil, fmt.Errorf("bridge: SASLForward: no upstream broker registered in %s to authenticate clients", zkstate.BrokerIDsPath)
 	}
 	p.srv, err = newproto.New(newproto.Config{
 		Relay:          rl,
@@ -414,7 +416,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		b.proxySrv.Store(p.srv)
 		s.serveWG.Go(func() { b.serveProxy(ctx, p.proxy, p.srv, s.errc) })
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
-		if b.cfg.LagInterval > 0 {
+		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
 		}
 	}

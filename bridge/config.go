@@ -154,6 +154,13 @@ type Config struct {
 	SASLMechanisms      []string
 	SASLPlainFile       string
 	SASLSessionLifetime time.Duration
+	// SASLForward, instead of SASLMechanisms, authenticates each Kafka client at its upstream
+	// broker: its own SaslHandshake/SaslAuthenticate go over its own upstream connection
+	// (newproto/sasl_forward.go), the broker's verdict and principal count for the group APIs
+	// too, and the bridge holds no broker credentials. Needs the brokers from /brokers/ids
+	// (UpstreamFromZK or UpstreamAuto), whose SASL_PLAINTEXT (SASL_SSL with UpstreamTLS)
+	// endpoints it then relays to; lag is not collected (no credentials of its own).
+	SASLForward bool
 
 	// MaxGroups bounds the groups under Root: a group the bridge does not know yet is refused
 	// (GROUP_MAX_SIZE_REACHED) once that many exist (limits.go). DefaultMaxGroups when 0;

@@ -59,6 +59,9 @@ func (z zkScramCredentials) ScramCredential(ctx context.Context, mechanism, user
 
 // saslConfig builds the Kafka listener's SASL configuration; nil without mechanisms.
 func (b *Bridge) saslConfig(store *zkstate.Store) (*newproto.SASLConfig, error) {
+	if b.cfg.SASLForward {
+		return &newproto.SASLConfig{Forward: true}, nil
+	}
 	if len(b.cfg.SASLMechanisms) == 0 {
 		return nil, nil
 	}
@@ -103,8 +106,17 @@ func (c Config) validateSASL() []error {
 	if c.SASLSessionLifetime < 0 {
 		errs = append(errs, errors.New("bridge: SASLSessionLifetime is negative"))
 	}
-	if c.SASLSessionLifetime > 0 && (len(c.Upstream) > 0 || c.UpstreamFromZK) {
-		errs = append(errs, errors.New("bridge: SASL re-authentication (SASLSessionLifetime) is not offered with the data path"))
+	if c.SASLForward {
+		switch {
+		case len(c.SASLMechanisms) > 0:
+			errs = append(errs, errors.New("bridge: SASLForward and SASLMechanisms are exclusive: the brokers or the bridge check the credentials, not both"))
+		case c.SASLSessionLifetime != 0:
+			errs = append(errs, errors.New("bridge: SASLForward takes the session lifetime from the brokers (connections.max.reauth.ms): no SASLSessionLifetime with it"))
+		case len(c.Upstream) > 0:
+			errs = append(errs, errors.New("bridge: SASLForward needs the brokers from /brokers/ids (UpstreamFromZK): the bridge has no credentials to ask seed brokers for Metadata"))
+		case !c.UpstreamFromZK && !c.UpstreamAuto:
+			errs = append(errs, errors.New("bridge: SASLForward needs the data path (UpstreamFromZK): the brokers authenticate the clients"))
+		}
 	}
 	if c.SASLSessionLifetime > 0 && c.SASLSessionLifetime < time.Second {
 		errs = append(errs, errors.New("bridge: SASLSessionLifetime below a second"))

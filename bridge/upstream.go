@@ -275,10 +275,17 @@ func (b *Bridge) registeredBrokers(ctx context.Context, store *zkstate.Store) ([
 		b.log.Warn().Err(p.Err).Str("path", p.Path).Msg("malformed broker registration; not relayed to")
 	}
 	out := make([]newproto.Broker, 0, len(regs))
+	protocol := "PLAINTEXT"
+	if b.cfg.SASLForward { // the clients authenticate at the brokers' SASL listeners
+		protocol = "SASL_PLAINTEXT"
+		if b.cfg.UpstreamTLS != nil {
+			protocol = "SASL_SSL"
+		}
+	}
 	for _, r := range regs {
-		host, port, err := r.Addr()
+		host, port, err := r.AddrFor(protocol)
 		if err != nil {
-			b.log.Warn().Err(err).Int32("broker", r.ID).Msg("broker registration without a PLAINTEXT address; not relayed to (the relay dials PLAINTEXT)")
+			b.log.Warn().Err(err).Int32("broker", r.ID).Str("protocol", protocol).Msg("broker registration without an address of the protocol the relay dials; not relayed to")
 			continue
 		}
 		br := newproto.Broker{NodeID: r.ID, Host: host, Port: port}

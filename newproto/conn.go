@@ -94,11 +94,11 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole, cancel contex
 		results: make(chan result, s.cfg.MaxInflight),
 	}
 	c.in = activeReader{c}
-	if s.cfg.SASL != nil {
-		c.sasl = &saslState{}
-	}
 	if s.cfg.Relay != nil {
 		c.relay = s.cfg.Relay.Open(&ClientConn{c})
+	}
+	if s.cfg.SASL != nil {
+		c.sasl = c.newSASLState() // sasl.go; after the relay, which a forwarded exchange uses
 	}
 	return c
 }
@@ -267,7 +267,14 @@ func (c *conn) read(ctx context.Context) readEnd {
 		}
 
 		c.handlers.Add(1)
-		go c.handle(ctx, seq, req)
+		if c.sasl != nil && c.s.cfg.SASL.Forward && isSASL(req.Msg.Key()) {
+			// A re-authentication goes to the broker in its place among the relayed
+			// requests, from this goroutine, the only one that sends them; the broker
+			// reads nothing else meanwhile either (KIP-368).
+			c.handle(ctx, seq, req)
+		} else {
+			go c.handle(ctx, seq, req)
+		}
 		seq++
 	}
 }
@@ -319,7 +326,7 @@ func (c *conn) handle(ctx context.Context, seq uint64, req *Request) {
 		resp kmsg.Response
 		err  error
 	)
-	if c.sasl != nil && isSASL(key) {
+	if isSASL(key) {
 		resp, err = c.reauthenticate(ctx, req) // sasl.go, KIP-368
 	} else {
 		resp, err = c.callHandler(ctx, req)

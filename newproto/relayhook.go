@@ -91,6 +91,10 @@ func (cc *ClientConn) Post(r Relayed) {
 		raw: r.Raw, stream: r.Stream, err: r.Err}
 }
 
+// SessionExpired reports whether the connection's SASL session expired (KIP-368): the relay
+// then relays nothing but re-authentication, and the connection closes, as a broker closes it.
+func (cc *ClientConn) SessionExpired() bool { return cc.c.sessionExpired() }
+
 // Go runs f on its own goroutine, which the connection waits for before
 // it is done closing.
 func (cc *ClientConn) Go(f func()) {

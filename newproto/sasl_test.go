@@ -322,3 +322,24 @@ func TestSASLReauthentication(t *testing.T) {
 		t.Fatalf("kgo dialed %d times after its first request, %d before: want no new connection (it re-authenticates on its own)", n, firstDials)
 	}
 }
+
+// A listener without SASL answers SaslHandshake and SaslAuthenticate ILLEGAL_SASL_STATE, as
+// Kafka's KafkaApis does on a PLAINTEXT listener, and the connection stays usable: they are
+// never handed to the Handler, nor relayed.
+func TestSASLWithoutSASLIllegalState(t *testing.T) {
+	ts := startServer(t, newproto.Config{})
+	c := kafkatest.Dial(t, ts.addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = sasl.ScramSHA512
+	if code := c.RoundTrip(hs).(*kmsg.SASLHandshakeResponse).ErrorCode; code != int16(newproto.ErrIllegalSASLState) {
+		t.Fatalf("SaslHandshake: %d, want ILLEGAL_SASL_STATE", code)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.SetVersion(2)
+	au.SASLAuthBytes = []byte("n,,n=alice,r=abc")
+	if code := c.RoundTrip(au).(*kmsg.SASLAuthenticateResponse).ErrorCode; code != int16(newproto.ErrIllegalSASLState) {
+		t.Fatalf("SaslAuthenticate: %d, want ILLEGAL_SASL_STATE", code)
+	}
+	kafkatest.CheckAlive(t, c)
+}

@@ -77,7 +77,7 @@ func TestUnsupportedAnswered(t *testing.T) {
 			return []int16{r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode}
 		}},
 		// Top-level error codes, found by the generic path.
-		{withVersion(kmsg.NewPtrSASLHandshakeRequest(), 1), func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.SASLHandshakeResponse).ErrorCode} }},
+		{withVersion(kmsg.NewPtrDescribeClusterRequest(), 0), func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.DescribeClusterResponse).ErrorCode} }},
 		{withVersion(kmsg.NewPtrInitProducerIDRequest(), 2), func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.InitProducerIDResponse).ErrorCode} }},
 		// Served keys at versions above our range.
 		{withVersion(kmsg.NewPtrMetadataRequest(), 13), func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.MetadataResponse).ErrorCode} }},

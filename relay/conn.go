@@ -33,6 +33,9 @@ type relayConn struct {
 	up     *upConn
 	lost   error // requests were lost upstream: the client connection is closing
 	closed bool
+	// pinned is the upstream connection the client authenticated on (sasl.go): the
+	// only one it may use.
+	pinned *upConn
 }
 
 // Open is the Server's hook for a new client connection
@@ -94,6 +97,11 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 	if err != nil {
 		frame, err := whole()
 		return false, nil, frame, err // newproto.ParseRequest rejects it
+	}
+	if c.SessionExpired() && routeOf(h.key) != routeLocal {
+		// KIP-368: a broker closes a connection whose session expired at its next
+		// request; newproto does for the requests it answers.
+		return false, nil, nil, errSessionExpired
 	}
 	p := &pendingReq{seq: seq, corr: h.corr, key: h.key, version: h.version}
 	switch routeOf(h.key) {
@@ -203,6 +211,8 @@ func (rc *relayConn) upstream(ctx context.Context) (*upConn, error) {
 		return nil, rc.lost
 	case rc.up != nil && rc.up.failed() == nil:
 		return rc.up, nil
+	case rc.pinned != nil:
+		return nil, &upstreamError{broker: rc.pinned.broker, addr: rc.pinned.addr, err: errUnpinned}
 	}
 	rc.up = nil
 

@@ -85,11 +85,15 @@ package relay
 //     bridge cannot then vouch that the fetching member still owns its
 //     partitions; other requests are relayed as usual.
 //
-// Not implemented: SASL and TLS toward the brokers (the bridge dials
-// PLAINTEXT; a client's SaslHandshake is relayed like any request, on its
-// own upstream connection, but nothing checks it), transactional offset
-// commits (TxnOffsetCommit is a group API the bridge does not serve), and
-// rewriting DescribeQuorum's controller endpoints (an admin-only API).
+// SASL: SaslHandshake and SaslAuthenticate are never relayed undecoded
+// (routeOf); newproto answers them, and with SASL forwarded to the brokers
+// sends them on the connection's upstream connection itself (ForwardSASL,
+// sasl.go), which is then the only one the client connection uses. TLS
+// toward the brokers is UpstreamConfig.Dial's.
+//
+// Not implemented: transactional offset commits (TxnOffsetCommit is a
+// group API the bridge does not serve), and rewriting DescribeQuorum's
+// controller endpoints (an admin-only API).
 
 import (
 	"errors"

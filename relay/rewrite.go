@@ -46,6 +46,12 @@ func routeOf(key int16) route {
 	switch kmsg.Key(key) {
 	case kmsg.ApiVersions:
 		return routeLocal
+	case kmsg.SASLHandshake, kmsg.SASLAuthenticate:
+		// The connection's own authentication (newproto's sasl.go): with SASL
+		// forwarded, newproto sends them to the broker itself (ForwardSASL);
+		// relayed undecoded, a re-authentication could change who the upstream
+		// connection is without the bridge knowing.
+		return routeLocal
 	case kmsg.Metadata, kmsg.DescribeCluster:
 		return routeRewrite
 	case kmsg.FindCoordinator:

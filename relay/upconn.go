@@ -60,6 +60,9 @@ type pendingReq struct {
 	// rewrite, when set, edits the response (Metadata and the other
 	// responses that name brokers, rewrite.go).
 	rewrite func(raw []byte) ([]byte, error)
+	// reply, when set, takes the response (or the error) instead of the
+	// client connection's writer: the bridge's own request (sasl.go).
+	reply func(raw []byte, err error)
 }
 
 // resetReadDeadline sets the read deadline for the oldest request still
@@ -211,6 +214,10 @@ func (u *upConn) run() {
 	uerr := &upstreamError{broker: u.broker, addr: u.addr, err: err}
 	u.lost(uerr)
 	for _, p := range lost {
+		if p.reply != nil {
+			p.reply(nil, uerr)
+			continue
+		}
 		u.post(newproto.Relayed{Seq: p.seq, CorrelationID: p.corr, Key: p.key, Version: p.version, Err: uerr})
 	}
 }
@@ -250,7 +257,7 @@ func (u *upConn) readLoop() error {
 		u.pending = u.pending[1:]
 		u.mu.Unlock()
 
-		if p.rewrite == nil && n > relayStreamBytes {
+		if p.rewrite == nil && p.reply == nil && n > relayStreamBytes {
 			if err := u.stream(p, hdr, n); err != nil {
 				return err
 			}
@@ -270,6 +277,10 @@ func (u *upConn) readLoop() error {
 			return fmt.Errorf("reading %d-byte response frame: %w", n, err)
 		}
 		u.resetReadDeadline()
+		if p.reply != nil {
+			p.reply(raw, nil)
+			continue
+		}
 		r := newproto.Relayed{Seq: p.seq, CorrelationID: p.corr, Key: p.key, Version: p.version, Raw: raw}
 		if p.rewrite != nil {
 			var err error

@@ -159,19 +159,29 @@ func parseEndpoint(s string) (endpoint, error) {
 // PLAINTEXT://... is the one. Endpoints with an empty host (bind to all interfaces) or no
 // usable port are skipped. An IPv6 host is returned without brackets; use net.JoinHostPort.
 func (b BrokerRegistration) Addr() (host string, port int32, err error) {
+	return b.AddrFor("PLAINTEXT")
+}
+
+// AddrFor returns the address of the first endpoint whose listener uses security protocol
+// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), as Addr does for PLAINTEXT; the top-level host
+// and port, always PLAINTEXT, count only for it.
+func (b BrokerRegistration) AddrFor(protocol string) (host string, port int32, err error) {
 	for _, s := range b.Endpoints {
 		ep, err := parseEndpoint(s)
 		if err != nil || ep.host == "" || ep.port <= 0 {
 			continue
 		}
-		if strings.EqualFold(b.securityProtocol(ep.listener), "PLAINTEXT") {
+		if strings.EqualFold(b.securityProtocol(ep.listener), protocol) {
 			return ep.host, ep.port, nil
 		}
 	}
-	if b.Host != "" && b.Port > 0 {
+	if strings.EqualFold(protocol, "PLAINTEXT") && b.Host != "" && b.Port > 0 {
 		return b.Host, b.Port, nil
 	}
-	return "", 0, fmt.Errorf("broker %d has no PLAINTEXT endpoint and no host and port", b.ID)
+	if strings.EqualFold(protocol, "PLAINTEXT") {
+		return "", 0, fmt.Errorf("broker %d has no PLAINTEXT endpoint and no host and port", b.ID)
+	}
+	return "", 0, fmt.Errorf("broker %d has no %s endpoint", b.ID, protocol)
 }
 
 // securityProtocol maps a normalised listener name to its protocol, as

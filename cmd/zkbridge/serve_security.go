@@ -62,7 +62,9 @@ func securityFlags() []cli.Flag {
 		&cli.StringFlag{Name: "sasl-plain-file", EnvVars: []string{"ZKBRIDGE_SASL_PLAIN_FILE"},
 			Usage: "PLAIN credentials, one user:password a line (keep it readable by the bridge only)"},
 		&cli.DurationFlag{Name: "sasl-session-lifetime", EnvVars: []string{"ZKBRIDGE_SASL_SESSION_LIFETIME"},
-			Usage: "KIP-368 session lifetime, as connections.max.reauth.ms: a SASL client must re-authenticate on its connection within it or the connection is closed at its next request (default 0: sessions never expire; not with --upstream)"},
+			Usage: "KIP-368 session lifetime, as connections.max.reauth.ms: a SASL client must re-authenticate on its connection within it or the connection is closed at its next request (default 0: sessions never expire)"},
+		&cli.BoolFlag{Name: "sasl-forward", EnvVars: []string{"ZKBRIDGE_SASL_FORWARD"},
+			Usage: "require SASL on the Kafka and proxy listeners and let the upstream brokers check it: each client's own SaslHandshake/SaslAuthenticate (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) is forwarded over its own upstream connection to the brokers' SASL_PLAINTEXT listeners (SASL_SSL with --upstream-tls) registered in /brokers/ids, so a client reaches a broker only as itself; the principal the broker authenticated is the one --authorizer checks on the group APIs, and re-authentication (KIP-368) follows the brokers' connections.max.reauth.ms. The bridge holds no broker credentials (and collects no lag). Not with --sasl-mechanisms or --upstream seeds"},
 		&cli.BoolFlag{Name: "allow-everyone-if-no-acl-found", EnvVars: []string{"ZKBRIDGE_ALLOW_EVERYONE_IF_NO_ACL_FOUND"},
 			Usage: "allow an operation on a resource no ACL matches, as allow.everyone.if.no.acl.found (default false: denied)"},
 	)
@@ -128,6 +130,7 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	}
 	cfg.SASLPlainFile = c.String("sasl-plain-file")
 	cfg.SASLSessionLifetime = c.Duration("sasl-session-lifetime")
+	cfg.SASLForward = c.Bool("sasl-forward")
 	if cfg.Authorizer != "" && cfg.Authorizer != bridge.AuthorizerZooKeeper {
 		return usagef("--authorizer %q: want zookeeper", cfg.Authorizer)
 	}
