@@ -7,10 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -248,47 +244,12 @@ func TestIntegration_UpstreamTLS(t *testing.T) {
 // the bridge connects there with the CA only, serves a commit, and the offset is in ZooKeeper
 // as read over the plaintext port. A client without TLS gets no session on the secure port.
 func TestIntegration_ZooKeeperTLS(t *testing.T) {
-	zktest.Connect(t) // skips (or fails in CI) without a ZooKeeper installation
-	ca := tlstest.NewCA(t, "ca")
-	pair := ca.Server(t, "zookeeper")
-	keyStore := filepath.Join(t.TempDir(), "zookeeper.pem")
-	if err := os.WriteFile(keyStore, append(append([]byte{}, pair.CertPEM...), pair.KeyPEM...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	securePort := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	t.Setenv("ZK_EXTRA_CFG", strings.Join([]string{
-		"secureClientPort=" + strconv.Itoa(securePort),
-		"secureClientPortAddress=127.0.0.1",
-		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-		"ssl.keyStore.location=" + keyStore,
-		"ssl.keyStore.type=PEM",
-		"ssl.trustStore.location=" + ca.File,
-		"ssl.trustStore.type=PEM",
-		"ssl.clientAuth=none",
-	}, "\n"))
-	// Debian's zookeeper.jar names netty's transport and handler in its manifest but not
-	// netty-codec, which the Netty connection factory needs.
-	codec := "/usr/share/java/netty-codec.jar"
-	if _, err := os.Stat(codec); err != nil {
-		t.Skipf("no %s for ZooKeeper's Netty connection factory (apt-get install libnetty-java)", codec)
-	}
-	t.Setenv("ZK_CLASSPATH", "/usr/share/java/zookeeper.jar:"+codec)
-	t.Setenv("ZK_START_TIMEOUT", "20")
-	zk, err := zktest.Start(1)
-	if err != nil {
-		t.Fatalf("ZooKeeper with a secure client port: %v", err)
-	}
-	t.Cleanup(func() { _ = zk.Stop() })
-	secure := "127.0.0.1:" + strconv.Itoa(securePort)
+	zk := zktest.StartTLS(t)
+	ca, secure := zk.CA, zk.Secure
 
 	// Plaintext against the secure port: no session.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	_, err = zkstate.Open(ctx, zkstate.Config{Connect: secure, Logger: newLogger(t)})
+	_, err := zkstate.Open(ctx, zkstate.Config{Connect: secure, Logger: newLogger(t)})
 	cancel()
 	if err == nil {
 		t.Fatal("a plaintext session on the secure client port")

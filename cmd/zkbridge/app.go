@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -273,7 +274,27 @@ func zkFlags() []cli.Flag {
 			Usage: "give up when no ZooKeeper session is established within this time"},
 		&cli.StringFlag{Name: "zk-digest", EnvVars: []string{"ZKBRIDGE_ZK_DIGEST"},
 			Usage: "ZooKeeper digest auth as user:password (optional)"},
+		&cli.BoolFlag{Name: "zk-tls", EnvVars: []string{"ZKBRIDGE_ZK_TLS"},
+			Usage: "connect to ZooKeeper over TLS: --zk must then name the servers' secureClientPort"},
+		&cli.StringFlag{Name: "zk-tls-ca", EnvVars: []string{"ZKBRIDGE_ZK_TLS_CA"},
+			Usage: "PEM CA file that vouches for the ZooKeeper servers (default: the system's roots)"},
+		&cli.StringFlag{Name: "zk-tls-cert", EnvVars: []string{"ZKBRIDGE_ZK_TLS_CERT"},
+			Usage: "PEM client certificate for servers with ssl.clientAuth=need"},
+		&cli.StringFlag{Name: "zk-tls-key", EnvVars: []string{"ZKBRIDGE_ZK_TLS_KEY"},
+			Usage: "PEM private key of --zk-tls-cert"},
 	}
+}
+
+// zkTLS reads the --zk-tls flags: nil without --zk-tls.
+func zkTLS(c *cli.Context) (*tlsconfig.Client, error) {
+	t := tlsconfig.Client{CAFile: c.String("zk-tls-ca"), CertFile: c.String("zk-tls-cert"), KeyFile: c.String("zk-tls-key")}
+	switch {
+	case c.Bool("zk-tls"):
+		return &t, nil
+	case t != (tlsconfig.Client{}):
+		return nil, usagef("--zk-tls-ca/-cert/-key need --zk-tls")
+	}
+	return nil, nil
 }
 
 // openStore connects to ZooKeeper with the command's flags, bounded by --zk-timeout.
@@ -282,14 +303,24 @@ func openStore(c *cli.Context, e *env) (*zkstate.Store, error) {
 	if timeout <= 0 {
 		return nil, usagef("--zk-timeout must be positive")
 	}
-	ctx, cancel := context.WithTimeout(c.Context, timeout)
-	defer cancel()
-	return zkstate.Open(ctx, zkstate.Config{
+	cfg := zkstate.Config{
 		Connect:        c.String("zk"),
 		SessionTimeout: 10 * time.Second,
 		Digest:         c.String("zk-digest"),
 		Logger:         e.log,
-	})
+	}
+	t, err := zkTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		if cfg.TLS, err = tlsconfig.NewClient(*t); err != nil {
+			return nil, usagef("--zk-tls: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.Context, timeout)
+	defer cancel()
+	return zkstate.Open(ctx, cfg)
 }
 
 // outputFlag selects the printer: a table for people, JSON for scripts.

@@ -104,9 +104,14 @@ func demoWithKafka(ctx context.Context, c *cli.Context, e *env, s *zkstate.Store
 	}
 	defer kf.Close()
 
+	zt, err := zkTLS(c) // app.go
+	if err != nil {
+		return err
+	}
 	b, err := bridge.New(bridge.Config{
 		ZKConnect:        c.String("zk"),
 		ZKDigest:         c.String("zk-digest"),
+		ZKTLS:            zt,
 		ZKConnectTimeout: c.Duration("zk-timeout"),
 		KafkaListen:      "127.0.0.1:0",
 		AdminListen:      "127.0.0.1:0",

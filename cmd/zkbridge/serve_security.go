@@ -41,14 +41,6 @@ func securityFlags() []cli.Flag {
 			Usage: "PEM private key of --upstream-tls-cert"},
 		&cli.StringFlag{Name: "upstream-tls-server-name", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_SERVER_NAME"},
 			Usage: "the name every broker certificate must carry (default: each broker's own host name)"},
-		&cli.BoolFlag{Name: "zk-tls", EnvVars: []string{"ZKBRIDGE_ZK_TLS"},
-			Usage: "connect to ZooKeeper over TLS: --zk must then name the servers' secureClientPort"},
-		&cli.StringFlag{Name: "zk-tls-ca", EnvVars: []string{"ZKBRIDGE_ZK_TLS_CA"},
-			Usage: "PEM CA file that vouches for the ZooKeeper servers (default: the system's roots)"},
-		&cli.StringFlag{Name: "zk-tls-cert", EnvVars: []string{"ZKBRIDGE_ZK_TLS_CERT"},
-			Usage: "PEM client certificate for servers with ssl.clientAuth=need"},
-		&cli.StringFlag{Name: "zk-tls-key", EnvVars: []string{"ZKBRIDGE_ZK_TLS_KEY"},
-			Usage: "PEM private key of --zk-tls-cert"},
 		&cli.StringFlag{Name: "admin-token-file",
 			Usage: "file holding the bearer token the admin listener requires on every path but /healthz (Authorization: Bearer <token>); or set ZKBRIDGE_ADMIN_TOKEN. The token is never a flag value"},
 		&cli.StringFlag{Name: "ssl-principal-mapping-rules", EnvVars: []string{"ZKBRIDGE_SSL_PRINCIPAL_MAPPING_RULES"},
@@ -109,12 +101,11 @@ func securityConfig(c *cli.Context, cfg *bridge.Config) error {
 	} else if up != (tlsconfig.Client{}) {
 		return usagef("--upstream-tls-ca/-cert/-key/-server-name need --upstream-tls")
 	}
-	zkTLS := tlsconfig.Client{CAFile: c.String("zk-tls-ca"), CertFile: c.String("zk-tls-cert"), KeyFile: c.String("zk-tls-key")}
-	if c.Bool("zk-tls") {
-		cfg.ZKTLS = &zkTLS
-	} else if zkTLS != (tlsconfig.Client{}) {
-		return usagef("--zk-tls-ca/-cert/-key need --zk-tls")
+	zt, err := zkTLS(c) // app.go: every command's --zk-tls flags
+	if err != nil {
+		return err
 	}
+	cfg.ZKTLS = zt
 	token, err := secret(c.String("admin-token-file"), "ZKBRIDGE_ADMIN_TOKEN")
 	if err != nil {
 		return usagef("--admin-token-file: %v", err)
