@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"fmt"
+	"maps"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/tlsconfig"
 	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
 	"github.com/zkbridge/zkbridge/zkstate"
@@ -442,6 +445,93 @@ func TestIntegration_ACLChangeTakesEffect(t *testing.T) {
 		t.Logf("step %d (allowed=%v) in effect after %v", i, step.allowed, took)
 		if took > time.Second {
 			t.Errorf("step %d took %v, want under a second", i, took)
+		}
+	}
+}
+
+// Metadata answered by the bridge itself (no data path) shows a principal only the topics it
+// may DESCRIBE, as KafkaApis does (issue 16): named, a topic it may not describe is
+// TOPIC_AUTHORIZATION_FAILED whether it exists or not; asked for all topics, it is left out.
+// ACL znodes in Kafka's format: literal, prefixed, wildcard principal, wildcard resource,
+// deny over allow, READ implying DESCRIBE, super user.
+func TestIntegration_MetadataTopicDescribe(t *testing.T) {
+	b := startSecuredBridge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	extra := map[string]zkstate.TopicAssignment{}
+	for _, name := range []string{"pre-x", "prefix", "public", "bobs", "readable"} {
+		extra[name] = zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{0: {1}}}
+	}
+	if err := zkstate.LoadLayout(ctx, b.s, zkstate.Layout{Topics: extra}); err != nil {
+		t.Fatal(err)
+	}
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "events"}, allowACL("User:alice", authz.Describe))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "readable"}, allowACL("User:alice", authz.Read))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "secret"}, allowACL("User:alice", authz.All), denyACL("User:alice", authz.Describe))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "pre-", PatternType: authz.Prefixed}, allowACL("User:alice", authz.Describe))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "public"}, allowACL("User:*", authz.Describe))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "bobs"}, allowACL("User:bob", authz.Describe))
+	b.acl.set(authz.Pattern{Type: authz.Topic, Name: "*"}, allowACL("User:carol", authz.Describe))
+	conns := map[string]*wireConn{}
+	for _, p := range []string{"alice", "carol", "admin"} {
+		conns[p] = b.as(t, p)
+	}
+	metadata := func(who string, topics ...string) map[string]int16 {
+		r := kmsg.NewPtrMetadataRequest()
+		r.SetVersion(9)
+		if topics != nil {
+			r.Topics = []kmsg.MetadataRequestTopic{}
+			for _, name := range topics {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(name)
+				r.Topics = append(r.Topics, rt)
+			}
+		}
+		out := map[string]int16{}
+		for _, rt := range mustRoundTrip(t, conns[who], r).(*kmsg.MetadataResponse).Topics {
+			out[*rt.Topic] = rt.ErrorCode
+			if rt.ErrorCode == int16(newproto.ErrTopicAuthorizationFailed) && len(rt.Partitions) > 0 {
+				t.Errorf("%s: %s denied with its partitions", who, *rt.Topic)
+			}
+		}
+		return out
+	}
+	zktest.Eventually(t, 10*time.Second, "the ACLs and topics are loaded", func() (bool, string) {
+		got := metadata("carol", "bobs", "prefix")
+		return got["bobs"] == 0 && got["prefix"] == 0, fmt.Sprint("carol: ", got)
+	})
+	const denied, unknown = int16(newproto.ErrTopicAuthorizationFailed), int16(newproto.ErrUnknownTopicOrPartition)
+	for _, c := range []struct {
+		scenario, who, topic string
+		want                 int16
+	}{
+		{"literal DESCRIBE", "alice", "events", 0},
+		{"READ implies DESCRIBE", "alice", "readable", 0},
+		{"deny over allow", "alice", "secret", denied},
+		{"prefixed", "alice", "pre-x", 0},
+		{"prefixed, not matching", "alice", "prefix", denied},
+		{"wildcard principal", "alice", "public", 0},
+		{"another principal's ACL", "alice", "bobs", denied},
+		{"unknown topic, no DESCRIBE: existence not told", "alice", "nope", denied},
+		{"wildcard resource", "carol", "secret", 0},
+		{"wildcard resource, unknown topic", "carol", "nope", unknown},
+		{"super user", "admin", "secret", 0},
+		{"super user, unknown topic", "admin", "nope", unknown},
+	} {
+		if got := metadata(c.who, c.topic)[c.topic]; got != c.want {
+			t.Errorf("%s: %s's Metadata for %s: code %d, want %d", c.scenario, c.who, c.topic, got, c.want)
+		}
+	}
+	all := func(who string) []string {
+		return slices.Sorted(maps.Keys(metadata(who)))
+	}
+	if got, want := all("alice"), []string{"events", "pre-x", "public", "readable"}; !slices.Equal(got, want) {
+		t.Errorf("alice's all-topics Metadata: %v, want %v", got, want)
+	}
+	everything := []string{"bobs", "events", "pre-x", "prefix", "public", "readable", "secret"}
+	for _, who := range []string{"carol", "admin"} {
+		if got := all(who); !slices.Equal(got, everything) {
+			t.Errorf("%s's all-topics Metadata: %v, want %v", who, got, everything)
 		}
 	}
 }

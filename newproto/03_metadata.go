@@ -30,6 +30,9 @@ package newproto
 //   - v12: topic name nullable in the response.
 //   - v13 (top-level error code, KIP-1102): not served.
 //
+// With Config.Authorizer a topic the principal may not DESCRIBE is left out of an all-topics
+// answer and answered TOPIC_AUTHORIZATION_FAILED when named (authorize.go), as by a broker.
+//
 // The broker list holds the Cluster's brokers plus the bridge's own node
 // (Config.NodeID, advertised host and port), so that a client that finds
 // its coordinator by node id (franz-go does) can resolve it. Our node
@@ -172,7 +175,7 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		for _, name := range names {
 			resp.Topics = append(resp.Topics, r.topics.get(name, ids[name], topics[name], live))
 		}
-		return resp, nil
+		return r.describableTopics(req, m, resp, true), nil // authorize.go
 	}
 	var names map[[16]byte]string // id -> topic, for topics asked for by id
 	seen := make(map[string]bool, len(m.Topics))
@@ -214,7 +217,7 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		}
 		resp.Topics = append(resp.Topics, r.topics.get(name, ids[name], parts, live))
 	}
-	return resp, nil
+	return r.describableTopics(req, m, resp, false), nil // authorize.go
 }
 
 // clusterState asks the Cluster, and for topic ids when it has them (asked

@@ -18,6 +18,8 @@ package newproto
 //	OffsetDelete                           Group DELETE     GROUP_AUTHORIZATION_FAILED
 //	                                       Topic READ       TOPIC_AUTHORIZATION_FAILED, that topic's
 //	                                                        partitions; the others are deleted
+//	Metadata (answered by the bridge)      Topic DESCRIBE   named topics: TOPIC_AUTHORIZATION_FAILED;
+//	                                                        all topics: the topic is left out
 //
 // A group API routed to the coordinator without a rule here is denied (fail closed).
 // OffsetFetch asks DESCRIBE, not READ, as Kafka does (READ implies DESCRIBE, so a consumer
@@ -419,4 +421,47 @@ func (r *router) checkedFindCoordinator(req *Request, m *kmsg.FindCoordinatorReq
 		}
 	}
 	return fc
+}
+
+// describableTopics applies Topic DESCRIBE to a Metadata answer the bridge gives itself, as
+// KafkaApis handleTopicMetadataRequest does: asked for all topics, a topic the principal may
+// not describe is left out (not counted as a denial: filtering is the normal answer); named,
+// it is answered TOPIC_AUTHORIZATION_FAILED without partitions whether it exists or not (its
+// existence is not told), by its name, or by its id alone when it was asked for by id. A topic
+// asked for by an id nobody knows stays UNKNOWN_TOPIC_ID.
+func (r *router) describableTopics(req *Request, m *kmsg.MetadataRequest, resp *kmsg.MetadataResponse, all bool) *kmsg.MetadataResponse {
+	g := r.guard
+	if g == nil {
+		return resp
+	}
+	byName := make(map[string]bool, len(m.Topics))
+	for _, t := range m.Topics {
+		if t.Topic != nil {
+			byName[*t.Topic] = true
+		}
+	}
+	kept := resp.Topics[:0]
+	for _, t := range resp.Topics {
+		switch {
+		case t.Topic == nil:
+			kept = append(kept, t)
+		case all:
+			if g.authz.Authorize(req.Conn.Principal, remoteIP(req), authz.Describe, authz.Resource{Type: authz.Topic, Name: *t.Topic}) {
+				kept = append(kept, t)
+			}
+		case g.allowed(req, authz.Describe, authz.Topic, *t.Topic):
+			kept = append(kept, t)
+		default:
+			d := kmsg.NewMetadataResponseTopic()
+			d.ErrorCode = int16(ErrTopicAuthorizationFailed)
+			if byName[*t.Topic] {
+				d.Topic = kmsg.StringPtr(*t.Topic)
+			} else {
+				d.TopicID = t.TopicID
+			}
+			kept = append(kept, d)
+		}
+	}
+	resp.Topics = kept
+	return resp
 }
