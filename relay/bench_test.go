@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
 )
@@ -150,9 +151,23 @@ func BenchmarkRelayProduce(b *testing.B) { relayProduce(b, false) }
 // over TLS.
 func BenchmarkRelayProduceTLS(b *testing.B) { relayProduce(b, true) }
 
-func relayProduce(b *testing.B, upstreamTLS bool) {
-	var directOpts []kgo.Opt
+// BenchmarkRelayProduceSASL: the same with brokers that require SASL (SCRAM-SHA-512): "direct"
+// authenticates to the brokers, "bridge" through the relay, which forwards its exchange on each
+// of its upstream connections (newproto.SASLConfig.Forward) and then relays as usual.
+func BenchmarkRelayProduceSASL(b *testing.B) { relayProduce(b, false, withSASL) }
+
+// withSASL makes a benchmark's brokers require SASL and both sides authenticate.
+func withSASL(o *relayOpts, opts *[]kgo.Opt) {
+	o.sasl = true
+	*opts = append(*opts, kgo.SASL(scram.Auth{User: saslUser, Pass: saslPass}.AsSha512Mechanism()))
+}
+
+func relayProduce(b *testing.B, upstreamTLS bool, mods ...func(*relayOpts, *[]kgo.Opt)) {
+	var directOpts, bothOpts []kgo.Opt
 	var extra []func(*relayOpts)
+	for _, m := range mods {
+		extra = append(extra, func(o *relayOpts) { m(o, &bothOpts) })
+	}
 	if upstreamTLS {
 		ca := tlstest.NewCA(b, "ca")
 		srv := ca.Server(b, "broker")
@@ -167,8 +182,8 @@ func relayProduce(b *testing.B, upstreamTLS bool) {
 	const phaseBytes, recSize, perIter = 4 << 20, 1 << 10, 10
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct := &side{name: "direct", cl: benchClient(b, addrs, directOpts...)}
-	bridge := &side{name: "bridge", cl: benchClient(b, []string{e.addr})}
+	direct := &side{name: "direct", cl: benchClient(b, addrs, append(directOpts, bothOpts...)...)}
+	bridge := &side{name: "bridge", cl: benchClient(b, []string{e.addr}, bothOpts...)}
 	for _, s := range []*side{direct, bridge} { // connections, metadata, producer id
 		if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: benchTopic, Value: []byte("warm")}).FirstErr(); err != nil {
 			b.Fatal(err)
@@ -263,12 +278,24 @@ func BenchmarkRelayFetch(b *testing.B) {
 // BenchmarkRelayLatency: round trips of one 100-byte record produced with
 // acks=all and waited for, one at a time, alternating sides; the bridge
 // adds a hop each way.
-func BenchmarkRelayLatency(b *testing.B) {
-	e, addrs := startBenchRelay(b)
+func BenchmarkRelayLatency(b *testing.B) { relayLatency(b) }
+
+// BenchmarkRelayLatencySASL: the same with brokers that require SASL (SCRAM-SHA-512), each
+// side authenticated once per connection (the bridge's side by forwarding): what SASL
+// forwarding adds to a request once the connection is authenticated.
+func BenchmarkRelayLatencySASL(b *testing.B) { relayLatency(b, withSASL) }
+
+func relayLatency(b *testing.B, mods ...func(*relayOpts, *[]kgo.Opt)) {
+	var opts []kgo.Opt
+	var extra []func(*relayOpts)
+	for _, m := range mods {
+		extra = append(extra, func(o *relayOpts) { m(o, &opts) })
+	}
+	e, addrs := startBenchRelay(b, extra...)
 	const samples = 2000
-	manual := kgo.RecordPartitioner(kgo.ManualPartitioner()) // partition 0: broker 0
-	clDirect := benchClient(b, addrs, manual)
-	clBridge := benchClient(b, []string{e.addr}, manual)
+	opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner())) // partition 0: broker 0
+	clDirect := benchClient(b, addrs, opts...)
+	clBridge := benchClient(b, []string{e.addr}, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	value := benchValue(100)

@@ -65,7 +65,13 @@ type relayOpts struct {
 	logs           io.Writer             // also gets the log, when set
 	// dial, when set, is the upstream's dialer (UpstreamConfig.Dial): TLS to brokers.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// sasl: the brokers require SASL (SCRAM-SHA-512 user saslUser), and the server
+	// forwards each client's exchange to them (newproto.SASLConfig.Forward).
+	sasl bool
 }
+
+// The SCRAM-SHA-512 user of relayOpts.sasl.
+const saslUser, saslPass = "bench", "bench-secret"
 
 func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	t.Helper()
@@ -75,6 +81,9 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	kopts := []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID("kfake-upstream")}
 	for name, n := range o.topics {
 		kopts = append(kopts, kfake.SeedTopics(n, name))
+	}
+	if o.sasl {
+		kopts = append(kopts, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", saslUser, saslPass))
 	}
 	kf, err := kfake.NewCluster(append(kopts, o.kfakeOpts...)...)
 	if err != nil {
@@ -102,9 +111,22 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// The --upstream bootstrap mode: the brokers come from a seed's
-	// Metadata.
-	if err := up.Discover(ctx, kf.ListenAddrs()[:1]); err != nil {
+	if o.sasl {
+		// The bridge cannot ask brokers that require SASL for Metadata: the
+		// brokers as /brokers/ids would list them (kfake's node k listens
+		// at its k-th address).
+		var brokers []newproto.Broker
+		for i, a := range kf.ListenAddrs() {
+			host, port, _ := net.SplitHostPort(a)
+			p, _ := strconv.Atoi(port)
+			brokers = append(brokers, newproto.Broker{NodeID: int32(i), Host: host, Port: int32(p)})
+		}
+		if err := up.SetBrokers(brokers); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := up.Discover(ctx, kf.ListenAddrs()[:1]); err != nil {
+		// The --upstream bootstrap mode: the brokers come from a seed's
+		// Metadata.
 		t.Fatalf("Discover: %v", err)
 	}
 	env := &relayEnv{kf: kf, up: up, gates: map[int32]*tcpGate{}, kfAddrs: map[int32]string{}}
@@ -134,6 +156,10 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
+	var saslCfg *newproto.SASLConfig
+	if o.sasl {
+		saslCfg = &newproto.SASLConfig{Forward: true}
+	}
 	srv, err := newproto.New(newproto.Config{
 		Logger:      log,
 		Registerer:  env.reg,
@@ -141,6 +167,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 		IdleTimeout: o.idleTimeout,
 		Coordinator: o.coord,
 		Relay:       proxy,
+		SASL:        saslCfg,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
