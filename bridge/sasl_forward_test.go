@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -209,6 +211,40 @@ func TestIntegration_SASLForward(t *testing.T) {
 			t.Fatal("sarama with a wrong PLAIN password got through")
 		}
 	})
+}
+
+// librdkafka (kcat) with SASL_PLAINTEXT through the relay: it produces and consumes as carol
+// (PLAIN) and as alice (SCRAM-SHA-512); a wrong password fails.
+func TestIntegration_SASLForwardKcat(t *testing.T) {
+	kcat := kafkatest.KcatPath(t)
+	e := startSASLForward(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, kcat, append([]string{"-b", e.addr, "-X", "security.protocol=SASL_PLAINTEXT"}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, c := range []struct{ mech, user, pass, topic string }{
+		{"PLAIN", "carol", "carol-secret", "carol-t"},
+		{"SCRAM-SHA-512", "alice", "alice-secret", "alice-t"},
+	} {
+		t.Run(c.mech, func(t *testing.T) {
+			auth := []string{"-X", "sasl.mechanisms=" + c.mech, "-X", "sasl.username=" + c.user, "-X", "sasl.password=" + c.pass}
+			if out, err := run("k1\nk2\nk3\n", append(auth, "-P", "-t", c.topic, "-p", "0")...); err != nil {
+				t.Fatalf("kcat -P as %s: %v\n%s", c.user, err, out)
+			}
+			out, err := run("", append(auth, "-C", "-t", c.topic, "-p", "0", "-o", "beginning", "-e", "-q")...)
+			if err != nil || !strings.Contains(out, "k1\nk2\nk3") {
+				t.Fatalf("kcat -C as %s: %v\n%s", c.user, err, out)
+			}
+			bad := []string{"-X", "sasl.mechanisms=" + c.mech, "-X", "sasl.username=" + c.user, "-X", "sasl.password=guess"}
+			if out, err := run("", append(bad, "-L", "-m", "2")...); err == nil {
+				t.Fatalf("kcat with a wrong password listed metadata:\n%s", out)
+			}
+		})
+	}
 }
 
 // KIP-368 through the relay: the broker announces a session lifetime, the bridge passes it
