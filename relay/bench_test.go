@@ -339,3 +339,49 @@ func relayLatency(b *testing.B, mods ...func(*relayOpts, *[]kgo.Opt)) {
 			len(lDirect), lDirect[len(lDirect)/2], lDirect[len(lDirect)*99/100], lBridge[len(lBridge)/2], lBridge[len(lBridge)*99/100])
 	}
 }
+
+// BenchmarkRelaySASLConnect: a new connection authenticated with SCRAM-SHA-512 and its first
+// request (a fresh kgo client's Ping: dial, ApiVersions, SaslHandshake, two SaslAuthenticate,
+// Metadata), straight to a broker and through the bridge, which forwards the exchange on an
+// upstream connection it dials for it; alternating sides.
+func BenchmarkRelaySASLConnect(b *testing.B) {
+	var opts []kgo.Opt
+	e, addrs := startBenchRelay(b, func(o *relayOpts) { withSASL(o, &opts) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	connect := func(seed string) time.Duration {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seed)}, opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Close()
+		start := time.Now()
+		if err := cl.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	const samples = 200
+	var lDirect, lBridge []time.Duration
+	for range b.N {
+		for i := range samples {
+			if i%2 == 0 {
+				lDirect = append(lDirect, connect(addrs[0]))
+				lBridge = append(lBridge, connect(e.addr))
+			} else {
+				lBridge = append(lBridge, connect(e.addr))
+				lDirect = append(lDirect, connect(addrs[0]))
+			}
+		}
+	}
+	slices.Sort(lDirect)
+	slices.Sort(lBridge)
+	pct := func(l []time.Duration, p float64) float64 {
+		return float64(l[int(p*float64(len(l)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(lDirect, 0.5), "direct-p50-µs")
+	b.ReportMetric(pct(lDirect, 0.99), "direct-p99-µs")
+	b.ReportMetric(pct(lBridge, 0.5), "bridge-p50-µs")
+	b.ReportMetric(pct(lBridge, 0.99), "bridge-p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
