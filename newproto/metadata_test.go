@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/newproto"
 )
@@ -390,5 +391,62 @@ func TestMetadataTopicIDs(t *testing.T) {
 	}
 	if rt := resp.Topics[1]; rt.Topic != nil || rt.TopicID != [16]byte{1, 2, 3} || rt.ErrorCode != int16(newproto.ErrUnknownTopicID) {
 		t.Errorf("unknown id: %+v, want UNKNOWN_TOPIC_ID", rt)
+	}
+}
+
+// topicsHidden is an Authorizer that lets nobody DESCRIBE the topics it names.
+type topicsHidden map[string]bool
+
+func (h topicsHidden) Authorize(_, _ string, _ authz.Operation, res authz.Resource) bool {
+	return !(res.Type == authz.Topic && h[res.Name])
+}
+
+// With an Authorizer, a topic the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+// without partitions: by its name when named, by its id alone (name null) when asked for by id,
+// as KafkaApis answers (topic ids are not sensitive); an id nobody knows stays UNKNOWN_TOPIC_ID,
+// and an all-topics request leaves the topic out.
+func TestMetadataTopicDescribeByID(t *testing.T) {
+	ordersID := [16]byte{0x55, 0xf5, 0x95, 0xa5}
+	cfg := metadataConfig()
+	cfg.Cluster = &idCluster{fakeCluster: testCluster(), ids: map[string][16]byte{"orders": ordersID}}
+	cfg.Authorizer = topicsHidden{"orders": true}
+	ts := startServer(t, cfg)
+	c := kafkatest.Dial(t, ts.addr)
+
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	for _, id := range [][16]byte{ordersID, {1, 2, 3}} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := c.RoundTrip(req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 2 {
+		t.Fatalf("%d topics, want 2", len(resp.Topics))
+	}
+	if rt := resp.Topics[0]; rt.Topic != nil || rt.TopicID != ordersID || rt.ErrorCode != int16(newproto.ErrTopicAuthorizationFailed) || len(rt.Partitions) != 0 {
+		t.Errorf("by id: %+v, want TOPIC_AUTHORIZATION_FAILED with the id alone", rt)
+	}
+	if rt := resp.Topics[1]; rt.ErrorCode != int16(newproto.ErrUnknownTopicID) {
+		t.Errorf("unknown id: %+v, want UNKNOWN_TOPIC_ID", rt)
+	}
+
+	byName := kmsg.NewPtrMetadataRequest()
+	byName.SetVersion(12)
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("orders")
+	byName.Topics = append(byName.Topics, rt)
+	got := c.RoundTrip(byName).(*kmsg.MetadataResponse).Topics
+	if len(got) != 1 || got[0].Topic == nil || *got[0].Topic != "orders" || got[0].TopicID != ([16]byte{}) ||
+		got[0].ErrorCode != int16(newproto.ErrTopicAuthorizationFailed) || len(got[0].Partitions) != 0 {
+		t.Errorf("by name: %+v, want orders TOPIC_AUTHORIZATION_FAILED", got)
+	}
+
+	all := kmsg.NewPtrMetadataRequest()
+	all.SetVersion(12)
+	for _, rt := range c.RoundTrip(all).(*kmsg.MetadataResponse).Topics {
+		if rt.Topic != nil && *rt.Topic == "orders" {
+			t.Errorf("all topics lists orders: %+v", rt)
+		}
 	}
 }
