@@ -56,7 +56,7 @@ type actor struct {
 	writeWG sync.WaitGroup
 	stopPut context.CancelFunc // cancels the actor's ctx, and with it the write in flight
 
-	mirror   *mirrorer
+	mirror   *claimer // the group's, shared with its legacy members (claimer.go)
 	mirrored mirrorKey
 	seen     map[group.MemberID]int64 // member key → ms first seen, for 0.8 consumer ids
 	lastGen  group.Generation
@@ -114,10 +114,10 @@ func (a *actor) run(ctx context.Context) {
 		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
 	}
 	a.m = group.New(a.c.cfg.Group, a.group)
-	a.mirror = newMirrorer(store, a.group, a.c.cfg.MirrorRetry, a.log, a.c.metrics, a.c.releases)
+	a.mirror = a.c.claimers.join(claimerConfig{store: store, group: a.group, retry: a.c.cfg.MirrorRetry, log: a.log, metrics: a.c.metrics})
 
 	if err := a.load(ctx); err != nil {
-		a.mirror.close(false)
+		a.closeMirror(false)
 		a.refuse(ctx, err)
 		return
 	}
@@ -286,7 +286,7 @@ func (a *actor) step(ctx context.Context, ev group.Event) {
 	}
 	if fx.Assign != nil {
 		a.startClaim(ctx, fx.Assign) // mixed.go
-	} else if a.mx.claimCancel != nil && a.m.State() != group.CompletingRebalance {
+	} else if a.mx.claimStop != nil && a.m.State() != group.CompletingRebalance {
 		a.cancelClaim() // the generation is over: its claim must not take partitions
 	}
 	if fx.WakeAt.IsZero() {
@@ -398,6 +398,13 @@ func (a *actor) publish() {
 	}
 }
 
+// closeMirror ends the actor's use of the group's claimer: the Kafka members' ephemerals are
+// deleted with release, else left to the session.
+func (a *actor) closeMirror(release bool) {
+	a.mirror.leave(false, release)
+	a.c.claimers.drop(a.mirror)
+}
+
 func (a *actor) isIdle() bool {
 	return a.m.State() == group.Empty && len(a.waiting) == 0 && !a.writing && !a.m.Fenced()
 }
@@ -433,7 +440,7 @@ func (a *actor) finish(release bool) {
 	case <-a.writes:
 	default:
 	}
-	a.mirror.close(release)
+	a.closeMirror(release)
 	if a.released != nil {
 		a.released() // handover.go: the epoch, after the mirror
 	}

@@ -89,9 +89,9 @@ type Bridge struct {
 	reg     *prometheus.Registry
 	metrics *metrics
 	coord   *coordinator
-	// releases wakes the claimers of a group when another actor of this bridge released owner
-	// znodes of it (releases.go).
-	releases *ownerReleases
+	// claimers holds one claimer per group (claimer.go), shared by the group's Kafka and legacy
+	// actors.
+	claimers *claimers
 	modes    *groupModes // every group's mode, kept current (modes.go)
 	peers    *peerSet    // the live bridges and the groups' placement (peers.go)
 	legacy   atomic.Pointer[LegacyCoordinator]
@@ -138,8 +138,8 @@ func New(cfg Config) (*Bridge, error) {
 	b.modes = newGroupModes(cfg, log, m)
 	b.modes.onChange = b.coord.modeChanged
 	b.coord.modes = b.modes
-	b.releases = newOwnerReleases()
-	b.coord.releases = b.releases
+	b.claimers = newClaimers()
+	b.coord.claimers = b.claimers
 	b.peers = newPeerSet(cfg.NodeID, cfg.Root, log)
 	b.coord.peers = b.peers // handover.go
 	if b.coord.pm, err = newPlacementMetrics(reg, b.coord.owned); err != nil {
@@ -499,7 +499,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
-	coord.releases = b.releases
+	coord.claimers = b.claimers
 	maxConns := b.cfg.MaxConnections // the Kafka listeners' limits apply here too (issue 17)
 	if maxConns == 0 {
 		maxConns = newproto.DefaultMaxConnections

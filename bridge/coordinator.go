@@ -77,9 +77,9 @@ type coordinator struct {
 
 	// modes keeps every group's mode current (modes.go); nil admits every request.
 	modes *groupModes
-	// releases wakes the Kafka members' claims when the legacy coordinator released owner
-	// znodes (releases.go); nil without a Bridge.
-	releases *ownerReleases
+	// claimers holds the groups' claimers (claimer.go), shared with the legacy coordinator's
+	// groups; nil without a Bridge (each actor has its own).
+	claimers *claimers
 
 	// gate withholds relayed fetches while the bridge cannot vouch for its mixed groups'
 	// owners (fetchgate.go).

@@ -29,7 +29,7 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &legacyGroup{c: c, name: "g", lifetime: ctx, log: legacyTestLogger(t)}
+	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
 
 	// Our a-0 holds t/1, which moves to our b-0 (range over t/0..t/1, threads a-0 and b-0);
 	// z, a zk member that left, still holds t/0, which is a-0's now: the claim waits.
@@ -74,7 +74,7 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v, err := g.refreshWaited(w)
+	v, err := rd.refreshWaited(ctx, w)
 	if err != nil {
 		t.Fatal(err)
 	}

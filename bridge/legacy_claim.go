@@ -13,157 +13,113 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// claim is step 4 between the Stops and the Starts: read the owners and offsets again, wait
-// while another session holds an owner znode to claim, then write everything in one Multi and
-// send the StartRequests.
+// claim is step 4 between the Stops and the Starts: the group's claimer reads the owners and
+// offsets again, waits while another session holds an owner znode to claim, then writes
+// everything in one Multi (claimer_legacy.go); its events come back to onClaim, and the
+// StartRequests go out once it is written.
 func (g *legacyGroup) claim(now time.Time) {
 	g.att.claiming = time.Now()
-	// Read again: the owners may have changed while the members stopped, and this is the
-	// check, right before claiming, that no owner znode to claim is another session's.
-	readStart := time.Now()
-	// After a wait, only what it waited for is read again: the owner znodes of the foreign
-	// partitions and their offsets, which their previous owner committed before releasing
-	// them. The rest of the read before the wait still holds as far as a claim can tell:
-	// changes of the membership or of the partitions mark the attempt dirty and restart it,
-	// our own owner znodes are ours, and a partition someone else took meanwhile makes the
-	// Multi's create fail, after which the group is read again in full.
-	w, refreshed := g.att.waited, g.att.waited != nil
-	g.att.waited = nil
-	var (
-		view legacyGroupView
-		err  error
-	)
-	if refreshed {
-		view, err = g.refreshWaited(w)
-	} else {
-		view, err = g.readGroup(g.lifetime, true)
-	}
-	if err != nil {
-		g.fail(now, fmt.Errorf("reading the owners and offsets (seed step 4): %w", err))
-		return
-	}
-	reading := time.Since(readStart)
-	plan, err := legacyPlanRebalance(g.planInput(view, g.att.final))
-	if err != nil {
-		g.fail(now, err)
-		return
-	}
-	g.regs = view.regs
-	if !refreshed {
-		g.lastOthers = view.others
-	}
-	if len(plan.Foreign) > 0 {
-		g.waitForeign(now, plan, view)
-		return
-	}
-	g.writeClaim(now, plan, view, refreshed, reading)
+	g.phase = legacyClaiming
+	in := g.planInput(legacyGroupView{}, g.att.final)
+	in.Session, in.Others, in.Owners, in.Committed, in.OffsetNodes = 0, nil, nil, nil, nil
+	g.claims++
+	g.att.claim = g.claims
+	g.cl.legacyReqs <- legacyClaimReq{attempt: g.claims, in: in}
 }
 
-// waitForeign is a claim that must wait: another member (a zk member that has not noticed the
-// change yet, a member of another coordinator, a previous coordinator whose session has not
-// expired) still owns partitions we must claim. 0.8 consumers retry their claims the same way;
-// ours stay stopped, and keep being pinged, meanwhile. What is no longer ours is let go first:
-// whoever we wait for may be waiting for it.
-func (g *legacyGroup) waitForeign(now time.Time, plan legacyPlan, view legacyGroupView) {
-	if len(plan.Release) > 0 {
-		if err := g.multi(plan.Release); err != nil {
-			g.written, g.writtenSession = nil, 0
-			if legacyParentRace(err) && !g.att.reclaimed {
-				g.att.reclaimed = true
-				g.claim(now)
-				return
-			}
-			g.fail(now, fmt.Errorf("releasing owner znodes before waiting to claim (seed step 4): %w", err))
-			return
-		}
-		g.released(plan, view)
-		g.c.releases.released(g.name, g.wake)
+// cancelClaim tells the claimer that the attempt's claim, if any, is over.
+func (g *legacyGroup) cancelClaim() {
+	if g.att != nil && g.att.claim != 0 {
+		g.cl.legacyReqs <- legacyCancelReq{attempt: g.att.claim}
+		g.att.claim = 0
 	}
-	g.att.waited = g.waitedView(plan, view)
+}
+
+// onClaim takes an event of the claim (legacyClaimEv). What it says of ZooKeeper is taken in
+// whatever the attempt (an attempt restarted meanwhile replans from it); only the current
+// attempt moves on.
+func (g *legacyGroup) onClaim(now time.Time, ev legacyClaimEv) {
+	current := g.att != nil && g.att.claim == ev.attempt && ev.attempt != 0
+	g.countAttempt(ev.count)
+	if ev.regs != nil {
+		g.regs = ev.regs
+	}
+	if ev.others != nil {
+		g.lastOthers = ev.others
+	}
+	if ev.skipped != nil {
+		g.noteSkipped(ev.skipped)
+	}
+	switch ev.state {
+	case legacyClaimFailed:
+		if ev.writtenSession < 0 {
+			g.written, g.writtenSession = nil, 0
+		}
+		if current {
+			g.att.claim = 0
+			g.fail(now, ev.err)
+		}
+	case legacyClaimWaiting:
+		if current {
+			if ev.released {
+				g.released(ev.plan, ev.finals)
+			}
+			g.waitForeign(now, ev)
+		}
+	case legacyClaimWritten:
+		g.written, g.writtenSession = ev.written, ev.writtenSession
+		g.c.addCommitted(ev.finals)
+		g.assignment, g.owner, g.committed, g.offsetNodes = ev.plan.Assignment, ev.plan.Owner, ev.plan.Offsets, ev.nodes
+		g.assignedAt = time.Now()
+		if current {
+			g.att.claim = 0
+			g.startAll(ev)
+		}
+	}
+}
+
+// waitForeign records a round of the claim that must wait: another member (a zk member that has
+// not noticed the change yet, a member of another coordinator, a previous coordinator whose
+// session has not expired) still owns partitions we must claim. Our members stay stopped, and
+// keep being pinged, meanwhile; the claimer retries on its own.
+func (g *legacyGroup) waitForeign(now time.Time, ev legacyClaimEv) {
 	g.claimTries++
 	g.c.claimWaits.Add(1)
-	wait := g.backoff(g.claimTries)
 	if g.claimTries == 1 {
 		g.claimWaitSince = now
 	}
 	// Waiting is routine in a group with other members (they release at their own pace):
 	// a warning only when it lasts.
-	ev := g.log.Debug()
+	e := g.log.Debug()
 	switch {
 	case g.claimTries == 1:
-		ev = g.log.Info()
+		e = g.log.Info()
 	case !g.foreignLogged && now.Sub(g.claimWaitSince) >= legacyClaimWarnAfter:
-		ev = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
+		e = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
 		g.foreignLogged = true
 	}
-	first := plan.Foreign[0]
-	holder := view.owners[first]
-	if holder.Session >= 0 {
-		ev = ev.Str("session", fmt.Sprintf("0x%x", holder.Session))
+	if ev.holder.Session >= 0 {
+		e = e.Str("session", fmt.Sprintf("0x%x", ev.holder.Session))
 	}
-	ev.Int("partitions", len(plan.Foreign)).Stringer("first", first).Str("held_by", holder.Thread).
-		Dur("retry_in", wait).Msg("owner znodes held by another member; waiting to claim")
-	g.phase, g.retryAt = legacyClaimWait, now.Add(wait)
-	g.watchRelease(zkstate.OwnerPath(g.name, first.Topic, first.Partition))
+	e.Int("partitions", len(ev.plan.Foreign)).Stringer("first", ev.first).Str("held_by", ev.holder.Thread).
+		Int("round", ev.tries).Msg("owner znodes held by another member; waiting to claim")
+	g.phase = legacyClaimWait
 }
 
-// writeClaim is the claim's one Multi (final offsets, released owners deleted, new owners
-// created), then the StartRequests (seed step 4.2). refreshed says the view was read in part
-// after a wait; reading is how long the read took, for the log.
-func (g *legacyGroup) writeClaim(now time.Time, plan legacyPlan, view legacyGroupView, refreshed bool, reading time.Duration) {
-	writeStart := time.Now()
-	if err := g.multi(plan.Ops); err != nil {
-		// Whatever made it fail (a znode changed under us, the session), trust nothing
-		// about the owners until they are read again.
-		g.written, g.writtenSession = nil, 0
-		if (legacyParentRace(err) || refreshed) && !g.att.reclaimed {
-			g.att.reclaimed = true
-			g.log.Debug().Err(err).Bool("after_wait", refreshed).
-				Msg("the group changed between our read and our Multi; reading it again and claiming")
-			g.claim(now)
-			return
-		}
-		g.fail(now, fmt.Errorf("writing ownership and final offsets (seed step 4): %w", err))
-		return
-	}
-	writing := time.Since(writeStart)
-	g.c.releases.released(g.name, g.wake) // the Multi deleted what moves to others
-	// The Multi is in: this is the current assignment now, and every owner znode of our
-	// partitions is ours: created by the Multi (version 0), or read and checked.
-	g.written, g.writtenSession = make(map[legacy.TopicPartition]legacyOwner, len(plan.Assignment)), 0
-	for tp, thread := range plan.Assignment {
-		o := legacyOwner{Thread: thread, Version: 0, Session: view.session}
-		if old, ok := view.owners[tp]; ok && old.Session == view.session && old.Thread == thread {
-			o = old // unchanged: not rewritten
-		}
-		g.written[tp] = o
-	}
-	if g.c.store.SessionID() == view.session {
-		g.writtenSession = view.session
-	}
-	finals := 0
-	for tp, off := range g.att.final {
-		view.nodes[tp] = true
-		if old, ok := view.committed[tp]; !ok || old != off {
-			finals++
-		}
-	}
-	g.c.addCommitted(finals)
-	g.assignment, g.owner, g.committed, g.offsetNodes = plan.Assignment, plan.Owner, plan.Offsets, view.nodes
-	g.assignedAt = time.Now()
+// startAll sends every member its StartRequest (seed step 4.2) once the claim is written.
+func (g *legacyGroup) startAll(ev legacyClaimEv) {
 	g.claimTries, g.foreignLogged = 0, false
-
 	g.phase, g.att.starting = legacyStarting, time.Now()
 	for _, m := range g.members {
-		parts := plan.Starts[m.id]
+		parts := ev.plan.Starts[m.id]
 		m.pending = make([]legacy.TopicPartition, len(parts))
 		for i, p := range parts {
 			m.pending[i] = legacy.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		}
 		g.send(m, legacyReqStart, parts)
 	}
-	g.log.Debug().Int("ops", len(plan.Ops)).Int("partitions", len(plan.Assignment)).
-		Dur("reading", reading).Dur("queued", view.queued).Dur("writing", writing).
+	g.log.Debug().Int("ops", len(ev.plan.Ops)).Int("partitions", len(ev.plan.Assignment)).
+		Dur("reading", ev.reading).Dur("queued", ev.queued).Dur("writing", ev.writing).
 		Msg("ownership written; starting every member (seed step 4.2)")
 }
 
@@ -178,56 +134,38 @@ func legacyParentRace(err error) bool {
 	return errors.As(err, &me) && me.Parent != "" && errors.Is(err, zkstate.ErrNodeExists)
 }
 
-// waitedView is the view a claim that waits keeps for the next one (legacyAttempt.waited): view
-// as the plan's Release Multi, if any, left it — the final offsets written, our owner znodes of
-// partitions no longer ours gone.
-func (g *legacyGroup) waitedView(plan legacyPlan, view legacyGroupView) *legacyWaited {
-	if len(plan.Release) > 0 {
-		in := g.planInput(view, g.att.final)
-		for tp, o := range view.owners {
-			if _, keep := plan.Assignment[tp]; !keep && in.ours(o) {
-				delete(view.owners, tp)
-			}
-		}
-		for tp, off := range g.att.final {
-			view.committed[tp], view.nodes[tp] = off, true
-		}
-	}
-	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
-}
-
 // refreshWaited reads again what a claim waited for — the owner znode and the offset of every
 // foreign partition — and the owner znodes it is about to delete for a move between our
 // threads, in one batch, into the view kept by the wait.
-func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
+func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (legacyGroupView, error) {
+	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
 	defer cancel()
-	store, v := g.c.store, w.view
+	store, v := rd.c.store, w.view
 	if err := legacySameSession(store, v.session, "while waiting to claim"); err != nil {
 		return v, err
 	}
 	paths := make([]string, 0, 2*len(w.foreign)+len(w.moving))
 	for _, tp := range w.foreign {
-		paths = append(paths, zkstate.OwnerPath(g.name, tp.Topic, tp.Partition), zkstate.OffsetPath(g.name, tp.Topic, tp.Partition))
+		paths = append(paths, zkstate.OwnerPath(rd.name, tp.Topic, tp.Partition), zkstate.OffsetPath(rd.name, tp.Topic, tp.Partition))
 	}
 	for _, tp := range w.moving {
-		paths = append(paths, zkstate.OwnerPath(g.name, tp.Topic, tp.Partition))
+		paths = append(paths, zkstate.OwnerPath(rd.name, tp.Topic, tp.Partition))
 	}
 	reads, err := store.GetMany(ctx, paths)
-	g.countReads(len(paths), 1)
+	rd.countReads(len(paths), 1)
 	if err != nil {
 		return v, err
 	}
 	for i, tp := range w.foreign {
-		if err := g.refreshOwner(&v, tp, reads[2*i]); err != nil {
+		if err := rd.refreshOwner(&v, tp, reads[2*i]); err != nil {
 			return v, err
 		}
-		if err := g.refreshOffset(&v, tp, reads[2*i+1]); err != nil {
+		if err := rd.refreshOffset(&v, tp, reads[2*i+1]); err != nil {
 			return v, err
 		}
 	}
 	for i, tp := range w.moving {
-		if err := g.refreshOwner(&v, tp, reads[2*len(w.foreign)+i]); err != nil {
+		if err := rd.refreshOwner(&v, tp, reads[2*len(w.foreign)+i]); err != nil {
 			return v, err
 		}
 	}
@@ -240,7 +178,7 @@ func (g *legacyGroup) refreshWaited(w *legacyWaited) (legacyGroupView, error) {
 
 // refreshOwner puts an owner znode read again into the view: gone, or as read, with its
 // session and version (not ours when it holds another registration's thread, as readGroup).
-func (g *legacyGroup) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition, owner zkstate.Read) error {
+func (rd legacyReader) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition, owner zkstate.Read) error {
 	switch {
 	case errors.Is(owner.Err, zkstate.ErrNoNode):
 		delete(v.owners, tp)
@@ -258,7 +196,7 @@ func (g *legacyGroup) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition,
 }
 
 // refreshOffset puts an offset znode read again into the view.
-func (g *legacyGroup) refreshOffset(v *legacyGroupView, tp legacy.TopicPartition, offset zkstate.Read) error {
+func (rd legacyReader) refreshOffset(v *legacyGroupView, tp legacy.TopicPartition, offset zkstate.Read) error {
 	switch {
 	case errors.Is(offset.Err, zkstate.ErrNoNode):
 		delete(v.committed, tp)
@@ -270,7 +208,7 @@ func (g *legacyGroup) refreshOffset(v *legacyGroupView, tp legacy.TopicPartition
 		off, err := zkstate.ParseOffset(offset.Data)
 		if err != nil {
 			delete(v.committed, tp)
-			g.warnBadOffset(tp, err)
+			rd.warnBadOffset(tp, err)
 			return nil
 		}
 		v.committed[tp] = off
@@ -278,15 +216,11 @@ func (g *legacyGroup) refreshOffset(v *legacyGroupView, tp legacy.TopicPartition
 	return nil
 }
 
-// released records a plan's Release Multi: the final offsets are committed, and the partitions
+// released records a claim's Release Multi: the final offsets are committed, and the partitions
 // whose owner znodes it deleted are no longer ours — their offsets are not taken from pings
 // any more (legacyCheckPing), since their next owner may be consuming them already.
-func (g *legacyGroup) released(plan legacyPlan, view legacyGroupView) {
-	finals := 0
+func (g *legacyGroup) released(plan legacyPlan, finals int) {
 	for tp, off := range g.att.final {
-		if old, ok := view.committed[tp]; !ok || old != off {
-			finals++
-		}
 		g.committed[tp], g.offsetNodes[tp] = off, true
 	}
 	g.c.addCommitted(finals)

@@ -10,8 +10,9 @@ package bridge
 // never block it: every request to a consumer (Ping, Stop, Start) runs on a goroutine of its
 // own and comes back as an event, so Registers, closed sockets and topic changes are handled
 // while a rebalance waits for its answers. ZooKeeper calls are made from the actor, bounded by
-// LegacyConfig.ZKTimeout. The decisions are pure functions (legacy_plan.go); this file only
-// gathers their inputs and carries out what they return.
+// LegacyConfig.ZKTimeout; every ephemeral of ours (registrations, hosted-member znodes, owner
+// znodes) is written by the group's claimer (claimer.go). The decisions are pure functions
+// (legacy_plan.go); this file only gathers their inputs and carries out what they return.
 //
 // A rebalance follows seed 001 "rebalance (group)" with the additions of
 // docs/legacy-protocol.md §8:
@@ -21,7 +22,8 @@ package bridge
 //	            ours not started, a partition of a member that left)
 //	step 4.1    StopRequest to every member; wait for every StopResponse
 //	§8 Coord. 2 PingRequest to every auto_commit member: its final offsets
-//	step 4      read the group again (owners, offsets); while another member holds an owner
+//	step 4      handed to the group's claimer (claimer_legacy.go), shared with its Kafka
+//	            members: read the group again (owners, offsets); while another member holds an owner
 //	            znode we must claim, let go of what is no longer ours (final offsets, our
 //	            owners that moved: legacyPlan.Release) and wait with backoff, then read again
 //	            only the partitions waited for; then ONE Multi: final offsets, released owners
@@ -91,7 +93,8 @@ const (
 	// DefaultLegacyListen is the address of the legacy listener (zkbridge serve --legacy-listen).
 	DefaultLegacyListen = "127.0.0.1:9190"
 	// DefaultLegacyRetryBackoff is the first wait after a failed rebalance attempt (seed 001
-	// step 5) and between checks of an owner znode held by another session.
+	// step 5). (A claim blocked by another session's owner znode waits by the claimer's one
+	// backoff policy, claimBackoff doubling to claimBackoffMax, for every member kind.)
 	DefaultLegacyRetryBackoff = 100 * time.Millisecond
 	// DefaultLegacyRetryBackoffMax caps the doubling of the backoff.
 	DefaultLegacyRetryBackoffMax = 5 * time.Second
@@ -143,8 +146,10 @@ type LegacyConfig struct {
 	// to fail attempts faster than the consumers' intervals.
 	StartTimeout time.Duration
 	// RetryBackoff and RetryBackoffMax bound the wait before retrying a failed rebalance attempt
-	// (seed step 5) or a claim blocked by another session's owner znode: it starts at
-	// RetryBackoff and doubles up to RetryBackoffMax.
+	// (seed step 5): it starts at RetryBackoff and doubles up to RetryBackoffMax. A claim blocked
+	// by another session's owner znode is retried by the group's claimer, with the backoff it
+	// uses for every member kind (50 ms doubling to 1 s), and at once when that owner znode
+	// goes or another actor of this bridge releases owner znodes of the group.
 	RetryBackoff, RetryBackoffMax time.Duration
 	// RebalanceDelay holds a rebalance back this long after its first trigger, so that a burst
 	// of registrations (a whole fleet restarting) is served by one rebalance instead of one
@@ -315,10 +320,9 @@ type LegacyCoordinator struct {
 	// modes is the daemon's view of the groups' modes (modes.go), set by Bridge.newLegacy; nil
 	// (a coordinator outside a Bridge) admits every group.
 	modes *groupModes
-	// releases wakes the other claimers of a group in this bridge (the Kafka members' claim)
-	// when a rebalance released owner znodes, and wakes ours when they did (releases.go); set
-	// by Bridge.newLegacy, nil outside a Bridge.
-	releases *ownerReleases
+	// claimers holds the groups' claimers (claimer.go), shared with the Kafka members of the
+	// same groups; set by Bridge.newLegacy, nil outside a Bridge (each group has its own).
+	claimers *claimers
 	// badOffsets logs each malformed offset znode once (limits.go).
 	badOffsets onceLog
 
@@ -535,8 +539,6 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		log:         c.log.With().Str("group", name).Logger(),
 		lifetime:    c.lifetime,
 		inbox:       make(chan any, legacyInboxSize),
-		wake:        c.releases.subscribe(name),
-		gone:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
@@ -547,11 +549,12 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		committed:   map[legacy.TopicPartition]int64{},
 		offsetNodes: map[legacy.TopicPartition]bool{},
 	}
+	g.cl = c.claimers.join(claimerConfig{store: c.store, group: name, retry: DefaultMirrorRetry, log: g.log})
+	g.cl.legacyReqs <- legacyAttachReq{c: c, log: g.log, events: g.inbox}
 	c.groups[name] = g
 	c.actorWG.Add(1)
 	go func() {
 		defer c.actorWG.Done()
-		defer c.releases.unsubscribe(name, g.wake)
 		g.run()
 		c.mu.Lock()
 		delete(c.groups, name)

@@ -159,9 +159,9 @@ func legacyStart(t testing.TB, store *zkstate.Store, addr string, mod func(*Lega
 	return legacyStartIn(t, store, addr, mod, nil)
 }
 
-// legacyStartIn is legacyStart for a coordinator inside a bridge: releases is the bridge's hub
-// of owner releases (releases.go), shared with its Kafka members' claims.
-func legacyStartIn(t testing.TB, store *zkstate.Store, addr string, mod func(*LegacyConfig), releases *ownerReleases) *legacyEnv {
+// legacyStartIn is legacyStart for a coordinator inside a bridge: claimers is the bridge's
+// registry of claimers (claimer.go), shared with its Kafka members.
+func legacyStartIn(t testing.TB, store *zkstate.Store, addr string, mod func(*LegacyConfig), claimers *claimers) *legacyEnv {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -195,7 +195,7 @@ func legacyStartIn(t testing.TB, store *zkstate.Store, addr string, mod func(*Le
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord.releases = releases
+	coord.claimers = claimers
 	srv, err := legacy.NewServer(legacy.Config{Logger: cfg.Logger, Coordinator: coord})
 	if err != nil {
 		t.Fatal(err)

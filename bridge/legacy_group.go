@@ -82,13 +82,14 @@ const (
 	legacyIdle       legacyPhase = iota // no rebalance in progress
 	legacyStopping                      // StopRequests sent; waiting for every StopResponse
 	legacyCollecting                    // final PingRequests sent to auto_commit members
-	legacyClaimWait                     // an owner znode to claim is another session's; retry at retryAt
+	legacyClaiming                      // the claimer has the claim (claimer_legacy.go)
+	legacyClaimWait                     // an owner znode to claim is another session's; the claimer retries
 	legacyStarting                      // StartRequests sent; waiting for every StartResponse
 	legacyBackoff                       // the attempt failed (step 5); retry at retryAt
 )
 
 func (p legacyPhase) String() string {
-	return [...]string{"idle", "stopping", "collecting", "claim-wait", "starting", "backoff"}[p]
+	return [...]string{"idle", "stopping", "collecting", "claiming", "claim-wait", "starting", "backoff"}[p]
 }
 
 // legacyMember is one registered consumer, owned by its group's actor.
@@ -131,16 +132,12 @@ type legacyAttempt struct {
 	failed  error           // the first member that did not answer in time (step 5)
 	dirty   bool            // membership or partitions changed since the attempt began
 	final   map[legacy.TopicPartition]int64
-	// reclaimed: the claim was tried again at once after another member created a parent
-	// directory (/owners/<t>, /offsets/<t>) that the Multi was about to create
-	// (legacyParentRace).
-	reclaimed bool
-	// waited is what the last claim read, as its Release left it, while the claim waits for
-	// the owner znodes of foreign partitions; nil when the next claim must read the group.
-	waited *legacyWaited
+	// claim numbers the claim handed to the claimer (legacyClaimReq); 0 while none is.
+	claim int
 }
 
-// legacyWaited is a claim waiting for other members to release partitions (legacyClaimWait).
+// legacyWaited is a claim waiting for other members to release partitions (legacyClaimWait):
+// what its last round read, as its Release left it.
 type legacyWaited struct {
 	view    legacyGroupView
 	foreign []legacy.TopicPartition
@@ -157,14 +154,13 @@ type legacyGroup struct {
 	log      zerolog.Logger
 	lifetime context.Context // the coordinator's, see LegacyCoordinator.lifetime
 	inbox    chan any
-	wake     chan struct{} // another actor of this bridge released owner znodes (releases.go)
-	// gone is signalled when the owner znode a claim waits for goes away (watchRelease);
-	// stopGone ends that watch.
-	gone     chan struct{}
-	stopGone context.CancelFunc
-	quit     chan struct{}  // closed when the actor stops: senders give up
-	exited   chan struct{}  // closed when run has returned
-	wg       sync.WaitGroup // request goroutines and watch forwarders
+	// cl is the group's claimer, shared with the group's Kafka members: it writes every
+	// ephemeral of ours under /consumers/<g> (claimer_legacy.go).
+	cl     *claimer
+	claims int            // numbers the claims handed to cl
+	quit   chan struct{}  // closed when the actor stops: senders give up
+	exited chan struct{}  // closed when run has returned
+	wg     sync.WaitGroup // request goroutines and watch forwarders
 
 	members map[string]*legacyMember
 	topics  map[string]*legacyTopic
@@ -202,7 +198,7 @@ type legacyGroup struct {
 	want       bool      // a trigger is waiting to be served
 	wantSince  time.Time // the first trigger not served yet
 	trigger    string    // the latest trigger, for logs
-	retryAt    time.Time // claim-wait and backoff
+	retryAt    time.Time // backoff
 	failures   int       // consecutive failed attempts
 	claimTries int       // consecutive blocked claims
 	// The rebalance being measured, from its first trigger over every attempt.
@@ -217,11 +213,6 @@ type legacyGroup struct {
 
 func (g *legacyGroup) run() {
 	defer close(g.exited)
-	defer func() {
-		if g.stopGone != nil {
-			g.stopGone()
-		}
-	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -235,14 +226,6 @@ func (g *legacyGroup) run() {
 		select {
 		case ev := <-g.inbox:
 			g.handle(ev)
-		case <-g.wake:
-			if g.phase == legacyClaimWait {
-				g.retryAt = time.Now() // what we wait for may be free: look now, not at the backoff's end
-			}
-		case <-g.gone:
-			if g.phase == legacyClaimWait {
-				g.retryAt = time.Now()
-			}
 		case <-timer.C:
 		case <-g.lifetime.Done():
 			g.shutdown()
@@ -270,6 +253,8 @@ func (g *legacyGroup) handle(ev any) {
 		g.onIDs(now, ev)
 	case legacyRegEv:
 		g.onRegistration(now, ev)
+	case legacyClaimEv:
+		g.onClaim(now, ev)
 	}
 }
 
@@ -311,12 +296,9 @@ func (g *legacyGroup) step(now time.Time) {
 				g.advance(now)
 			}
 		case legacyClaimWait:
-			if !now.Before(g.retryAt) {
-				if g.att.dirty {
-					g.begin(now)
-				} else {
-					g.claim(now)
-				}
+			if g.att.dirty {
+				// The claimer retries on its own; a changed group restarts from step 1.
+				g.begin(now)
 			}
 		case legacyBackoff:
 			if !now.Before(g.retryAt) {
@@ -343,7 +325,7 @@ func (g *legacyGroup) nextWake() time.Time {
 		if g.want {
 			earlier(g.wantSince.Add(g.c.cfg.RebalanceDelay))
 		}
-	case legacyClaimWait, legacyBackoff:
+	case legacyBackoff:
 		earlier(g.retryAt)
 	}
 	for _, m := range g.members {
@@ -439,6 +421,7 @@ func (g *legacyGroup) begin(now time.Time) {
 		}
 	}
 	why := g.trigger
+	g.cancelClaim()
 	g.want, g.wantSince = false, time.Time{}
 	g.attempts++
 	g.att = &legacyAttempt{began: time.Now(), why: why, waiting: map[string]bool{}, final: map[legacy.TopicPartition]int64{}}

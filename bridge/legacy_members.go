@@ -4,7 +4,6 @@ package bridge
 // (Ping, Stop, Start), with the offsets their PingResponses report.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -50,16 +49,11 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 	// member, and first its hosted-member znode, so that nobody reading the group takes the
 	// registration for a zk member's (zkstate/hosted.go).
 	data := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: now.UnixMilli()}.Encode()
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
-	err := g.createHosted(ctx, id)
-	if err == nil {
-		err = g.c.store.CreateEphemeral(ctx, zkstate.IDPath(g.name, id), data)
-		g.countWrites(1, 0)
-		if err != nil {
-			g.deleteHosted(ctx, id)
-		}
-	}
-	cancel()
+	reply := make(chan legacyRegistered, 1)
+	g.cl.legacyReqs <- legacyRegisterReq{id: id, data: data, reply: reply} // claimer_legacy.go
+	r := <-reply
+	g.countAttempt(r.count)
+	err := r.err
 	if err != nil {
 		g.syncWatches()
 		code := legacy.CodeCoordinatorNotAvailable
@@ -119,14 +113,9 @@ func (g *legacyGroup) remove(now time.Time, m *legacyMember, cause error) {
 	}
 	g.c.members.Add(-1)
 	g.c.metrics.members.Dec()
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
-	err := g.c.store.DeleteEphemeral(ctx, zkstate.IDPath(g.name, m.id))
-	g.countWrites(1, 0)
-	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && g.lifetime.Err() == nil {
-		g.log.Warn().Err(err).Str("consumer", m.id).Msg("deleting the ids znode failed")
-	}
-	g.deleteHosted(ctx, m.id) // after the registration, which it describes
-	cancel()
+	reply := make(chan legacyZKCount, 1)
+	g.cl.legacyReqs <- legacyDeregisterReq{id: m.id, reply: reply} // claimer_legacy.go
+	g.countAttempt(<-reply)
 	g.syncWatches()
 	g.log.Info().Str("consumer", m.id).AnErr("cause", cause).Int("members", len(g.members)).Msg("legacy consumer removed")
 	g.noteTrigger(now, "consumer "+m.id+" removed")

@@ -1,12 +1,11 @@
 package bridge
 
 // What a legacy group follows in ZooKeeper: the partitions of its topics, the registrations in
-// /consumers/<g>/ids (the other members of the group), and the session; and the hosted-member
-// znodes it writes beside its own members' registrations.
+// /consumers/<g>/ids (the other members of the group), and the session. (The claimer writes
+// its members' registrations and hosted-member znodes: claimer_legacy.go.)
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -296,41 +295,6 @@ func (g *legacyGroup) noteSkipped(skipped []zkstate.Problem) {
 	for _, pr := range skipped {
 		g.log.Warn().Str("path", pr.Path).Err(pr.Err).
 			Msg("registration cannot be read: left out of the assignment (the group's zk members fail their rebalance on it)")
-	}
-}
-
-// createHosted writes the hosted-member znode of consumer id (zkstate/hosted.go), an ephemeral
-// re-created after a session expiry like the registration. A hosted znode our session already
-// holds is taken over only when it says the same (an earlier member of ours whose delete
-// failed); one of another kind or node — another coordinator of this bridge hosting a member
-// under that consumer id — is the id in use: an error wrapping ErrNodeExists.
-func (g *legacyGroup) createHosted(ctx context.Context, id string) error {
-	p := zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id)
-	want := zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: g.c.cfg.NodeID, Member: id}
-	data, st, err := g.c.store.Get(ctx, p)
-	g.countReads(1, 1)
-	switch {
-	case errors.Is(err, zkstate.ErrNoNode):
-	case err != nil:
-		return err
-	case st.EphemeralOwner == g.c.store.SessionID():
-		if h, err := zkstate.ParseHostedMember(data); err != nil || h != want {
-			return fmt.Errorf("%s is held by this bridge for another member (%s): %w", p, data, zkstate.ErrNodeExists)
-		}
-	default:
-		return fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", p, st.EphemeralOwner, zkstate.ErrNodeExists)
-	}
-	err = g.c.store.CreateEphemeral(ctx, p, want.Encode())
-	g.countWrites(1, 0)
-	return err
-}
-
-// deleteHosted deletes the hosted-member znode of consumer id, if our session holds it.
-func (g *legacyGroup) deleteHosted(ctx context.Context, id string) {
-	err := g.c.store.DeleteEphemeral(ctx, zkstate.HostedMemberPath(g.c.cfg.Root, g.name, id))
-	g.countWrites(1, 0)
-	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && g.lifetime.Err() == nil {
-		g.log.Warn().Err(err).Str("consumer", id).Msg("deleting the hosted-member znode failed")
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -47,9 +49,39 @@ type legacyGroupView struct {
 // them makes the claim's Multi fail (a create of a taken path, a delete of a changed version),
 // after which nothing is trusted until read again.
 func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupView, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
+	var n legacyZKCount
+	rd := legacyReader{c: g.c, name: g.name, log: g.log, n: &n}
+	own := func(id string) bool { return g.members[id] != nil }
+	v, skipped, err := rd.readGroup(ctx, own, g.written, g.writtenSession, offsets)
+	g.countAttempt(n)
+	if err == nil {
+		g.noteSkipped(skipped)
+	}
+	return v, err
+}
+
+// legacyReader reads a legacy group for its actor or its claimer, counting what it reads in
+// the coordinator's counters and in n.
+type legacyReader struct {
+	c    *LegacyCoordinator
+	name string
+	log  zerolog.Logger
+	n    *legacyZKCount
+}
+
+func (rd legacyReader) countReads(znodes, requests int) {
+	rd.c.addReads(znodes, requests)
+	rd.n.reads += znodes
+	rd.n.readRequests += requests
+}
+
+// readGroup is legacyGroup.readGroup: own tells the consumer ids of the group's legacy members,
+// written and writtenSession the owner znodes the last claim left. It also returns the
+// registrations it could not read.
+func (rd legacyReader) readGroup(ctx context.Context, own func(string) bool, written map[legacy.TopicPartition]legacyOwner, writtenSession int64, offsets bool) (legacyGroupView, []zkstate.Problem, error) {
+	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
 	defer cancel()
-	store := g.c.store
+	store := rd.c.store
 	v := legacyGroupView{
 		session:   store.SessionID(),
 		owners:    map[legacy.TopicPartition]legacyOwner{},
@@ -60,24 +92,23 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 	if offsets {
 		parts |= zkstate.WithOffsets
 	}
-	snap, err := store.SnapshotOf(ctx, g.name, parts)
+	snap, err := store.SnapshotOf(ctx, rd.name, parts)
 	switch {
 	case errors.Is(err, zkstate.ErrNoNode):
 		snap = &zkstate.GroupSnapshot{} // no /consumers/<g> yet
-		g.countReads(1, 1)
+		rd.countReads(1, 1)
 	case err != nil:
-		return v, err
+		return v, nil, err
 	default:
-		g.countReads(snap.Stats.Reads, snap.Stats.Requests)
+		rd.countReads(snap.Stats.Reads, snap.Stats.Requests)
 		v.queued = snap.Stats.Queued
 	}
-	own := func(id string) bool { return g.members[id] != nil }
 	topics := make([]string, 0, len(snap.Partitions))
 	for t := range snap.Partitions {
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
-	others, skipped := legacyResolveOthers(g.name, snap.Consumers, snap.Problems, topics, own)
+	others, skipped := legacyResolveOthers(rd.name, snap.Consumers, snap.Problems, topics, own)
 	v.others, v.regs = others, make(map[string]string, len(others)+len(skipped))
 	for id, c := range snap.Consumers {
 		if !own(id) {
@@ -89,13 +120,12 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 			v.regs[id] = legacyRegKey(zkstate.ConsumerRegistration{}, pr.Err)
 		}
 	}
-	g.noteSkipped(skipped)
 
-	trusted := v.session != 0 && g.writtenSession == v.session
+	trusted := v.session != 0 && writtenSession == v.session
 	var unknown []legacy.TopicPartition
 	for ztp, thread := range snap.Owners {
 		tp := legacy.TopicPartition(ztp)
-		if o, ok := g.written[tp]; trusted && ok && o.Thread == thread {
+		if o, ok := written[tp]; trusted && ok && o.Thread == thread {
 			v.owners[tp] = o
 		} else if _, other := others[legacy.ConsumerOf(thread)]; other {
 			v.owners[tp] = legacyOwner{Thread: thread, Version: -1, Session: -1} // not ours: not read
@@ -106,7 +136,7 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 	found := make([]legacyOwner, len(unknown))
 	exists := make([]bool, len(unknown))
 	err = legacyFanOut(ctx, len(unknown), func(ctx context.Context, i int) error {
-		data, st, err := store.Get(ctx, zkstate.OwnerPath(g.name, unknown[i].Topic, unknown[i].Partition))
+		data, st, err := store.Get(ctx, zkstate.OwnerPath(rd.name, unknown[i].Topic, unknown[i].Partition))
 		if errors.Is(err, zkstate.ErrNoNode) {
 			return nil // released since the snapshot
 		}
@@ -116,9 +146,9 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 		found[i], exists[i] = legacyOwner{Thread: string(data), Version: st.Version, Session: st.EphemeralOwner}, true
 		return nil
 	})
-	g.countReads(len(unknown), len(unknown))
+	rd.countReads(len(unknown), len(unknown))
 	if err != nil {
-		return v, err
+		return v, nil, err
 	}
 	for i, tp := range unknown {
 		if exists[i] {
@@ -129,7 +159,7 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 		tp := legacy.TopicPartition(ztp)
 		v.committed[tp], v.nodes[tp] = off, true
 	}
-	prefix := zkstate.OffsetsPath(g.name) + "/"
+	prefix := zkstate.OffsetsPath(rd.name) + "/"
 	for _, pr := range snap.Problems {
 		// A malformed offset znode exists: a write must set it, not create it.
 		rest, ok := strings.CutPrefix(pr.Path, prefix)
@@ -137,13 +167,13 @@ func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupV
 		if p, err := strconv.ParseInt(part, 10, 32); ok && ok2 && err == nil {
 			tp := legacy.TopicPartition{Topic: topic, Partition: int32(p)}
 			v.nodes[tp] = true
-			g.warnBadOffset(tp, pr.Err)
+			rd.warnBadOffset(tp, pr.Err)
 		}
 	}
 	if err := legacySameSession(store, v.session, "while reading the group"); err != nil {
-		return v, err
+		return v, nil, err
 	}
-	return v, nil
+	return v, skipped, nil
 }
 
 // legacySameSession fails when the Store's session is no longer the one a read ran in: what
@@ -156,9 +186,9 @@ func legacySameSession(store *zkstate.Store, session int64, when string) error {
 }
 
 // warnBadOffset reports an offset znode whose data does not parse.
-func (g *legacyGroup) warnBadOffset(tp legacy.TopicPartition, err error) {
-	g.c.badOffsets.do(zkstate.OffsetPath(g.name, tp.Topic, tp.Partition), func() {
-		g.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
+func (rd legacyReader) warnBadOffset(tp legacy.TopicPartition, err error) {
+	rd.c.badOffsets.do(zkstate.OffsetPath(rd.name, tp.Topic, tp.Partition), func() {
+		rd.log.Warn().Str("partition", tp.String()).Err(err).Msg("committed offset does not parse; the partition starts from the reset sentinel")
 	})
 }
 
@@ -181,17 +211,6 @@ func (g *legacyGroup) refreshOffsetNodes(tps map[legacy.TopicPartition]int64) er
 		g.offsetNodes[tp] = ok[i]
 	}
 	return nil
-}
-
-// multi runs a rebalance's Multi.
-func (g *legacyGroup) multi(ops []zkstate.Op) error {
-	if len(ops) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
-	defer cancel()
-	g.countWrites(len(ops), 1)
-	return g.c.store.Multi(ctx, ops...)
 }
 
 // multiPing runs the Multi of a PingResponse's offsets; its operations are not the
@@ -224,14 +243,21 @@ func (c *LegacyCoordinator) addReads(znodes, requests int) {
 	c.metrics.zkOps.WithLabelValues("read_request").Add(float64(requests))
 }
 
-func (g *legacyGroup) countWrites(ops, multis int) {
-	g.c.zkWrites.Add(uint64(ops))
-	g.c.zkMultis.Add(uint64(multis))
-	g.c.metrics.zkOps.WithLabelValues("write").Add(float64(ops))
-	g.c.metrics.zkOps.WithLabelValues("multi").Add(float64(multis))
+func (c *LegacyCoordinator) addWrites(ops, multis int) {
+	c.zkWrites.Add(uint64(ops))
+	c.zkMultis.Add(uint64(multis))
+	c.metrics.zkOps.WithLabelValues("write").Add(float64(ops))
+	c.metrics.zkOps.WithLabelValues("multi").Add(float64(multis))
+}
+
+// countAttempt adds what the claimer or a legacyReader counted (already in the coordinator's
+// counters) to the rebalance being measured.
+func (g *legacyGroup) countAttempt(n legacyZKCount) {
 	if g.att != nil {
-		g.writes += ops
-		g.multis += multis
+		g.reads += n.reads
+		g.readRequests += n.readRequests
+		g.writes += n.writes
+		g.multis += n.multis
 	}
 }
 
@@ -272,36 +298,8 @@ func legacyFanOut(ctx context.Context, n int, fn func(ctx context.Context, i int
 }
 
 // shutdown ends the actor: every member's connection is closed (the consumers stop fetching and
-// look for a coordinator), the goroutines are waited for, and the ids znodes and our owner
-// znodes are deleted so that 0.8 tools do not show owners that no longer consume.
-// watchRelease signals g.gone when the owner znode p, which a claim waits for, goes away: a zk
-// member or another bridge releases at its own pace, and the claim should look again then,
-// not at its backoff's end. One watch per group at a time (one request each); a signal that
-// comes after the claim went on is ignored by run.
-func (g *legacyGroup) watchRelease(p string) {
-	if g.stopGone != nil {
-		g.stopGone()
-	}
-	ctx, cancel := context.WithCancel(g.lifetime)
-	g.stopGone = cancel
-	go func() {
-		defer cancel()
-		ch, err := g.c.store.WatchData(ctx, p)
-		if err != nil {
-			return // the backoff still retries
-		}
-		for ev := range ch {
-			if !ev.Exists {
-				select {
-				case g.gone <- struct{}{}:
-				default:
-				}
-				return
-			}
-		}
-	}()
-}
-
+// look for a coordinator), the goroutines are waited for, and the claimer deletes the ids
+// znodes and our owner znodes, so that 0.8 tools do not show owners that no longer consume.
 func (g *legacyGroup) shutdown() {
 	close(g.quit)
 	for _, m := range g.members {
@@ -317,34 +315,10 @@ func (g *legacyGroup) shutdown() {
 		w.cancel()
 	}
 	g.wg.Wait()
-
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.lifetime), min(g.c.cfg.ZKTimeout, 5*time.Second))
-	defer cancel()
-	for _, m := range g.members {
-		if err := g.c.store.DeleteEphemeral(ctx, zkstate.IDPath(g.name, m.id)); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
-			g.log.Debug().Err(err).Str("consumer", m.id).Msg("deleting the ids znode at shutdown failed")
-		}
-		g.deleteHosted(ctx, m.id)
+	g.cl.leave(true, true)
+	g.c.claimers.drop(g.cl)
+	for range g.members {
 		g.c.members.Add(-1)
 		g.c.metrics.members.Dec()
 	}
-	var ops []zkstate.Op
-	if len(g.assignment) > 0 {
-		view, err := g.readGroup(ctx, false)
-		if err != nil {
-			g.log.Debug().Err(err).Msg("reading owner znodes at shutdown failed; they go with the session")
-		}
-		// Ours only: the bridge's other coordinators hold their members' owners in the same
-		// session (legacyPlanInput.ours).
-		in := legacyPlanInput{Session: view.session, Others: view.others}
-		for _, tp := range legacySortedTPs(view.owners) {
-			if o := view.owners[tp]; in.ours(o) && view.session != 0 {
-				ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(g.name, tp.Topic, tp.Partition), o.Version))
-			}
-		}
-	}
-	if err := g.c.store.Multi(ctx, ops...); err != nil {
-		g.log.Debug().Err(err).Msg("releasing owner znodes at shutdown failed; they go with the session")
-	}
-	g.log.Debug().Int("released", len(ops)).Msg("legacy group stopped")
 }

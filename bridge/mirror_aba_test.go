@@ -27,7 +27,7 @@ func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mi := &mirrorer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
+	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
 	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
 	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	gone, kept := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)

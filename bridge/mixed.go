@@ -7,7 +7,7 @@ package bridge
 // generation completes its join phase, every Kafka member has rejoined, and with an eager
 // assignor (the only kind admitted in mixed mode) a member that rejoins has given up all its
 // partitions — the Kafka half of the revoke phase. The actor then hands a claim to the group's
-// mirrorer, which owns the group's ephemerals in /consumers/<g>:
+// claimer (claimer.go), which owns the group's ephemerals in /consumers/<g>:
 //
 //  1. register every member of the generation in /ids in the 0.8 format, with its hosted-member
 //     znode, and remove the registrations of members that are gone, so that zk members and
@@ -47,9 +47,9 @@ import (
 
 // mixedState is the actor's part of a mixed group.
 type mixedState struct {
-	claimCancel context.CancelFunc // the claim in flight
-	results     chan claimResult
-	claimFP     string // fingerprint of the last claim; "" before the first
+	claimStop chan struct{} // closed when the claim in flight is over
+	results   chan claimResult
+	claimFP   string // fingerprint of the last claim; "" before the first
 	// claimedGen is the generation of the last claim that completed; -1 before the first.
 	claimedGen group.Generation
 	// claimSession is the longest session timeout among the members of the claim in flight.
@@ -156,7 +156,7 @@ func (a *actor) admitMixed(ctx context.Context, req *request) bool {
 	return true
 }
 
-// startClaim hands the generation's claim to the mirrorer.
+// startClaim hands the generation's claim to the claimer.
 func (a *actor) startClaim(ctx context.Context, req *group.AssignRequest) {
 	a.cancelClaim()
 	d := a.m.Describe()
@@ -196,8 +196,8 @@ func (a *actor) startClaim(ctx context.Context, req *group.AssignRequest) {
 	for _, m := range req.Members {
 		a.mx.claimSession = max(a.mx.claimSession, m.SessionTimeout)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	c.ctx, a.mx.claimCancel = ctx, cancel
+	a.mx.claimStop = make(chan struct{})
+	c.done = a.mx.claimStop
 	a.log.Info().Int32("generation", int32(req.Generation)).Int("members", len(req.Members)).
 		Msg("mixed group: computing the 0.8.2 assignment and claiming the Kafka members' partitions")
 	a.mirror.request(mirrorRequest{claim: c})
@@ -242,9 +242,9 @@ func (a *actor) checkCrashSafety(members []group.JoinMember) {
 }
 
 func (a *actor) cancelClaim() {
-	if a.mx.claimCancel != nil {
-		a.mx.claimCancel()
-		a.mx.claimCancel = nil
+	if a.mx.claimStop != nil {
+		close(a.mx.claimStop)
+		a.mx.claimStop = nil
 	}
 }
 
@@ -278,7 +278,7 @@ func (a *actor) releaseMember(id group.MemberID) {
 
 // claimed steps the assignment a claim produced.
 func (a *actor) claimed(ctx context.Context, res claimResult) {
-	a.mx.claimCancel = nil
+	a.mx.claimStop = nil // done: nothing to cancel
 	a.mx.claimFP = res.fingerprint
 	a.c.metrics.mixedClaimSeconds.Observe(res.took.Seconds())
 	e := a.log.Info().Int32("generation", int32(res.gen)).Dur("took", res.took).Int("rounds", res.rounds).
@@ -354,7 +354,7 @@ func (a *actor) hosted(cid string, mb group.MemberDescription) (string, []byte) 
 // watchOthers follows what a mixed group's assignment depends on besides its Kafka members:
 // /consumers/<g>/ids and the partitions of every subscribed topic. After each change it reads
 // the group and sends the fingerprint (latest only) to out.
-func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *mirrorer, out chan string, log zerolog.Logger,
+func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *claimer, out chan string, log zerolog.Logger,
 	count func(context.Context, *zkstate.Store, *zkstate.GroupSnapshot, map[string]bool)) {
 	ids, err := store.WatchChildren(ctx, zkstate.IDsPath(g))
 	if err != nil {

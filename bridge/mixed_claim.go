@@ -1,6 +1,6 @@
 package bridge
 
-// The claim of one generation of a mixed group's Kafka members, run on the mirrorer's goroutine:
+// The claim of one generation of a mixed group's Kafka members, run on the claimer's goroutine:
 // steps 1 to 6 of mixed.go's comment, with what they write in /consumers/<g>.
 
 import (
@@ -21,11 +21,11 @@ const (
 	claimWarnAfter  = 10 * time.Second
 )
 
-// claim is one generation's server-side assignment, run by the mirrorer.
+// claim is one generation's server-side assignment, run by the claimer.
 type claim struct {
-	ctx     context.Context // cancelled when the generation is over
+	done    <-chan struct{} // closed when the generation is over
 	gen     group.Generation
-	in      mixedInput // without Snap, Ours and Held, which the mirrorer fills in
+	in      mixedInput // without Snap, Ours and Held, which the claimer fills in
 	ids     map[string][]byte
 	results chan<- claimResult
 }
@@ -43,41 +43,51 @@ type claimResult struct {
 	queued time.Duration
 }
 
-// runClaim carries out a claim on the mirrorer's goroutine (see the file comment). It returns
-// when the claim is done or its generation is over.
-func (mi *mirrorer) runClaim(ctx context.Context, held *mirrorState, c *claim) {
-	cctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
-	defer context.AfterFunc(ctx, cancel)()
-	r := claimRun{mi: mi, held: held, c: c, start: time.Now(), backoff: claimBackoff,
-		log: mi.log.With().Int32("generation", int32(c.gen)).Logger()}
-	for round := 1; ; round++ {
-		if cctx.Err() != nil {
-			return
-		}
-		res, next := r.round(cctx, round)
-		switch {
-		case res != nil:
-			select {
-			case c.results <- *res:
-			case <-cctx.Done():
-			}
-			return
-		case next.now:
-		case !r.wait(cctx, next.owner):
-			return
-		}
-	}
+// claimRun is one claim in progress on the claimer (see mixed.go's comment): a round now, then
+// after each blocked round a wait of the claimer's one backoff policy, which ends early when
+// the owner znode waited for goes away or the group's legacy members let go of some.
+type claimRun struct {
+	claimWait
+	c     *claim
+	start time.Time
+	round int
+	log   zerolog.Logger
 }
 
-// claimRun is one claim in progress.
-type claimRun struct {
-	mi      *mirrorer
-	held    *mirrorState
-	c       *claim
-	start   time.Time
-	backoff time.Duration
-	log     zerolog.Logger
+func (cl *claimer) newClaimRun(c *claim) *claimRun {
+	return &claimRun{claimWait: claimWait{backoff: cl.backoff}, c: c, start: time.Now(),
+		log: cl.log.With().Int32("generation", int32(c.gen)).Logger()}
+}
+
+// waitOf is the run's wait; nil for no run.
+func (r *claimRun) waitOf() *claimWait {
+	if r == nil {
+		return nil
+	}
+	return &r.claimWait
+}
+
+// kafkaRound runs one round of the Kafka members' claim, and hands the result to the actor
+// when it is done.
+func (cl *claimer) kafkaRound(ctx context.Context, r *claimRun) {
+	rctx, cancel := untilClosed(ctx, r.c.done)
+	defer cancel()
+	r.round++
+	res, next := cl.round(rctx, r)
+	switch {
+	case rctx.Err() != nil:
+		cl.kafka.run = nil
+	case res != nil:
+		cl.kafka.run = nil
+		select {
+		case r.c.results <- *res:
+		case <-rctx.Done():
+		}
+	case next.now:
+		r.due = time.Time{}
+	default:
+		cl.blocked(ctx, &r.claimWait, next.owner)
+	}
 }
 
 // claimNext says what a round that did not finish the claim asks for: another round at once
@@ -89,13 +99,13 @@ type claimNext struct {
 
 // round is one round of a claim: registrations, read, plan, release, and the claim of the owner
 // znodes once nothing foreign is left. It returns the result when the claim is done.
-func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNext) {
-	mi, log := r.mi, r.log
+func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimNext) {
+	log, held := r.log, &cl.kafka.held
 	// Members that left give up their partitions before their registrations go: an owner
 	// znode whose consumer is not registered would look like nobody's.
 	t0 := time.Now()
-	mi.releaseDeparted(ctx, r.held, r.c.ids)
-	if !mi.claimRegistrations(ctx, r.held, r.c.ids) {
+	cl.releaseDeparted(ctx, held, r.c.ids)
+	if !cl.claimRegistrations(ctx, held, r.c.ids) {
 		return nil, claimNext{}
 	}
 	t1 := time.Now()
@@ -104,25 +114,25 @@ func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNex
 	// rebalance that gives the Kafka members nothing another kind still holds (they only
 	// lose partitions, or gain free ones), that saves reading every owner znode, and the
 	// release of what moves away from them comes that much sooner.
-	optimistic := round == 1
+	optimistic := r.round == 1
 	parts := zkstate.WithOwners // offsets: see mixed.go
 	if optimistic {
 		parts = 0
 	}
-	snap, err := mi.store.SnapshotOf(ctx, mi.group, parts)
+	snap, err := cl.store.SnapshotOf(ctx, cl.group, parts)
 	if err != nil {
 		log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
 		return nil, claimNext{}
 	}
 	in := r.c.in
-	in.Snap, in.Ours, in.Held, in.Session = snap, mi.oursNow(), ownersHeld(r.held), mi.store.SessionID()
+	in.Snap, in.Ours, in.Held, in.Session = snap, cl.oursNow(), ownersHeld(held), cl.store.SessionID()
 	plan, err := planMixed(in)
 	if err != nil {
 		log.Error().Err(err).Msg("mixed group: cannot assign; retrying")
 		return nil, claimNext{}
 	}
 	t2 := time.Now()
-	mi.releaseOwners(ctx, r.held, plan.Release)
+	cl.releaseOwners(ctx, held, plan.Release)
 	t3 := time.Now()
 	if len(plan.Foreign) > 0 {
 		e := log.Debug()
@@ -133,7 +143,7 @@ func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNex
 			Msg("mixed group: waiting for other members to release partitions of Kafka members")
 		return nil, claimNext{owner: plan.Foreign[0]}
 	}
-	if err := mi.claimOwners(ctx, r.held, plan.Claim); err != nil {
+	if err := cl.claimOwners(ctx, held, plan.Claim); err != nil {
 		if optimistic && errors.Is(err, zkstate.ErrNodeExists) {
 			log.Debug().Msg("mixed group: an owner znode to claim is taken; reading the owners")
 			return nil, claimNext{now: true}
@@ -146,7 +156,7 @@ func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNex
 		return nil, claimNext{}
 	}
 	res := &claimResult{gen: r.c.gen, assignments: map[group.MemberID][]byte{}, parts: plan.Assignments,
-		fingerprint: plan.Fingerprint, took: time.Since(r.start), rounds: round,
+		fingerprint: plan.Fingerprint, took: time.Since(r.start), rounds: r.round,
 		regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
 	for id, part := range plan.Assignments {
 		res.assignments[id] = encodeAssignment(part)
@@ -154,52 +164,16 @@ func (r *claimRun) round(ctx context.Context, round int) (*claimResult, claimNex
 	return res, claimNext{}
 }
 
-// wait sleeps until the backoff's end, another actor of this bridge releasing owner znodes,
-// or, with owner set, that owner znode going away: 0.8 consumers and other bridges release
-// at their own pace, and a watch sees it when it happens rather than at the backoff's end
-// (one request per wait). It reports false when ctx ended.
-func (r *claimRun) wait(ctx context.Context, owner string) bool {
-	t := time.NewTimer(r.backoff)
-	defer t.Stop()
-	r.backoff = min(2*r.backoff, claimBackoffMax)
-	var gone <-chan zkstate.WatchEvent
-	if owner != "" {
-		wctx, wcancel := context.WithCancel(ctx)
-		defer wcancel()
-		if ch, err := r.mi.store.WatchData(wctx, owner); err == nil {
-			gone = ch
-		}
-	}
-	for {
-		select {
-		case <-t.C:
-			return true
-		case <-r.mi.wake: // another actor of this bridge let go of owner znodes: look now
-			return true
-		case ev, ok := <-gone:
-			switch {
-			case !ok:
-				gone = nil
-			case ev.Exists:
-				// Still held (the first event, or its data was rewritten).
-			default:
-				return true
-			}
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// releaseThreads deletes the held owner znodes of the given threads.
-func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threads []string) {
+// releaseThreads deletes the held owner znodes of the Kafka members' threads given.
+func (cl *claimer) releaseThreads(ctx context.Context, threads []string) {
+	held := &cl.kafka.held
 	var paths []string
 	for _, p := range sortedPaths(held.owners) {
 		if slices.Contains(threads, string(held.owners[p])) {
 			paths = append(paths, p)
 		}
 	}
-	mi.releaseOwners(ctx, held, paths)
+	cl.releaseOwners(ctx, held, paths)
 }
 
 // releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
@@ -215,25 +189,25 @@ func (mi *mirrorer) releaseThreads(ctx context.Context, held *mirrorState, threa
 // someone else's is simply no longer held. Without zk members (noZKMembers) nobody else deletes
 // the bridge's owner znodes — the claimers of the bridges delete only their own, by session —
 // and the read, one request per release, is saved.
-func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
+func (cl *claimer) releaseOwners(ctx context.Context, held *mirrorState, paths []string) {
 	if len(paths) == 0 {
 		return
 	}
-	defer mi.releases.released(mi.group, mi.wake)
+	defer cl.wakeLegacy() // what it waits for may be among them
 	ops := make([]zkstate.Op, 0, len(paths))
 	mine := make([]string, 0, len(paths))
-	if mi.noZKMembers.Load() {
+	if cl.noZKMembers.Load() {
 		for _, p := range paths {
 			ops = append(ops, zkstate.DeleteOp(p, -1))
 		}
-		if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+		if err := cl.store.MultiAtomic(ctx, ops...); err == nil {
 			for _, p := range paths {
 				delete(held.owners, p)
 			}
 			return
 		}
-	} else if reads, err := mi.store.GetMany(ctx, paths); err == nil {
-		session := mi.store.SessionID()
+	} else if reads, err := cl.store.GetMany(ctx, paths); err == nil {
+		session := cl.store.SessionID()
 		for i, p := range paths {
 			r := reads[i]
 			switch {
@@ -250,7 +224,7 @@ func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths 
 			if len(ops) == 0 {
 				return
 			}
-			if err := mi.store.MultiAtomic(ctx, ops...); err == nil {
+			if err := cl.store.MultiAtomic(ctx, ops...); err == nil {
 				for _, p := range mine {
 					delete(held.owners, p)
 				}
@@ -260,8 +234,8 @@ func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths 
 		paths = mine
 	}
 	for _, p := range paths {
-		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
-			mi.failed(err, p, "releasing")
+		if err := cl.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			cl.failed(err, p, "releasing")
 			continue // the next claim releases it
 		}
 		delete(held.owners, p)
@@ -270,52 +244,52 @@ func (mi *mirrorer) releaseOwners(ctx context.Context, held *mirrorState, paths 
 
 // releaseDeparted deletes the held owner znodes of threads whose consumer is not registered in
 // want.
-func (mi *mirrorer) releaseDeparted(ctx context.Context, held *mirrorState, want map[string][]byte) {
+func (cl *claimer) releaseDeparted(ctx context.Context, held *mirrorState, want map[string][]byte) {
 	var gone []string
 	for _, d := range held.owners {
 		cid, _, err := zkstate.ParseThreadID(string(d))
-		if err != nil || want[zkstate.IDPath(mi.group, cid)] == nil {
+		if err != nil || want[zkstate.IDPath(cl.group, cid)] == nil {
 			gone = append(gone, string(d))
 		}
 	}
 	if len(gone) > 0 {
-		mi.releaseThreads(ctx, held, gone)
+		cl.releaseThreads(ctx, gone)
 	}
 }
 
 // claimRegistrations makes the held registrations (and hosted znodes) exactly want. Owner
 // znodes are left alone: those of departed members are released by the plan.
-func (mi *mirrorer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
+func (cl *claimer) claimRegistrations(ctx context.Context, held *mirrorState, want map[string][]byte) bool {
 	ok := true
 	for _, p := range sortedPaths(held.ids) {
 		if d, still := want[p]; still && string(d) == string(held.ids[p]) {
 			continue
 		}
-		if err := mi.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
-			mi.failed(err, p, "removing")
+		if err := cl.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+			cl.failed(err, p, "removing")
 			ok = false
 			continue
 		}
 		delete(held.ids, p)
 	}
-	mi.publishOurs(held.ids, want)
+	cl.publishOurs(held.ids, want)
 	for _, p := range hostedFirst(sortedPaths(want)) {
 		if _, there := held.ids[p]; there {
 			continue
 		}
-		if err := mi.store.CreateEphemeral(ctx, p, want[p]); err != nil {
-			mi.failed(err, p, "creating")
+		if err := cl.store.CreateEphemeral(ctx, p, want[p]); err != nil {
+			cl.failed(err, p, "creating")
 			ok = false
 			continue
 		}
 		held.ids[p] = want[p]
 	}
-	mi.publishOurs(held.ids, nil)
+	cl.publishOurs(held.ids, nil)
 	return ok
 }
 
 // claimOwners creates the owner znodes in one atomic Multi.
-func (mi *mirrorer) claimOwners(ctx context.Context, held *mirrorState, claim map[string]string) error {
+func (cl *claimer) claimOwners(ctx context.Context, held *mirrorState, claim map[string]string) error {
 	if len(claim) == 0 {
 		return nil
 	}
@@ -323,7 +297,7 @@ func (mi *mirrorer) claimOwners(ctx context.Context, held *mirrorState, claim ma
 	for _, p := range sortedKeys(claim) {
 		ops = append(ops, zkstate.CreateOp(p, []byte(claim[p]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
 	}
-	if err := mi.store.MultiAtomic(ctx, ops...); err != nil {
+	if err := cl.store.MultiAtomic(ctx, ops...); err != nil {
 		return err
 	}
 	for p, th := range claim {

@@ -1,0 +1,484 @@
+package bridge
+
+// The claimer: one per group and bridge, it owns every ephemeral the bridge holds under
+// /consumers/<g> for its members of every kind — the Kafka members' registrations, hosted-member
+// znodes and owner znodes (the 0.8 mirror, mirror.go, and the claims of a mixed group,
+// mixed_claim.go), and the legacy members' registrations, hosted-member znodes and owner znodes
+// (claimer_legacy.go) — and writes them on one goroutine, so that ZooKeeper round trips never
+// delay the actors' replies.
+//
+// The group's Kafka actor and its legacy actor share it (claimers, one registry per bridge):
+// each hands it requests and gets results back as events. Both kinds' claims run here, with one
+// backoff policy (claimBackoff doubling to claimBackoffMax) and one watch on the first foreign
+// owner znode a claim waits for; a release by either kind retries the other's waiting claim at
+// once, since it is the same goroutine that released.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// claimers is a bridge's registry of claimers, one per group, shared by the group's Kafka and
+// legacy actors. A nil *claimers gives every caller a claimer of its own (actors and
+// coordinators built outside a Bridge).
+type claimers struct {
+	mu sync.Mutex
+	m  map[string]*claimer
+}
+
+func newClaimers() *claimers { return &claimers{m: map[string]*claimer{}} }
+
+// claimerConfig is what the claimer of a group is built with, by whichever actor comes first.
+type claimerConfig struct {
+	store   *zkstate.Store
+	group   string
+	retry   time.Duration // of the 0.8 mirror's failed writes
+	log     zerolog.Logger
+	metrics *metrics // nil: a coordinator without the Kafka side's metrics
+	// backoff and backoffMax bound a blocked claim's wait (claimBackoff, claimBackoffMax when
+	// zero).
+	backoff, backoffMax time.Duration
+}
+
+// join returns the group's claimer, starting it if needed; every join is matched by a leave.
+func (cs *claimers) join(cfg claimerConfig) *claimer {
+	if cs == nil {
+		cl := newClaimer(cfg)
+		cl.refs = 1
+		return cl
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cl := cs.m[cfg.group]
+	if cl == nil || cl.store != cfg.store {
+		cl = newClaimer(cfg)
+		cs.m[cfg.group] = cl
+	}
+	cl.refs++
+	return cl
+}
+
+// drop ends one join of cl, and stops it after the last.
+func (cs *claimers) drop(cl *claimer) {
+	last := false
+	if cs == nil {
+		last = true
+	} else {
+		cs.mu.Lock()
+		cl.refs--
+		if last = cl.refs == 0; last && cs.m[cl.group] == cl {
+			delete(cs.m, cl.group)
+		}
+		cs.mu.Unlock()
+	}
+	if last {
+		cl.abandon()
+		close(cl.stop)
+		<-cl.done
+	}
+}
+
+// claimer is described in the file comment. Every field below done is owned by run's goroutine.
+type claimer struct {
+	store   *zkstate.Store
+	group   string
+	retry   time.Duration
+	log     zerolog.Logger
+	metrics *metrics
+	// backoff doubling to backoffMax is the wait of a blocked claim of either kind.
+	backoff, backoffMax time.Duration
+	refs                int // guarded by the registry's mu
+
+	// want holds the Kafka actor's latest request, capacity 1: a state to reconcile, a claim of
+	// a mixed group, or threads to release. One slot keeps their order: a later request
+	// replaces an earlier one that was not taken yet.
+	want chan mirrorRequest
+	// legacyReqs carries the legacy actor's requests (claimer_legacy.go), in order.
+	legacyReqs chan any
+	// leaves carries a kind's leave: its part released or forgotten, then acknowledged.
+	leaves chan claimerLeave
+	stop   chan struct{} // closed by the last drop
+	// abandon cancels the ZooKeeper call in progress, at the last drop.
+	abandon context.CancelFunc
+	// ours holds the consumer ids of every Kafka registration held or being created (mixed.go
+	// reads it to tell the bridge's Kafka members from the other registrations in /ids).
+	ours atomic.Pointer[map[string]bool]
+	// noZKMembers is set while the mixed group's watcher (mixed.go watchOthers) last counted no
+	// zk member: then nobody but the bridge's own claimers deletes its owner znodes, and a
+	// release needs no read first (mixed_claim.go releaseOwners).
+	noZKMembers atomic.Bool
+	done        chan struct{}
+
+	kafka  kafkaPart
+	legacy legacyPart
+	// The one owner-znode wait: a watch on the first foreign owner znode the last blocked claim
+	// waits for; its going away retries every waiting claim.
+	watched string
+	gone    <-chan zkstate.WatchEvent
+	unwatch context.CancelFunc
+}
+
+// kafkaPart is what the claimer holds and does for the group's Kafka members.
+type kafkaPart struct {
+	held mirrorState
+	want *mirrorState // a state still to reconcile
+	run  *claimRun    // the claim in progress
+}
+
+// claimerLeave is a kind leaving the claimer: with release, what it holds is deleted first
+// (bounded by releaseTimeout), else forgotten (it goes with the session).
+type claimerLeave struct {
+	legacy  bool
+	release bool
+	ack     chan struct{}
+}
+
+func newClaimer(cfg claimerConfig) *claimer {
+	cl := &claimer{
+		store: cfg.store, group: cfg.group, retry: cfg.retry, log: cfg.log, metrics: cfg.metrics,
+		backoff: cmp.Or(cfg.backoff, claimBackoff), backoffMax: cmp.Or(cfg.backoffMax, claimBackoffMax),
+		want:       make(chan mirrorRequest, 1),
+		legacyReqs: make(chan any, legacyInboxSize),
+		leaves:     make(chan claimerLeave),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		kafka:      kafkaPart{held: mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}},
+		legacy:     newLegacyPart(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cl.abandon = cancel
+	go cl.run(ctx)
+	return cl
+}
+
+// mirrorRequest is a state to reconcile, a claim, or the owner znodes of threads to release
+// (mixed.go).
+type mirrorRequest struct {
+	state   *mirrorState
+	claim   *claim
+	release []string
+}
+
+// update replaces the wanted state; it never blocks (the Kafka actor is the only sender).
+func (cl *claimer) update(s mirrorState) { cl.request(mirrorRequest{state: &s}) }
+
+func (cl *claimer) request(r mirrorRequest) {
+	select {
+	case old := <-cl.want:
+		if r.release != nil && old.release != nil {
+			r.release = append(old.release, r.release...) // releases add up
+		}
+	default:
+	}
+	cl.want <- r
+}
+
+// leave ends a kind's use of the claimer (see claimerLeave); it returns once done.
+func (cl *claimer) leave(legacy, release bool) {
+	l := claimerLeave{legacy: legacy, release: release, ack: make(chan struct{})}
+	select {
+	case cl.leaves <- l:
+		<-l.ack
+	case <-cl.done:
+	}
+}
+
+func (cl *claimer) run(ctx context.Context) {
+	defer close(cl.done)
+	defer cl.stopWatch()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	for {
+		cl.drainLegacy(ctx) // a cancel must be seen before the claim's next round
+		cl.runDue(ctx)
+		if next := cl.nextDue(); !next.IsZero() {
+			due.Reset(max(time.Until(next), 0))
+		} else {
+			due.Stop()
+		}
+		out, ev := cl.legacyOut()
+		select {
+		case out <- ev:
+			cl.legacy.outbox = cl.legacy.outbox[1:]
+			continue
+		case r := <-cl.want:
+			if cl.onKafka(ctx, r) {
+				continue
+			}
+		case r := <-cl.legacyReqs:
+			cl.onLegacy(ctx, r)
+			continue
+		case l := <-cl.leaves:
+			cl.onLeave(l)
+			continue
+		case <-cl.kafkaDone():
+			cl.kafka.run = nil // the generation is over
+			continue
+		case ev, ok := <-cl.gone:
+			if !ok {
+				cl.gone = nil
+			} else if !ev.Exists {
+				cl.stopWatch()
+				cl.wakeAll()
+			}
+			continue
+		case <-due.C:
+			continue
+		case <-retry.C:
+		case <-cl.stop:
+			return
+		}
+		want := cl.kafka.want
+		if want == nil {
+			continue
+		}
+		if cl.reconcile(ctx, &cl.kafka.held, *want) {
+			retry.Stop()
+		} else {
+			retry.Reset(cl.retry)
+		}
+	}
+}
+
+// onKafka takes a request of the Kafka actor; it reports whether the request was served (a
+// state is left to reconcile).
+func (cl *claimer) onKafka(ctx context.Context, r mirrorRequest) bool {
+	switch {
+	case r.claim != nil:
+		// A claim supersedes the state wanted before it, and the claim before it.
+		cl.kafka.want = nil
+		cl.kafka.run = cl.newClaimRun(r.claim)
+		return true
+	case r.release != nil:
+		cl.kafka.want = nil
+		cl.kafka.run = nil
+		cl.releaseThreads(ctx, r.release)
+		return true
+	}
+	cl.kafka.want = r.state
+	cl.kafka.run = nil
+	return false
+}
+
+func (cl *claimer) kafkaDone() <-chan struct{} {
+	if cl.kafka.run == nil {
+		return nil
+	}
+	return cl.kafka.run.c.done
+}
+
+func (cl *claimer) onLeave(l claimerLeave) {
+	rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if l.legacy {
+		cl.legacyLeave(rctx, l.release)
+	} else {
+		cl.kafka.run, cl.kafka.want = nil, nil
+		if l.release {
+			cl.reconcile(rctx, &cl.kafka.held, mirrorState{})
+		}
+		cl.kafka.held = mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+		cl.publishOurs(nil, nil)
+	}
+	close(l.ack)
+}
+
+// runDue runs the round of every claim that is due, a few passes at most (a round that asks for
+// another at once, or that woke the other kind's claim, makes it due again).
+func (cl *claimer) runDue(ctx context.Context) {
+	for range 8 {
+		ran := false
+		now := time.Now()
+		if r := cl.kafka.run; r != nil && !now.Before(r.due) {
+			ran = true
+			cl.kafkaRound(ctx, r)
+		}
+		if r := cl.legacy.run; r != nil && !now.Before(r.due) {
+			ran = true
+			cl.legacyRound(ctx, r)
+		}
+		if !ran {
+			break
+		}
+		if cl.kafka.run == nil && cl.legacy.run == nil {
+			cl.stopWatch()
+		}
+	}
+}
+
+// nextDue is when the earliest waiting claim retries; zero when none waits.
+func (cl *claimer) nextDue() time.Time {
+	var t time.Time
+	for _, d := range []*claimWait{cl.kafka.run.waitOf(), cl.legacy.run.waitOf()} {
+		if d != nil && (t.IsZero() || d.due.Before(t)) {
+			t = d.due
+		}
+	}
+	return t
+}
+
+// claimWait is a claim's place in the one backoff policy: its next round is due at due, and a
+// blocked round waits backoff (doubled each time, up to claimBackoffMax) for the one after.
+type claimWait struct {
+	due     time.Time
+	backoff time.Duration
+}
+
+// blocked schedules the round after a blocked one, and watches owner, the first foreign owner
+// znode it waits for, so that its release retries at once.
+func (cl *claimer) blocked(ctx context.Context, w *claimWait, owner string) {
+	w.due = time.Now().Add(w.backoff)
+	w.backoff = min(2*w.backoff, cl.backoffMax)
+	if owner == "" || owner == cl.watched {
+		return
+	}
+	cl.stopWatch()
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := cl.store.WatchData(wctx, owner)
+	if err != nil {
+		cancel()
+		return // the backoff still retries
+	}
+	cl.watched, cl.gone, cl.unwatch = owner, ch, cancel
+}
+
+func (cl *claimer) stopWatch() {
+	if cl.unwatch != nil {
+		cl.unwatch()
+	}
+	cl.watched, cl.gone, cl.unwatch = "", nil, nil
+}
+
+// wakeAll retries every waiting claim now.
+func (cl *claimer) wakeAll() {
+	cl.wakeKafka()
+	cl.wakeLegacy()
+}
+
+// wakeKafka and wakeLegacy retry that kind's waiting claim now: the other kind let go of owner
+// znodes, which may be what it waits for.
+func (cl *claimer) wakeKafka() {
+	if w := cl.kafka.run.waitOf(); w != nil {
+		w.due = time.Time{}
+	}
+}
+
+func (cl *claimer) wakeLegacy() {
+	if w := cl.legacy.run.waitOf(); w != nil {
+		w.due = time.Time{}
+	}
+}
+
+// untilClosed is ctx, also cancelled when any of chs closes; its cancel must be called.
+func untilClosed(ctx context.Context, chs ...<-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	for _, ch := range chs {
+		if ch == nil {
+			continue
+		}
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
+// reconcile moves held towards want: owners and registrations that go are deleted first (so a
+// partition that moves to another member is free for it), then registrations and owners that
+// come are created, as a 0.8 consumer registers before it claims. It reports whether held
+// equals want.
+func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirrorState) bool {
+	ok := true
+	drop := func(have, keep map[string][]byte) {
+		for _, p := range sortedPaths(have) {
+			if d, still := keep[p]; still && bytes.Equal(d, have[p]) {
+				continue
+			}
+			err := cl.store.DeleteEphemeral(ctx, p)
+			if err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+				cl.failed(err, p, "removing")
+				ok = false
+				continue
+			}
+			delete(have, p)
+		}
+	}
+	add := func(have, wanted map[string][]byte) {
+		for _, p := range hostedFirst(sortedPaths(wanted)) {
+			if _, there := have[p]; there {
+				continue
+			}
+			if err := cl.store.CreateEphemeral(ctx, p, wanted[p]); err != nil {
+				cl.failed(err, p, "creating")
+				ok = false
+				continue
+			}
+			have[p] = wanted[p]
+		}
+	}
+	released := len(held.owners)
+	drop(held.owners, want.owners)
+	if len(held.owners) < released {
+		cl.wakeLegacy()
+	}
+	drop(held.ids, want.ids)
+	cl.publishOurs(held.ids, want.ids)
+	add(held.ids, want.ids)
+	add(held.owners, want.owners)
+	cl.publishOurs(held.ids, nil)
+	return ok
+}
+
+// publishOurs sets ours to the consumer ids registered in have or about to be in want: a superset
+// of the bridge's Kafka registrations in ZooKeeper at every instant, since a registration enters
+// it before its create and leaves it after its delete.
+func (cl *claimer) publishOurs(have, want map[string][]byte) {
+	prefix := zkstate.IDsPath(cl.group) + "/"
+	ours := map[string]bool{}
+	for _, m := range []map[string][]byte{have, want} {
+		for p := range m {
+			if cid, ok := strings.CutPrefix(p, prefix); ok {
+				ours[cid] = true
+			}
+		}
+	}
+	cl.ours.Store(&ours)
+}
+
+// oursNow returns a copy of ours.
+func (cl *claimer) oursNow() map[string]bool {
+	p := cl.ours.Load()
+	if p == nil {
+		return map[string]bool{}
+	}
+	return maps.Clone(*p)
+}
+
+func (cl *claimer) failed(err error, p, doing string) {
+	if cl.metrics != nil {
+		cl.metrics.mirrorErrors.Inc()
+	}
+	e := cl.log.Warn()
+	if errors.Is(err, zkstate.ErrNodeExists) || errors.Is(err, context.Canceled) {
+		e = cl.log.Debug() // held by a session that is going away, or we are: retried
+	}
+	e.Err(err).Str("path", p).Msgf("0.8 mirror: %s znode failed", doing)
+}

@@ -1,0 +1,518 @@
+package bridge
+
+// The claimer's part for a group's legacy members: what the legacy actor (legacy_group.go) asks
+// of it and gets back. The actor keeps the rebalance's orchestration — seed 001 "rebalance
+// (group)": Stop every member, the final Pings, and the Starts once the claim is written — and
+// hands the claimer everything that writes an ephemeral of the bridge under /consumers/<g>:
+//
+//	legacyRegisterReq   a member's hosted-member znode, then its registration (Register)
+//	legacyDeregisterReq its registration, then its hosted-member znode (a member removed)
+//	legacyClaimReq      step 4's claim: read, plan (legacyPlanRebalance), release and wait
+//	                    while a foreign owner holds a partition to claim, then the one Multi
+//	legacyCancelReq     the attempt the claim belongs to is over (restarted from step 1)
+//
+// A claim answers with legacyClaimEv events on the actor's inbox: waiting (after each blocked
+// round: what was released, what is waited for), then written (the Multi is in) or failed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/legacy"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// Requests of the legacy actor to its group's claimer.
+type (
+	// legacyAttachReq comes first: the coordinator the group's legacy members belong to (its
+	// configuration and counters), and the actor's inbox, where events go.
+	legacyAttachReq struct {
+		c      *LegacyCoordinator
+		log    zerolog.Logger
+		events chan<- any
+	}
+	// legacyRegisterReq registers consumer id: its hosted-member znode (zkstate/hosted.go) and
+	// its registration data in /consumers/<g>/ids/<id>. The reply is buffered.
+	legacyRegisterReq struct {
+		id    string
+		data  []byte
+		reply chan legacyRegistered
+	}
+	// legacyDeregisterReq deletes the registration of consumer id and its hosted-member znode.
+	// The reply (buffered) carries what it cost.
+	legacyDeregisterReq struct {
+		id    string
+		reply chan legacyZKCount
+	}
+	// legacyClaimReq is step 4's claim of one attempt. in is the plan's input without what the
+	// read of the group gives (Session, Others, Owners, Committed, OffsetNodes): the members,
+	// the partitions, the final offsets.
+	legacyClaimReq struct {
+		attempt int
+		in      legacyPlanInput
+	}
+	legacyCancelReq struct{ attempt int }
+)
+
+type legacyRegistered struct {
+	err   error
+	count legacyZKCount
+}
+
+// legacyZKCount counts ZooKeeper operations for the attempt being measured (LegacyRebalanceStats):
+// znodes read and the requests that carried them, write ops and multi requests.
+type legacyZKCount struct{ reads, readRequests, writes, multis int }
+
+func (n *legacyZKCount) add(o legacyZKCount) {
+	n.reads += o.reads
+	n.readRequests += o.readRequests
+	n.writes += o.writes
+	n.multis += o.multis
+}
+
+// legacyClaimState is what a legacyClaimEv reports.
+type legacyClaimState int
+
+const (
+	legacyClaimWaiting legacyClaimState = iota // a round found foreign owners; the claim waits
+	legacyClaimWritten                         // the Multi is in: start the members
+	legacyClaimFailed                          // the attempt fails (seed step 5)
+)
+
+// legacyClaimEv is the outcome of a round of a legacy claim, for the actor.
+type legacyClaimEv struct {
+	attempt int
+	state   legacyClaimState
+	err     error // failed
+	count   legacyZKCount
+	// What the read of the group found (nil others: the round read only what it waited for,
+	// or did not get that far); skipped are the registrations it could not read.
+	regs    map[string]string
+	others  map[string]map[string]int
+	skipped []zkstate.Problem
+	// written and waiting: the plan, and the final offsets it wrote that changed.
+	plan   legacyPlan
+	finals int
+	// waiting: whether the plan's Release Multi ran, the first partition waited for and its
+	// holder, and how many blocked rounds so far.
+	released bool
+	first    legacy.TopicPartition
+	holder   legacyOwner
+	tries    int
+	// written: the offset znodes that exist now, the owner znodes the claimer holds for the
+	// members (all of session writtenSession, 0 when none is to be trusted), and the times of
+	// the read and the Multi.
+	nodes            map[legacy.TopicPartition]bool
+	written          map[legacy.TopicPartition]legacyOwner
+	writtenSession   int64
+	reading, writing time.Duration
+	queued           time.Duration
+}
+
+// legacyPart is what the claimer holds and does for the group's legacy members.
+type legacyPart struct {
+	c      *LegacyCoordinator // nil until attached
+	log    zerolog.Logger
+	events chan<- any
+	outbox []any // events not delivered yet: the claimer never blocks on the actor
+	// regs are the registrations and hosted-member znodes held, by consumer id.
+	regs map[string][]string
+	// written are the owner znodes the last successful Multi left, all ours in writtenSession
+	// (0: none to trust); see legacyReader.readGroup.
+	written        map[legacy.TopicPartition]legacyOwner
+	writtenSession int64
+	claimed        bool // a claim wrote owner znodes once: the leave reads the group to release them
+	run            *legacyClaimRun
+}
+
+func newLegacyPart() legacyPart { return legacyPart{regs: map[string][]string{}} }
+
+// legacyClaimRun is a legacy claim in progress on the claimer.
+type legacyClaimRun struct {
+	claimWait
+	req legacyClaimReq
+	// waited is what the last round read, as its Release left it, while the claim waits for
+	// foreign owner znodes; nil when the next round must read the group.
+	waited *legacyWaited
+	// reclaimed: the claim was tried again at once after another member created a parent
+	// directory the Multi was about to create, or after a Multi that followed a partial read
+	// failed (legacyParentRace).
+	reclaimed bool
+	tries     int
+	count     legacyZKCount // since the last event
+}
+
+func (r *legacyClaimRun) waitOf() *claimWait {
+	if r == nil {
+		return nil
+	}
+	return &r.claimWait
+}
+
+// drainLegacy takes the legacy requests already queued, and delivers what events it can.
+func (cl *claimer) drainLegacy(ctx context.Context) {
+	for {
+		select {
+		case r := <-cl.legacyReqs:
+			cl.onLegacy(ctx, r)
+			continue
+		default:
+		}
+		break
+	}
+	cl.deliver()
+}
+
+// deliver hands the queued events to the legacy actor as far as its inbox takes them.
+func (cl *claimer) deliver() {
+	lp := &cl.legacy
+	for len(lp.outbox) > 0 {
+		select {
+		case lp.events <- lp.outbox[0]:
+			lp.outbox = lp.outbox[1:]
+		default:
+			return
+		}
+	}
+}
+
+func (cl *claimer) emit(ev legacyClaimEv) {
+	cl.legacy.outbox = append(cl.legacy.outbox, ev)
+	cl.deliver()
+}
+
+// legacyOut is the inbox while an event waits for it, else nil (never ready).
+func (cl *claimer) legacyOut() (chan<- any, any) {
+	if len(cl.legacy.outbox) == 0 {
+		return nil, nil
+	}
+	return cl.legacy.events, cl.legacy.outbox[0]
+}
+
+func (cl *claimer) onLegacy(ctx context.Context, r any) {
+	lp := &cl.legacy
+	switch r := r.(type) {
+	case legacyAttachReq:
+		lp.c, lp.log, lp.events = r.c, r.log, r.events
+	case legacyRegisterReq:
+		var n legacyZKCount
+		err := cl.legacyRegister(ctx, r.id, r.data, &n)
+		r.reply <- legacyRegistered{err: err, count: n}
+	case legacyDeregisterReq:
+		var n legacyZKCount
+		cl.legacyDeregister(ctx, r.id, &n)
+		r.reply <- n
+	case legacyClaimReq:
+		lp.run = &legacyClaimRun{claimWait: claimWait{backoff: cl.backoff}, req: r}
+	case legacyCancelReq:
+		if lp.run != nil && lp.run.req.attempt == r.attempt {
+			lp.run = nil
+		}
+	}
+}
+
+// legacyRegister writes the hosted-member znode of consumer id, then its registration. A hosted
+// znode our session already holds is taken over only when it says the same (an earlier member
+// of ours whose delete failed); one of another kind or node — another coordinator of this
+// bridge hosting a member under that consumer id — is the id in use: an error wrapping
+// ErrNodeExists. Both are ephemerals re-created after a session expiry, as a 0.8 consumer
+// re-registers.
+func (cl *claimer) legacyRegister(ctx context.Context, id string, data []byte, n *legacyZKCount) error {
+	lp := &cl.legacy
+	ctx, cancel := context.WithTimeout(ctx, lp.c.cfg.ZKTimeout)
+	defer cancel()
+	hp := zkstate.HostedMemberPath(lp.c.cfg.Root, cl.group, id)
+	want := zkstate.HostedMember{Kind: zkstate.KindLegacy, Node: lp.c.cfg.NodeID, Member: id}
+	got, st, err := cl.store.Get(ctx, hp)
+	lp.c.addReads(1, 1)
+	n.reads, n.readRequests = n.reads+1, n.readRequests+1
+	switch {
+	case errors.Is(err, zkstate.ErrNoNode):
+		err = nil
+	case err != nil:
+	case st.EphemeralOwner == cl.store.SessionID():
+		if h, perr := zkstate.ParseHostedMember(got); perr != nil || h != want {
+			err = fmt.Errorf("%s is held by this bridge for another member (%s): %w", hp, got, zkstate.ErrNodeExists)
+		}
+	default:
+		err = fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", hp, st.EphemeralOwner, zkstate.ErrNodeExists)
+	}
+	if err != nil {
+		return err
+	}
+	err = cl.store.CreateEphemeral(ctx, hp, want.Encode())
+	cl.legacyWrites(n, 1, 0)
+	if err != nil {
+		return err
+	}
+	ip := zkstate.IDPath(cl.group, id)
+	err = cl.store.CreateEphemeral(ctx, ip, data)
+	cl.legacyWrites(n, 1, 0)
+	if err != nil {
+		cl.deleteHosted(ctx, id, n)
+		return err
+	}
+	lp.regs[id] = []string{ip, hp}
+	return nil
+}
+
+// legacyDeregister deletes the registration of consumer id, then its hosted-member znode, which
+// describes it.
+func (cl *claimer) legacyDeregister(ctx context.Context, id string, n *legacyZKCount) {
+	lp := &cl.legacy
+	ctx, cancel := context.WithTimeout(ctx, lp.c.cfg.ZKTimeout)
+	defer cancel()
+	delete(lp.regs, id)
+	err := cl.store.DeleteEphemeral(ctx, zkstate.IDPath(cl.group, id))
+	cl.legacyWrites(n, 1, 0)
+	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && ctx.Err() == nil {
+		lp.log.Warn().Err(err).Str("consumer", id).Msg("deleting the ids znode failed")
+	}
+	cl.deleteHosted(ctx, id, n)
+}
+
+// deleteHosted deletes the hosted-member znode of consumer id, if our session holds it.
+func (cl *claimer) deleteHosted(ctx context.Context, id string, n *legacyZKCount) {
+	lp := &cl.legacy
+	err := cl.store.DeleteEphemeral(ctx, zkstate.HostedMemberPath(lp.c.cfg.Root, cl.group, id))
+	cl.legacyWrites(n, 1, 0)
+	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && ctx.Err() == nil {
+		lp.log.Warn().Err(err).Str("consumer", id).Msg("deleting the hosted-member znode failed")
+	}
+}
+
+func (cl *claimer) legacyWrites(n *legacyZKCount, ops, multis int) {
+	cl.legacy.c.addWrites(ops, multis)
+	n.writes += ops
+	n.multis += multis
+}
+
+// legacyMulti runs a claim's Multi.
+func (cl *claimer) legacyMulti(ctx context.Context, ops []zkstate.Op, n *legacyZKCount) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.legacy.c.cfg.ZKTimeout)
+	defer cancel()
+	cl.legacyWrites(n, len(ops), 1)
+	return cl.store.Multi(ctx, ops...)
+}
+
+// legacyRound is one round of a legacy claim: read the owners and offsets again (only what the
+// last round waited for, after a wait), plan, and either release what is no longer ours and
+// wait while another session holds an owner znode to claim, or write everything in one Multi.
+//
+// After a wait only what it waited for is read again: the owner znodes of the foreign
+// partitions and their offsets, which their previous owner committed before releasing them,
+// and our owner znodes the claim moves between our threads (their ABA: one deleted and created
+// again by another session meanwhile must be waited for, not deleted). The rest of the read
+// before the wait still holds as far as a claim can tell: changes of the membership or of the
+// partitions restart the attempt (legacyCancelReq), our own owner znodes are ours, and a
+// partition someone else took meanwhile makes the Multi's create fail, after which the group is
+// read again in full.
+func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
+	lp := &cl.legacy
+	rd := legacyReader{c: lp.c, name: cl.group, log: lp.log, n: &r.count}
+	readStart := time.Now()
+	w, refreshed := r.waited, r.waited != nil
+	r.waited = nil
+	ev := legacyClaimEv{attempt: r.req.attempt}
+	var (
+		view legacyGroupView
+		err  error
+	)
+	if refreshed {
+		view, err = rd.refreshWaited(ctx, w)
+	} else {
+		own := func(id string) bool { _, ok := r.req.in.Members[id]; return ok }
+		view, ev.skipped, err = rd.readGroup(ctx, own, lp.written, lp.writtenSession, true)
+	}
+	if err != nil {
+		cl.legacyFail(r, ev, fmt.Errorf("reading the owners and offsets (seed step 4): %w", err), false)
+		return
+	}
+	reading := time.Since(readStart)
+	in := legacyClaimInput(r.req.in, view)
+	plan, err := legacyPlanRebalance(in)
+	if err != nil {
+		cl.legacyFail(r, ev, err, false)
+		return
+	}
+	ev.regs, ev.plan = view.regs, plan
+	if !refreshed {
+		ev.others = view.others
+	}
+	if len(plan.Foreign) > 0 {
+		cl.legacyWait(ctx, r, ev, in, view)
+		return
+	}
+	writeStart := time.Now()
+	if err := cl.legacyMulti(ctx, plan.Ops, &r.count); err != nil {
+		// Whatever made it fail (a znode changed under us, the session), trust nothing about
+		// the owners until they are read again.
+		lp.written, lp.writtenSession = nil, 0
+		if (legacyParentRace(err) || refreshed) && !r.reclaimed {
+			r.reclaimed, r.due = true, time.Time{}
+			lp.log.Debug().Err(err).Bool("after_wait", refreshed).
+				Msg("the group changed between our read and our Multi; reading it again and claiming")
+			return
+		}
+		cl.legacyFail(r, ev, fmt.Errorf("writing ownership and final offsets (seed step 4): %w", err), true)
+		return
+	}
+	ev.writing = time.Since(writeStart)
+	lp.claimed = true
+	cl.wakeKafka() // the Multi deleted what moves to others
+	// The Multi is in: every owner znode of our partitions is ours: created by the Multi
+	// (version 0), or read and checked.
+	lp.written, lp.writtenSession = make(map[legacy.TopicPartition]legacyOwner, len(plan.Assignment)), 0
+	for tp, thread := range plan.Assignment {
+		o := legacyOwner{Thread: thread, Version: 0, Session: view.session}
+		if old, ok := view.owners[tp]; ok && old.Session == view.session && old.Thread == thread {
+			o = old // unchanged: not rewritten
+		}
+		lp.written[tp] = o
+	}
+	if cl.store.SessionID() == view.session {
+		lp.writtenSession = view.session
+	}
+	for tp, off := range in.Final {
+		view.nodes[tp] = true
+		if old, ok := view.committed[tp]; !ok || old != off {
+			ev.finals++
+		}
+	}
+	ev.state, ev.nodes, ev.reading, ev.queued = legacyClaimWritten, view.nodes, reading, view.queued
+	ev.written, ev.writtenSession = legacyCopyOwners(lp.written), lp.writtenSession
+	cl.legacy.run = nil
+	cl.legacyEmit(r, ev)
+}
+
+// legacyWait is a round that must wait: another member (a zk member that has not noticed the
+// change yet, the bridge's Kafka members, a member of another coordinator, a previous
+// coordinator whose session has not expired) still owns partitions we must claim. 0.8
+// consumers retry their claims the same way; the members stay stopped, and keep being pinged,
+// meanwhile. What is no longer ours is let go first: whoever we wait for may be waiting for it.
+func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyClaimEv, in legacyPlanInput, view legacyGroupView) {
+	lp, plan := &cl.legacy, ev.plan
+	if len(plan.Release) > 0 {
+		if err := cl.legacyMulti(ctx, plan.Release, &r.count); err != nil {
+			lp.written, lp.writtenSession = nil, 0
+			if legacyParentRace(err) && !r.reclaimed {
+				r.reclaimed, r.due = true, time.Time{}
+				return
+			}
+			cl.legacyFail(r, ev, fmt.Errorf("releasing owner znodes before waiting to claim (seed step 4): %w", err), true)
+			return
+		}
+		ev.released, lp.claimed = true, true
+		for tp, off := range in.Final {
+			if old, ok := view.committed[tp]; !ok || old != off {
+				ev.finals++
+			}
+		}
+		for tp := range lp.written {
+			if _, keep := plan.Assignment[tp]; !keep {
+				delete(lp.written, tp)
+			}
+		}
+		cl.wakeKafka()
+	}
+	ev.first = plan.Foreign[0]
+	ev.holder = view.owners[ev.first]
+	r.waited = legacyWaitedView(in, plan, view)
+	r.tries++
+	ev.tries = r.tries
+	ev.state = legacyClaimWaiting
+	cl.legacyEmit(r, ev)
+	cl.blocked(ctx, &r.claimWait, zkstate.OwnerPath(cl.group, ev.first.Topic, ev.first.Partition))
+}
+
+func (cl *claimer) legacyFail(r *legacyClaimRun, ev legacyClaimEv, err error, untrusted bool) {
+	ev.state, ev.err = legacyClaimFailed, err
+	if untrusted {
+		ev.writtenSession = -1 // the actor forgets its copy of written too
+	}
+	cl.legacy.run = nil
+	cl.legacyEmit(r, ev)
+}
+
+func (cl *claimer) legacyEmit(r *legacyClaimRun, ev legacyClaimEv) {
+	ev.count, r.count = r.count, legacyZKCount{}
+	cl.emit(ev)
+}
+
+// legacyLeave ends the legacy members' use of the claimer: with release, their registrations
+// and hosted znodes are deleted, then every owner znode of ours that holds no other
+// registration's thread (the Kafka members' owners share the session), checked against the
+// version read, so that 0.8 tools do not show owners that no longer consume.
+func (cl *claimer) legacyLeave(ctx context.Context, release bool) {
+	lp := &cl.legacy
+	defer func() {
+		c := lp.c
+		*lp = newLegacyPart()
+		lp.c = c
+	}()
+	if !release || lp.c == nil {
+		return
+	}
+	var n legacyZKCount
+	for id := range lp.regs {
+		cl.legacyDeregister(ctx, id, &n)
+	}
+	var ops []zkstate.Op
+	if lp.claimed {
+		rd := legacyReader{c: lp.c, name: cl.group, log: lp.log, n: &n}
+		view, _, err := rd.readGroup(ctx, func(string) bool { return false }, lp.written, lp.writtenSession, false)
+		if err != nil {
+			lp.log.Debug().Err(err).Msg("reading owner znodes at shutdown failed; they go with the session")
+		}
+		in := legacyPlanInput{Session: view.session, Others: view.others}
+		for _, tp := range legacySortedTPs(view.owners) {
+			if o := view.owners[tp]; in.ours(o) && view.session != 0 {
+				ops = append(ops, zkstate.DeleteOp(zkstate.OwnerPath(cl.group, tp.Topic, tp.Partition), o.Version))
+			}
+		}
+	}
+	if err := cl.store.Multi(ctx, ops...); err != nil {
+		lp.log.Debug().Err(err).Msg("releasing owner znodes at shutdown failed; they go with the session")
+	}
+	cl.wakeKafka()
+	lp.log.Debug().Int("released", len(ops)).Msg("legacy group stopped")
+}
+
+// legacyClaimInput is the claim's plan input: the actor's part (members, partitions, final
+// offsets) and what the read of the group gave.
+func legacyClaimInput(in legacyPlanInput, view legacyGroupView) legacyPlanInput {
+	in.Session, in.Others, in.Owners, in.Committed, in.OffsetNodes = view.session, view.others, view.owners, view.committed, view.nodes
+	return in
+}
+
+// legacyWaitedView is the view a claim that waits keeps for its next round: view as the plan's
+// Release Multi, if any, left it — the final offsets written, our owner znodes of partitions no
+// longer ours gone.
+func legacyWaitedView(in legacyPlanInput, plan legacyPlan, view legacyGroupView) *legacyWaited {
+	if len(plan.Release) > 0 {
+		for tp, o := range view.owners {
+			if _, keep := plan.Assignment[tp]; !keep && in.ours(o) {
+				delete(view.owners, tp)
+			}
+		}
+		for tp, off := range in.Final {
+			view.committed[tp], view.nodes[tp] = off, true
+		}
+	}
+	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
+}
+
+func legacyCopyOwners(m map[legacy.TopicPartition]legacyOwner) map[legacy.TopicPartition]legacyOwner {
+	out := make(map[legacy.TopicPartition]legacyOwner, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
