@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"os/exec"
@@ -23,6 +24,8 @@ import (
 	"github.com/zkbridge/zkbridge/authz"
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/kafkatest"
+	"github.com/zkbridge/zkbridge/tlsconfig"
+	"github.com/zkbridge/zkbridge/tlsconfig/tlstest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -36,10 +39,18 @@ type saslForwardEnv struct {
 	b    *running
 	acl  *aclWriter
 	addr string
+	ca   *tlstest.CA // with TLS: vouches for the brokers and the bridge
 }
 
-func startSASLForward(t *testing.T, reauth time.Duration) *saslForwardEnv {
+// startSASLForward starts the env; a positive reauth is the brokers'
+// connections.max.reauth.ms, and withTLS makes every hop TLS: the brokers listen on
+// SASL_SSL only (the bridge dials them with --upstream-tls) and the bridge's listeners are
+// SASL_SSL too.
+func startSASLForward(t *testing.T, reauth time.Duration, withTLS ...bool) *saslForwardEnv {
 	t.Helper()
+	useTLS := len(withTLS) > 0 && withTLS[0]
+	var ca *tlstest.CA
+	protocol := "SASL_PLAINTEXT"
 	own := func(topic string) kfake.ACL {
 		return kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: topic, Pattern: kmsg.ACLResourcePatternTypeLiteral,
 			Operation: kmsg.ACLOperationAll, Allow: true}
@@ -51,6 +62,12 @@ func startSASLForward(t *testing.T, reauth time.Duration) *saslForwardEnv {
 		kfake.User("PLAIN", "carol", "carol-secret", own("carol-t"))}
 	if reauth > 0 {
 		opts = append(opts, kfake.BrokerConfigs(map[string]string{"connections.max.reauth.ms": strconv.Itoa(int(reauth.Milliseconds()))}))
+	}
+	if useTLS {
+		ca = tlstest.NewCA(t, "ca")
+		broker := ca.Server(t, "broker")
+		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{broker.TLS}, MinVersion: tls.VersionTLS12}))
+		protocol = "SASL_SSL"
 	}
 	kf, err := kfake.NewCluster(opts...)
 	if err != nil {
@@ -69,8 +86,8 @@ func startSASLForward(t *testing.T, reauth time.Duration) *saslForwardEnv {
 	defer cancel()
 	// A broker with a SASL listener only (Kafka 2.x's registration: host null, port -1).
 	reg := zkstate.BrokerRegistration{ID: 0, Version: 4, Port: -1, JMXPort: -1, Timestamp: "1700000000000",
-		Endpoints:                   []string{"SASL_PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(p))},
-		ListenerSecurityProtocolMap: map[string]string{"SASL_PLAINTEXT": "SASL_PLAINTEXT"}}
+		Endpoints:                   []string{protocol + "://" + net.JoinHostPort(host, strconv.Itoa(p))},
+		ListenerSecurityProtocolMap: map[string]string{protocol: protocol}}
 	if err := zkstate.LoadLayout(ctx, s, zkstate.Layout{Brokers: []zkstate.BrokerRegistration{reg},
 		Topics: map[string]zkstate.TopicAssignment{
 			"alice-t": {Version: 1, Partitions: map[int32][]int32{0: {0}, 1: {0}}},
@@ -89,12 +106,20 @@ func startSASLForward(t *testing.T, reauth time.Duration) *saslForwardEnv {
 		c.UpstreamFromZK, c.ProxyListen = true, "127.0.0.1:0"
 		c.SASLForward = true
 		c.Authorizer = bridge.AuthorizerZooKeeper
+		if useTLS {
+			srv := ca.Server(t, "bridge")
+			c.UpstreamTLS = &tlsconfig.Client{CAFile: ca.File}
+			c.KafkaTLS = tlsconfig.Server{CertFile: srv.CertFile, KeyFile: srv.KeyFile}
+		}
 	})
-	return &saslForwardEnv{kf: kf, b: b, acl: w, addr: b.Addr().String()}
+	return &saslForwardEnv{kf: kf, b: b, acl: w, addr: b.Addr().String(), ca: ca}
 }
 
 func (e *saslForwardEnv) client(t *testing.T, m fsasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
+	if e.ca != nil {
+		opts = append(opts, kgo.DialTLSConfig(e.ca.ClientConfig(nil)))
+	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.addr), kgo.SASL(m), kgo.DisableIdempotentWrite(),
 		kgo.RetryTimeout(3 * time.Second)}, opts...)...)
 	if err != nil {
@@ -213,15 +238,26 @@ func TestIntegration_SASLForward(t *testing.T) {
 	})
 }
 
-// librdkafka (kcat) with SASL_PLAINTEXT through the relay: it produces and consumes as carol
-// (PLAIN) and as alice (SCRAM-SHA-512); a wrong password fails.
+// librdkafka (kcat) with SASL_PLAINTEXT, and with SASL_SSL on both hops, through the relay: it
+// produces and consumes as carol (PLAIN) and as alice (SCRAM-SHA-512); a wrong password fails.
 func TestIntegration_SASLForwardKcat(t *testing.T) {
+	t.Run("SASL_PLAINTEXT", func(t *testing.T) { kcatThroughSASLForward(t, false) })
+	t.Run("SASL_SSL", func(t *testing.T) { kcatThroughSASLForward(t, true) })
+}
+
+// kcatThroughSASLForward: kcat as carol and alice through the relay, every hop over TLS with
+// withTLS (kcat speaks SASL_SSL to the bridge, the bridge SASL_SSL to the brokers).
+func kcatThroughSASLForward(t *testing.T, withTLS bool) {
 	kcat := kafkatest.KcatPath(t)
-	e := startSASLForward(t, 0)
+	e := startSASLForward(t, 0, withTLS)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	security := []string{"-X", "security.protocol=SASL_PLAINTEXT"}
+	if withTLS {
+		security = []string{"-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + e.ca.File}
+	}
 	run := func(stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, kcat, append([]string{"-b", e.addr, "-X", "security.protocol=SASL_PLAINTEXT"}, args...)...)
+		cmd := exec.CommandContext(ctx, kcat, append(append([]string{"-b", e.addr}, security...), args...)...)
 		cmd.Stdin = strings.NewReader(stdin)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
