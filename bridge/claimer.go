@@ -118,7 +118,14 @@ type claimer struct {
 	// zk member: then nobody but the bridge's own claimers deletes its owner znodes, and a
 	// release needs no read first (mixed_claim.go releaseOwners).
 	noZKMembers atomic.Bool
-	done        chan struct{}
+	// legacyOurs holds the consumer ids of the legacy members' registrations, held or being
+	// created (the registrations watch reads no data of the bridge's own).
+	legacyOurs atomic.Pointer[map[string]bool]
+	// idsMu guards ids, the group's registrations watch while anyone subscribes
+	// (claimer_watch.go).
+	idsMu sync.Mutex
+	ids   *idsWatch
+	done  chan struct{}
 
 	kafka  kafkaPart
 	legacy legacyPart

@@ -250,13 +250,16 @@ func (cl *claimer) legacyRegister(ctx context.Context, id string, data []byte, n
 		return err
 	}
 	ip := zkstate.IDPath(cl.group, id)
+	lp.regs[id] = []string{ip, hp}
+	cl.publishLegacyOurs()
 	err = cl.store.CreateEphemeral(ctx, ip, data)
 	cl.legacyWrites(n, 1, 0)
 	if err != nil {
 		cl.deleteHosted(ctx, id, n)
+		delete(lp.regs, id)
+		cl.publishLegacyOurs()
 		return err
 	}
-	lp.regs[id] = []string{ip, hp}
 	return nil
 }
 
@@ -266,9 +269,10 @@ func (cl *claimer) legacyDeregister(ctx context.Context, id string, n *legacyZKC
 	lp := &cl.legacy
 	ctx, cancel := context.WithTimeout(ctx, lp.c.cfg.ZKTimeout)
 	defer cancel()
-	delete(lp.regs, id)
 	err := cl.store.DeleteEphemeral(ctx, zkstate.IDPath(cl.group, id))
 	cl.legacyWrites(n, 1, 0)
+	delete(lp.regs, id)
+	cl.publishLegacyOurs()
 	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && ctx.Err() == nil {
 		lp.log.Warn().Err(err).Str("consumer", id).Msg("deleting the ids znode failed")
 	}
@@ -283,6 +287,15 @@ func (cl *claimer) deleteHosted(ctx context.Context, id string, n *legacyZKCount
 	if err != nil && !errors.Is(err, zkstate.ErrNotOwner) && ctx.Err() == nil {
 		lp.log.Warn().Err(err).Str("consumer", id).Msg("deleting the hosted-member znode failed")
 	}
+}
+
+// publishLegacyOurs sets legacyOurs to the legacy members' registrations held or being created.
+func (cl *claimer) publishLegacyOurs() {
+	ours := make(map[string]bool, len(cl.legacy.regs))
+	for id := range cl.legacy.regs {
+		ours[id] = true
+	}
+	cl.legacyOurs.Store(&ours)
 }
 
 func (cl *claimer) legacyWrites(n *legacyZKCount, ops, multis int) {
@@ -456,6 +469,7 @@ func (cl *claimer) legacyLeave(ctx context.Context, release bool) {
 		c := lp.c
 		*lp = newLegacyPart()
 		lp.c = c
+		cl.publishLegacyOurs()
 	}()
 	if !release || lp.c == nil {
 		return

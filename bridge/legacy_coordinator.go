@@ -47,9 +47,10 @@ package bridge
 // Other members ("federated 0.8", legacy_plan.go): a group may also hold zk members and the
 // members other coordinators host, all registered in /consumers/<g>/ids. The assignment counts
 // every registration there, as each zk member's does, and this coordinator claims only its own
-// members' part. So the actor watches the children of /consumers/<g>/ids — as every 0.8.2
+// members' part. So the actor follows the children of /consumers/<g>/ids — as every 0.8.2
 // consumer does (ZCC:896) — and the data of every other registration (a registration can change
-// in place), and checks the group when the other registrations or their subscriptions change;
+// in place), through the group's claimer's one watch of them (claimer_watch.go, shared with the
+// group's Kafka members), and checks the group when the other registrations or their subscriptions change;
 // its own members' registrations, which it writes itself, are not a trigger (their Register and
 // removal are). The check finds nothing to do when our part did not change; the zk members, who
 // rebalance on every change, release what moves to us before we can claim it (the claim waits
@@ -543,7 +544,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
 		topics:      map[string]*legacyTopic{},
-		others:      map[string]*legacyWatch{},
+		others:      map[string]bool{},
 		regs:        map[string]string{},
 		owner:       map[legacy.TopicPartition]string{},
 		committed:   map[legacy.TopicPartition]int64{},

@@ -49,16 +49,11 @@ type (
 		ev    zkstate.WatchEvent
 	}
 	legacySessionEv struct{ ev zkstate.SessionEvent }
-	// legacyIDsEv: the watch on the children of /consumers/<g>/ids fired.
+	// legacyIDsEv: a view of the group's registrations, from the claimer's watch of
+	// /consumers/<g>/ids and the other registrations' data (claimer_watch.go).
 	legacyIDsEv struct {
-		watch *legacyWatch
-		ev    zkstate.WatchEvent
-	}
-	// legacyRegEv: the watch on another member's registration /consumers/<g>/ids/<id> fired.
-	legacyRegEv struct {
-		id    string
-		watch *legacyWatch
-		ev    zkstate.WatchEvent
+		sub  *idsSub
+		view idsView
 	}
 )
 
@@ -116,12 +111,6 @@ type legacyTopic struct {
 	partitions []int32
 }
 
-// legacyWatch is a watch of the group's registrations: of /consumers/<g>/ids's children, or of
-// another member's /consumers/<g>/ids/<id>.
-type legacyWatch struct {
-	cancel context.CancelFunc
-}
-
 // legacyAttempt is one rebalance attempt in progress.
 type legacyAttempt struct {
 	// when each phase began: begin, Stops sent, claim started, Starts sent
@@ -167,8 +156,8 @@ type legacyGroup struct {
 	// ids watches the children of /consumers/<g>/ids while the group has members (nil
 	// otherwise); others watches the data of every registration there that is not one of our
 	// members', by consumer id.
-	ids    *legacyWatch
-	others map[string]*legacyWatch
+	ids    *idsSub
+	others map[string]bool
 	// regs is every other registration as the last read of the group saw it: consumer id →
 	// legacyRegKey. A registration whose watch shows another key changed since (in place).
 	regs map[string]string
@@ -251,8 +240,6 @@ func (g *legacyGroup) handle(ev any) {
 		g.onSession(now, ev.ev)
 	case legacyIDsEv:
 		g.onIDs(now, ev)
-	case legacyRegEv:
-		g.onRegistration(now, ev)
 	case legacyClaimEv:
 		g.onClaim(now, ev)
 	}

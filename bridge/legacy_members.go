@@ -76,12 +76,9 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 		nextPing:  now,
 	}
 	g.members[id] = m
-	if w := g.others[id]; w != nil {
-		// Seen as another member's registration until now (the children event of our own
-		// create, or an earlier owner of the id): it is ours.
-		w.cancel()
-		delete(g.others, id)
-	}
+	// Seen as another member's registration until now (the children event of our own
+	// create, or an earlier owner of the id): it is ours.
+	delete(g.others, id)
 	g.c.members.Add(1)
 	g.c.metrics.members.Inc()
 	g.wg.Add(1)

@@ -7,6 +7,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -136,63 +137,72 @@ func (g *legacyGroup) syncWatches() {
 	if len(g.members) > 0 || g.ids == nil {
 		return
 	}
-	g.ids.cancel()
+	g.cl.unsubscribeIDs(g.ids)
 	g.ids = nil
-	for id, w := range g.others {
-		w.cancel()
-		delete(g.others, id)
-	}
+	clear(g.others)
 }
 
-// watchIDs starts watching the children of /consumers/<g>/ids unless it is watched already, and
-// the data of every other registration there.
+// watchIDs subscribes to the group's registrations watch (claimer_watch.go: the children of
+// /consumers/<g>/ids and the data of every other registration, one watch per group and bridge
+// for every member kind) unless it is subscribed already.
 func (g *legacyGroup) watchIDs() error {
 	if g.ids != nil {
 		return nil
 	}
-	wctx, cancel := context.WithCancel(g.lifetime)
-	ch, err := g.c.store.WatchChildren(wctx, zkstate.IDsPath(g.name))
+	sub, first, err := g.cl.subscribeIDs(g.lifetime)
 	g.countReads(1, 1)
 	if err != nil {
-		cancel()
 		return err
 	}
-	var first zkstate.WatchEvent
-	select {
-	case first = <-ch: // the Initial event is delivered at once
-	case <-g.lifetime.Done():
-		cancel()
-		return g.lifetime.Err()
-	}
-	w := &legacyWatch{cancel: cancel}
-	g.ids = w
+	g.ids = sub
 	// No trigger: the Register that started the watch rebalances anyway.
-	g.syncOthers(time.Now(), first.Children, false)
+	g.syncOthers(time.Now(), first.children, false)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyIDsEv{watch: w, ev: ev} })
+		for {
+			select {
+			case v := <-sub.ch:
+				select {
+				case g.inbox <- legacyIDsEv{sub: sub, view: v}:
+				case <-g.quit:
+					return
+				}
+			case <-sub.done:
+				return
+			case <-g.quit:
+				return
+			}
+		}
 	}()
 	return nil
 }
 
-// onIDs takes a firing of the watch on /consumers/<g>/ids's children. A 0.8.2 consumer
-// rebalances on every change of them (ZCC:561-564); we check the group when the set of other
-// registrations changed — our own members' registrations are ours to know, and their Register
-// and removal trigger already.
+// onIDs takes a view of the group's registrations. A 0.8.2 consumer rebalances on every change
+// of /ids's children (ZCC:561-564); we check the group when the set of other registrations
+// changed — our own members' registrations are ours to know, and their Register and removal
+// trigger already — or when another registration changed in place: 0.8.2 consumers only watch
+// the children, but the assignment depends on its subscription.
 func (g *legacyGroup) onIDs(now time.Time, ev legacyIDsEv) {
-	if g.ids == nil || ev.watch != g.ids {
+	if g.ids == nil || ev.sub != g.ids {
 		return // unwatched since
 	}
-	var children []string
-	if ev.ev.Exists {
-		children = ev.ev.Children
+	g.syncOthers(now, ev.view.children, true)
+	for _, id := range slices.Sorted(maps.Keys(ev.view.keys)) {
+		key := ev.view.keys[id]
+		if !g.others[id] {
+			continue
+		}
+		if seen, ok := g.regs[id]; ok && seen != key {
+			g.regs[id] = key
+			g.log.Info().Str("consumer", id).Str("registration", key).Msg("another member's registration changed")
+			g.noteTrigger(now, "registration of "+id+" changed")
+		}
 	}
-	g.syncOthers(now, children, true)
 }
 
-// syncOthers makes the watched other registrations those of children that are not our
-// members', and with trigger, checks the group when they changed.
+// syncOthers makes the other registrations those of children that are not our members', and
+// with trigger, checks the group when they changed.
 func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool) {
 	present := make(map[string]bool, len(children))
 	var added, removed []string
@@ -201,14 +211,13 @@ func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool)
 			continue
 		}
 		present[id] = true
-		if g.others[id] == nil {
-			g.others[id] = g.watchRegistration(id)
+		if !g.others[id] {
+			g.others[id] = true
 			added = append(added, id)
 		}
 	}
-	for id, w := range g.others {
+	for id := range g.others {
 		if !present[id] {
-			w.cancel()
 			delete(g.others, id)
 			removed = append(removed, id)
 		}
@@ -221,55 +230,6 @@ func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool)
 	g.log.Info().Strs("registered", legacyFirst(added, 10)).Strs("left", legacyFirst(removed, 10)).
 		Int("others", len(g.others)).Msg("other members' registrations in /ids changed")
 	g.noteTrigger(now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
-}
-
-// watchRegistration watches the data of another member's registration, /consumers/<g>/ids/<id>,
-// until the returned watch is cancelled: 0.8.2 consumers only watch the children, but a
-// registration can change in place (its subscription rewritten), and the assignment depends on
-// it. Setting the watch is retried, with backoff, on a goroutine of its own.
-func (g *legacyGroup) watchRegistration(id string) *legacyWatch {
-	wctx, cancel := context.WithCancel(g.lifetime)
-	w := &legacyWatch{cancel: cancel}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		defer cancel()
-		var ch <-chan zkstate.WatchEvent
-		for backoff := g.c.cfg.RetryBackoff; ; backoff = min(2*backoff, g.c.cfg.RetryBackoffMax) {
-			var err error
-			ch, err = g.c.store.WatchData(wctx, zkstate.IDPath(g.name, id))
-			if err == nil {
-				break
-			}
-			if wctx.Err() != nil {
-				return
-			}
-			g.log.Debug().Err(err).Str("consumer", id).Dur("retry_in", backoff).Msg("watching a registration failed")
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-wctx.Done():
-				t.Stop()
-				return
-			}
-		}
-		g.forward(ch, cancel, func(ev zkstate.WatchEvent) any { return legacyRegEv{id: id, watch: w, ev: ev} })
-	}()
-	return w
-}
-
-// onRegistration takes a firing of the watch on another member's registration: a subscription
-// other than the one the last read of the group saw changes the assignment.
-func (g *legacyGroup) onRegistration(now time.Time, ev legacyRegEv) {
-	if g.others[ev.id] != ev.watch || !ev.ev.Exists {
-		return // unwatched since, or gone (the children watch tells)
-	}
-	key := legacyRegKey(zkstate.ParseConsumerRegistration(ev.ev.Data))
-	if seen, ok := g.regs[ev.id]; ok && seen != key {
-		g.regs[ev.id] = key
-		g.log.Info().Str("consumer", ev.id).Bytes("registration", ev.ev.Data).Msg("another member's registration changed")
-		g.noteTrigger(now, "registration of "+ev.id+" changed")
-	}
 }
 
 // legacyRegKey is what of a registration the assignment depends on: the pattern and the

@@ -309,10 +309,7 @@ func (g *legacyGroup) shutdown() {
 		w.cancel()
 	}
 	if g.ids != nil {
-		g.ids.cancel()
-	}
-	for _, w := range g.others {
-		w.cancel()
+		g.cl.unsubscribeIDs(g.ids)
 	}
 	g.wg.Wait()
 	g.cl.leave(true, true)

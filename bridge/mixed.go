@@ -23,7 +23,8 @@ package bridge
 //     persists it and answers the parked SyncGroups.
 //
 // So no partition reaches a Kafka member while another member owns it. The other kinds cannot be
-// seen by the Kafka members, so a watcher follows /consumers/<g>/ids and the partitions of every
+// seen by the Kafka members, so a watcher follows /consumers/<g>/ids (the claimer's one watch of
+// its children and the other registrations' data) and the partitions of every
 // subscribed topic; when what the last assignment was computed from changes (its fingerprint),
 // the actor steps group.Rebalance, which makes the Kafka members rejoin.
 //
@@ -351,17 +352,20 @@ func (a *actor) hosted(cid string, mb group.MemberDescription) (string, []byte) 
 	return zkstate.HostedMemberPath(a.c.cfg.Root, a.group, cid), h.Encode()
 }
 
-// watchOthers follows what a mixed group's assignment depends on besides its Kafka members:
-// /consumers/<g>/ids and the partitions of every subscribed topic. After each change it reads
+// watchOthers follows what a mixed group's assignment depends on besides its Kafka members: the
+// registrations in /consumers/<g>/ids and their data (the claimer's one watch of them,
+// claimer_watch.go), and the partitions of every subscribed topic. After each change it reads
 // the group and sends the fingerprint (latest only) to out.
 func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *claimer, out chan string, log zerolog.Logger,
 	count func(context.Context, *zkstate.Store, *zkstate.GroupSnapshot, map[string]bool)) {
-	ids, err := store.WatchChildren(ctx, zkstate.IDsPath(g))
+	sub, first, err := mi.subscribeIDs(ctx)
 	if err != nil {
 		log.Warn().Err(err).Msg("mixed group: cannot watch the registrations; other kinds' changes will not rebalance the Kafka members")
 		return
 	}
+	defer mi.unsubscribeIDs(sub)
 	poke := make(chan struct{}, 1)
+	poke <- struct{}{} // the first view: read the group
 	topics := map[string]bool{}
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -373,25 +377,34 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *claime
 		}
 		out <- fp
 	}
-	var others []string // the registrations not ours at the last /ids event
-	seen := false
+	// The registrations not ours at the last view, the children watch's firings seen, and
+	// what of each registration the last read of the group saw (legacyRegKey).
+	others, firings := othersOf(first, mi.oursNow()), first.firings
+	read := map[string]string{}
 	for {
 		select {
-		case ev, ok := <-ids:
-			if !ok {
-				return
-			}
+		case v := <-sub.ch:
 			// A registration of another kind came or went: rebalance at once, while the
 			// group is read (the Snapshot may wait behind the legacy coordinator's reads on
 			// the multiRead connections). The read's fingerprint follows and replaces this
-			// one; the next claim reads the group again anyway.
-			if ev.Type == zkstate.Initial || ev.Type == zkstate.ChildrenChanged {
-				ours := mi.oursNow()
-				now := slices.DeleteFunc(slices.Clone(ev.Children), func(cid string) bool { return ours[cid] })
-				if seen && !slices.Equal(now, others) {
-					send("registrations changed: " + strings.Join(now, ","))
+			// one; the next claim reads the group again anyway. Every firing of the children
+			// watch reads the group (our own registrations' topics count in the fingerprint),
+			// and so does a registration that says something else than the last read saw
+			// (rewritten in place).
+			now := othersOf(v, mi.oursNow())
+			if !slices.Equal(now, others) {
+				send("registrations changed: " + strings.Join(now, ","))
+				others = now
+			}
+			changed := v.firings != firings
+			firings = v.firings
+			for id, k := range v.keys {
+				if old, ok := read[id]; ok && old != k {
+					changed = true
 				}
-				others, seen = now, true
+			}
+			if !changed {
+				continue
 			}
 		case <-poke:
 		case <-retry.C:
@@ -417,10 +430,21 @@ func watchOthers(ctx context.Context, store *zkstate.Store, g string, mi *claime
 			}
 		}
 		ours := mi.oursNow()
+		clear(read)
+		for cid, c := range snap.Consumers {
+			if !ours[cid] {
+				read[cid] = legacyRegKey(c.Registration, nil)
+			}
+		}
 		fp := ownership.Fingerprint(snap, ours)
 		count(ctx, store, snap, ours)
 		send(fp)
 	}
+}
+
+// othersOf is the registrations of v that are not in ours.
+func othersOf(v idsView, ours map[string]bool) []string {
+	return slices.DeleteFunc(slices.Clone(v.children), func(cid string) bool { return ours[cid] })
 }
 
 // pokeOnChange pokes after every change of p's data, until ctx ends.

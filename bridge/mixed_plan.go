@@ -145,7 +145,7 @@ func planMixed(in mixedInput) (mixedPlan, error) {
 		}
 		p.Claim[zkstate.OwnerPath(in.Group, tp.Topic, tp.Partition)] = own.Assignment[tp]
 	}
-	slices.Sort(p.Release) // as paths, which is how the mirrorer deletes and logs them
+	slices.Sort(p.Release) // as paths, which is how the claimer deletes and logs them
 	slices.Sort(p.Foreign)
 	return p, nil
 }

@@ -737,7 +737,7 @@ func (a *actor) onModeChange(ctx context.Context) {
 	a.publish()
 }
 
-// mirrorUpdate hands the wanted 0.8 mirror to the mirrorer, or an empty one (release
+// mirrorUpdate hands the wanted 0.8 mirror to the claimer, or an empty one (release
 // everything) when the group's mirror is off.
 func (a *actor) mirrorUpdate(s mirrorState) {
 	if a.c.modes.mirrorOff(a.group) {
