@@ -146,29 +146,43 @@ func (r *router) checkedOffsetDelete(ctx context.Context, req *Request, m *kmsg.
 	if !r.guard.allowed(req, authz.Delete, authz.Group, m.Group) {
 		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
 	}
-	ok, denied := readableTopics(r, req, m.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic })
+	return byTopicRead(ctx, r, req, m.Topics, func(t kmsg.OffsetDeleteRequestTopic) string { return t.Topic },
+		func(ok []kmsg.OffsetDeleteRequestTopic) { m.Topics = ok },
+		func(resp *kmsg.OffsetDeleteResponse, t kmsg.OffsetDeleteRequestTopic) {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, int16(ErrTopicAuthorizationFailed)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		})
+}
+
+// byTopicRead answers a request whose topics each need Topic READ (OffsetCommit, OffsetDelete,
+// as KafkaApis checks them), in one response: the readable topics go to the group coordinator
+// (narrow restricts the request to them), and deny appends each other topic to the response,
+// every partition TOPIC_AUTHORIZATION_FAILED. With no topic readable the coordinator is not
+// asked. R is the request's response type.
+func byTopicRead[T any, R kmsg.Response](ctx context.Context, r *router, req *Request, topics []T, name func(T) string,
+	narrow func(ok []T), deny func(R, T)) (kmsg.Response, error) {
+	ok, denied := readableTopics(r, req, topics, name)
 	if len(denied) == 0 {
 		return r.group(ctx, req)
 	}
-	resp := kmsg.NewPtrOffsetDeleteResponse()
-	resp.SetVersion(m.Version)
+	resp := req.Msg.ResponseKind().(R)
+	resp.SetVersion(req.Msg.GetVersion())
 	if len(ok) > 0 {
-		m.Topics = ok
+		narrow(ok)
 		got, err := r.group(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		resp = got.(*kmsg.OffsetDeleteResponse)
+		resp = got.(R)
 	}
 	for _, t := range denied {
-		rt := kmsg.NewOffsetDeleteResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, int16(ErrTopicAuthorizationFailed)
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
+		deny(resp, t)
 	}
 	return resp, nil
 }
@@ -197,31 +211,18 @@ func (r *router) checkedOffsetCommit(ctx context.Context, req *Request, m *kmsg.
 	if !r.guard.allowed(req, authz.Read, authz.Group, m.Group) {
 		return r.errorAnswer(req, ErrGroupAuthorizationFailed, "")
 	}
-	ok, denied := readableTopics(r, req, m.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic })
-	if len(denied) == 0 {
-		return r.group(ctx, req)
-	}
-	resp := kmsg.NewPtrOffsetCommitResponse()
-	resp.SetVersion(m.Version)
-	if len(ok) > 0 {
-		m.Topics = ok
-		got, err := r.group(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		resp = got.(*kmsg.OffsetCommitResponse)
-	}
-	for _, t := range denied {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, int16(ErrTopicAuthorizationFailed)
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp, nil
+	return byTopicRead(ctx, r, req, m.Topics, func(t kmsg.OffsetCommitRequestTopic) string { return t.Topic },
+		func(ok []kmsg.OffsetCommitRequestTopic) { m.Topics = ok },
+		func(resp *kmsg.OffsetCommitResponse, t kmsg.OffsetCommitRequestTopic) {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, int16(ErrTopicAuthorizationFailed)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		})
 }
 
 func (r *router) checkedOffsetFetch(ctx context.Context, req *Request, m *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
