@@ -35,16 +35,12 @@ func groupsDeleteCommand(e *env) *cli.Command {
 			"nothing deleted; run it again). Refused (exit 3) for a group with members of any kind, as\n" +
 			"Kafka refuses a group that is not empty: stop its consumers first. A group ZooKeeper does\n" +
 			"not know is a failure (exit 1). A dry run unless --execute.",
-		Flags: append(append(zkFlags(), writeFlags("delete the groups")...), modesRootFlag()),
+		Flags: writeFlags("delete the groups", modesRootFlag()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return usagef("groups delete: name at least one <group>")
 			}
-			dry, err := dryRun(c, e)
-			if err != nil {
-				return err
-			}
-			s, err := openStore(c, e)
+			s, dry, err := openWrite(c, e)
 			if err != nil {
 				return err
 			}
@@ -160,7 +156,7 @@ func offsetsDeleteCommand(e *env) *cli.Command {
 			"read (a commit in between fails the delete whole: exit 3, run it again). Refused (exit 3)\n" +
 			"while the group has members of any kind unless --force: their next commit would write\n" +
 			"the offsets again.",
-		Flags: append(append(zkFlags(), writeFlags("delete the offsets")...),
+		Flags: writeFlags("delete the offsets",
 			&cli.StringSliceFlag{Name: "topic", Usage: "a topic, or topic:partition,partition... (repeatable; required)"},
 			&cli.BoolFlag{Name: "force", Usage: "delete even though the group has members"},
 			modesRootFlag()),
@@ -176,11 +172,7 @@ func offsetsDeleteCommand(e *env) *cli.Command {
 			if len(order) == 0 {
 				return usagef("offsets delete: --topic is required")
 			}
-			dry, err := dryRun(c, e)
-			if err != nil {
-				return err
-			}
-			s, err := openStore(c, e)
+			s, dry, err := openWrite(c, e)
 			if err != nil {
 				return err
 			}

@@ -40,7 +40,7 @@ func handoffCommand(e *env) *cli.Command {
 			"cluster already holds an offset ahead of the bridge's (consumers ran against it since?)\n" +
 			"unless --force. A re-run after a successful handoff commits nothing and records nothing.\n\n" +
 			"A dry run unless --execute: it shows what would be committed and what the cluster holds now.",
-		Flags: append(append(zkFlags(), writeFlags("commit the offsets to the cluster and record the handoff")...),
+		Flags: writeFlags("commit the offsets to the cluster and record the handoff",
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "the finalized group to hand off (required)"},
 			&cli.StringFlag{Name: "bootstrap", Usage: "the cluster's brokers, host:port[,host:port...] (required)"},
 			&cli.DurationFlag{Name: "kafka-timeout", Value: 30 * time.Second, Usage: "give up on the cluster after this long"},
@@ -70,11 +70,7 @@ func handoffCommand(e *env) *cli.Command {
 			if c.Duration("kafka-timeout") <= 0 {
 				return usagef("--kafka-timeout must be positive")
 			}
-			dry, err := dryRun(c, e)
-			if err != nil {
-				return err
-			}
-			s, err := openStore(c, e)
+			s, dry, err := openWrite(c, e)
 			if err != nil {
 				return err
 			}

@@ -380,7 +380,7 @@ func migrateApplyCommand(e *env) *cli.Command {
 			"A progress line (done/total, rate, ETA) is drawn on stderr when it is a terminal.\n\n" +
 			"A dry run unless --execute: it plans every group on what ZooKeeper says now and writes\n" +
 			"nothing (--dry-run, the old way to ask for that, still works).",
-		Flags: append(append(zkFlags(), writeFlags("apply the steps")...), append(selectFlags(),
+		Flags: writeFlags("apply the steps", append(selectFlags(),
 			&cli.StringFlag{Name: "to", Usage: "target mode: mixed, kafka or finalized"},
 			&cli.IntFlag{Name: "batch", Usage: "groups per batch (0: all in one batch)"},
 			&cli.DurationFlag{Name: "pause", Usage: "wait between two batches, e.g. 30s, to watch the first groups before the next"},

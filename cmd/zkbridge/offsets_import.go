@@ -57,7 +57,7 @@ func offsetsImportCommand(e *env) *cli.Command {
 			"An active group (any member registered, or Kafka members in its record) is not moved\n" +
 			"backwards without --force: its consumers would process those messages again. Unchanged\n" +
 			"partitions are not written, and partitions the file does not name are left alone.",
-		Flags: append(append(zkFlags(), writeFlags("write the offsets")...),
+		Flags: writeFlags("write the offsets",
 			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "file to read (- or empty: standard input)"},
 			&cli.StringFlag{Name: "format", Value: "auto", Usage: "auto, csv or zk"},
 			&cli.BoolFlag{Name: "force", Usage: "move an active group's offsets backwards"},

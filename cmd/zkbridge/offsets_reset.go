@@ -241,7 +241,7 @@ func offsetsResetCommand(e *env) *cli.Command {
 			"anyway. The offsets are written where OffsetFetch reads them in the group's mode (the 0.8\n" +
 			"layout /consumers/<g>/offsets; a finalized group's own records), compare-and-set against\n" +
 			"what was read: a commit in between fails the reset whole (exit 3; run it again).",
-		Flags: append(append(append(zkFlags(), writeFlags("write the new offsets")...), bootstrapFlags()...),
+		Flags: append(writeFlags("write the new offsets", bootstrapFlags()...),
 			&cli.StringSliceFlag{Name: "topic", Usage: "a topic, or topic:partition,partition... (repeatable)"},
 			&cli.BoolFlag{Name: "all-topics", Usage: "every topic the group has committed offsets for"},
 			&cli.BoolFlag{Name: string(resetEarliest), Usage: "the log start offset"},
@@ -281,11 +281,7 @@ func runOffsetsReset(c *cli.Context, e *env) error {
 	case m.kind != resetFile && all == (len(order) > 0):
 		return usagef("offsets reset: give --topic (repeatable) or --all-topics")
 	}
-	dry, err := dryRun(c, e)
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c, e)
+	s, dry, err := openWrite(c, e)
 	if err != nil {
 		return err
 	}

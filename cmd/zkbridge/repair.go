@@ -41,7 +41,7 @@ func repairCommand(e *env) *cli.Command {
 			"    history lives in separate znodes), as a hint for --mode.\n" +
 			"Offsets are never touched: neither /consumers/<g>/offsets nor the bridge's offset records.\n" +
 			"A group whose records parse: \"nothing to repair\", exit 0.",
-		Flags: append(append(zkFlags(), writeFlags("rewrite the corrupt records")...),
+		Flags: writeFlags("rewrite the corrupt records",
 			&cli.StringFlag{Name: "group", Usage: "the group to repair (required)"},
 			&cli.StringFlag{Name: "mode", Usage: "the mode to write over a corrupt mode record: legacy, mixed, kafka or finalized"},
 			whoFlag(), modesRootFlag()),
@@ -60,11 +60,7 @@ func repairCommand(e *env) *cli.Command {
 					return usagef("repair: --mode: %v", err)
 				}
 			}
-			dry, err := dryRun(c, e)
-			if err != nil {
-				return err
-			}
-			s, err := openStore(c, e)
+			s, dry, err := openWrite(c, e)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func rollbackCommand(e *env) *cli.Command {
 			"offsets, which is what makes a rollback lossless; a finalized group is refused, with the\n" +
 			"reason. Each step is one compare-and-set, recorded with who and when (a forced step\n" +
 			"records what it forced past). A dry run unless --execute.\n\n" + modesHelp,
-		Flags: append(append(zkFlags(), writeFlags("roll the group back")...),
+		Flags: writeFlags("roll the group back",
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "the group to roll back (required)"},
 			&cli.StringFlag{Name: "to", Usage: "mixed or legacy (default: one step back)"},
 			&cli.BoolFlag{Name: "force", Usage: "go to legacy even though Kafka members remain: the bridges rebalance them out and refuse them (their last commits are kept)"},

@@ -16,14 +16,29 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// writeFlags are --execute and --dry-run; what is the command's own description of a write.
-func writeFlags(what string) []cli.Flag {
-	return []cli.Flag{
+// writeFlags are a write command's flags: ZooKeeper's, --execute and --dry-run (what is the
+// command's own description of a write), then its own.
+func writeFlags(what string, own ...cli.Flag) []cli.Flag {
+	return append(append(zkFlags(),
 		&cli.BoolFlag{Name: "execute", Usage: what + " (without it: a dry run that shows what would change and writes nothing)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "show what would change and write nothing: the default; kept for scripts written when this command wrote by default"},
+	), own...)
+}
+
+// openWrite starts a write command's work once its arguments are checked: it reads --execute
+// and --dry-run (dryRun) and opens the store, which the caller closes.
+func openWrite(c *cli.Context, e *env) (s *zkstate.Store, dry bool, err error) {
+	if dry, err = dryRun(c, e); err != nil {
+		return nil, false, err
 	}
+	if s, err = openStore(c, e); err != nil {
+		return nil, false, err
+	}
+	return s, dry, nil
 }
 
 // dryRun reads the two flags: --execute writes, anything else is a dry run; both at once is a
