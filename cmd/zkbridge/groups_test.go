@@ -6,9 +6,6 @@ import (
 	"maps"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -31,14 +28,7 @@ func loadDemo(t *testing.T) string {
 
 func openTestStore(t *testing.T, connect string) *zkstate.Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return zktest.OpenStore(t, connect)
 }
 
 func TestIntegration_GroupsOverExampleLayout(t *testing.T) {

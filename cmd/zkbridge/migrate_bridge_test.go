@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/zkbridge/zkbridge/bridge"
@@ -21,42 +19,12 @@ import (
 // hosted znode and its record entry count once), a rollback to legacy is blocked by it, a
 // forced one has the bridge rebalance it out, and the group then migrates forward again.
 func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kf.Close)
 	zkc := zktest.Connect(t)
 	s := openTestStore(t, zkc)
 	const g = "e2e"
 	seedGroup(t, s, g, zkstate.ModeMixed)
 
-	gc := group.DefaultConfig()
-	gc.InitialRebalanceDelay = 100 * time.Millisecond
-	gc.MinSessionTimeout = 100 * time.Millisecond
-	b, err := bridge.New(bridge.Config{
-		ZKConnect: zkc, KafkaListen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Upstream: kf.ListenAddrs(),
-		ProxyListen: "127.0.0.1:0", Group: gc, Logger: zerolog.Nop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("bridge: %v", err)
-		}
-	})
-	select {
-	case <-b.Ready():
-	case err := <-done:
-		t.Fatalf("bridge: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("bridge not ready")
-	}
+	b := startBridgeOnKfake(t, zkc, func(gc *group.Config) { gc.MinSessionTimeout = 100 * time.Millisecond })
 
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.ConsumerGroup(g), kgo.ConsumeTopics("orders"),
 		kgo.Balancers(kgo.RangeBalancer()), // mixed groups take eager assignors only

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/zkbridge/zkbridge/bridge"
-	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -25,11 +19,6 @@ import (
 // must equal the client's OffsetFetch: the new commits, and the 0.8 offset of the partition the
 // client did not commit.
 func TestIntegration_OffsetsExportOfFinalizedGroupIsWhatOffsetFetchAnswers(t *testing.T) {
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kf.Close)
 	zkc := zktest.Connect(t)
 	s := openTestStore(t, zkc)
 	ctx := t.Context()
@@ -43,31 +32,7 @@ func TestIntegration_OffsetsExportOfFinalizedGroupIsWhatOffsetFetchAnswers(t *te
 	}
 	seedGroup(t, s, g, zkstate.ModeFinalized)
 
-	gc := group.DefaultConfig()
-	gc.InitialRebalanceDelay = 100 * time.Millisecond
-	b, err := bridge.New(bridge.Config{
-		ZKConnect: zkc, KafkaListen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Upstream: kf.ListenAddrs(),
-		ProxyListen: "127.0.0.1:0", Group: gc, Logger: zerolog.Nop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("bridge: %v", err)
-		}
-	})
-	select {
-	case <-b.Ready():
-	case err := <-done:
-		t.Fatalf("bridge: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("bridge not ready")
-	}
+	b := startBridgeOnKfake(t, zkc, nil)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
 	if err != nil {
