@@ -283,3 +283,58 @@ func TestIntegration_ZooKeeperTLS(t *testing.T) {
 		t.Fatalf("offset in ZooKeeper: %q, %v", data, err)
 	}
 }
+
+// With brokers from /brokers/ids, --upstream-tls dials each broker's SSL endpoint, not its
+// PLAINTEXT one: the registration names both (PLAINTEXT at a port where nothing listens), and
+// a plaintext client of the bridge produces and consumes through it.
+func TestIntegration_UpstreamTLSFromRegistry(t *testing.T) {
+	connect := zktest.Connect(t)
+	ca := tlstest.NewCA(t, "ca")
+	brokerCert := ca.Server(t, "broker")
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "tls-zk"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{brokerCert.TLS}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kf.Close)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	reg := zkstate.BrokerRegistration{ID: 0, Version: 4, Port: -1, JMXPort: -1, Timestamp: "1700000000000",
+		Endpoints:                   []string{"PLAINTEXT://" + deadAddr, "SSL://" + kf.ListenAddrs()[0]},
+		ListenerSecurityProtocolMap: map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := zkstate.LoadLayout(ctx, zktest.OpenStore(t, connect), zkstate.Layout{Brokers: []zkstate.BrokerRegistration{reg}}); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, connect, 9001, func(c *bridge.Config) {
+		c.UpstreamFromZK, c.ProxyListen = true, "127.0.0.1:0"
+		c.UpstreamTLS = &tlsconfig.Client{CAFile: ca.File}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.DefaultProduceTopic("tls-zk"),
+		kgo.ConsumeTopics("tls-zk"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 5 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatalf("produce through the bridge to the broker's SSL endpoint: %v", err)
+		}
+	}
+	got := 0
+	for got < 5 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if errs := fs.Errors(); len(errs) > 0 && ctx.Err() == nil {
+			t.Fatalf("fetch: %v", errs)
+		}
+		got += fs.NumRecords()
+	}
+	if got != 5 {
+		t.Fatalf("consumed %d records, want 5", got)
+	}
+}

@@ -264,7 +264,22 @@ func (b *Bridge) checkNodeID(brokers []newproto.Broker) error {
 	return nil
 }
 
-// registeredBrokers reads /brokers/ids: every registration naming a PLAINTEXT address, except
+// upstreamProtocol is the security protocol of the brokers' listeners the relay dials: SASL
+// ones with SASLForward (the clients authenticate there), over TLS with UpstreamTLS.
+func (c Config) upstreamProtocol() string {
+	switch {
+	case c.SASLForward && c.UpstreamTLS != nil:
+		return "SASL_SSL"
+	case c.SASLForward:
+		return "SASL_PLAINTEXT"
+	case c.UpstreamTLS != nil:
+		return "SSL"
+	}
+	return "PLAINTEXT"
+}
+
+// registeredBrokers reads /brokers/ids: every registration naming an address of the security
+// protocol the relay speaks (PLAINTEXT, SSL with UpstreamTLS, SASL_* with SASLForward), except
 // one with the bridge's own id, which is logged and left out (at start, checkNodeID refuses it).
 func (b *Bridge) registeredBrokers(ctx context.Context, store *zkstate.Store) ([]newproto.Broker, error) {
 	regs, problems, err := store.Brokers(ctx)
@@ -275,13 +290,7 @@ func (b *Bridge) registeredBrokers(ctx context.Context, store *zkstate.Store) ([
 		b.log.Warn().Err(p.Err).Str("path", p.Path).Msg("malformed broker registration; not relayed to")
 	}
 	out := make([]newproto.Broker, 0, len(regs))
-	protocol := "PLAINTEXT"
-	if b.cfg.SASLForward { // the clients authenticate at the brokers' SASL listeners
-		protocol = "SASL_PLAINTEXT"
-		if b.cfg.UpstreamTLS != nil {
-			protocol = "SASL_SSL"
-		}
-	}
+	protocol := b.cfg.upstreamProtocol()
 	for _, r := range regs {
 		host, port, err := r.AddrFor(protocol)
 		if err != nil {
