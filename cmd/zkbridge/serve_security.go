@@ -32,7 +32,7 @@ func securityFlags() []cli.Flag {
 	}
 	flags = append(flags,
 		&cli.BoolFlag{Name: "upstream-tls", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS"},
-			Usage: "dial the upstream brokers over TLS (their SSL listeners; give --upstream the SSL ports), verifying each against the name it is dialed by"},
+			Usage: "dial the upstream brokers over TLS (their SSL listeners: give --upstream the SSL ports; brokers from /brokers/ids are dialed at their SSL endpoint), verifying each against the name it is dialed by"},
 		&cli.StringFlag{Name: "upstream-tls-ca", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_CA"},
 			Usage: "PEM CA file that vouches for the upstream brokers (default: the system's roots)"},
 		&cli.StringFlag{Name: "upstream-tls-cert", EnvVars: []string{"ZKBRIDGE_UPSTREAM_TLS_CERT"},
