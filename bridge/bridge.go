@@ -418,6 +418,8 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
 		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
+		} else if b.cfg.LagInterval > 0 {
+			b.log.Info().Msg("lag is not collected: with SASLForward the bridge holds no credentials for the brokers")
 		}
 	}
 
