@@ -23,8 +23,11 @@ import (
 // Version 1 (bridges before several bridges were one service) had no legacy, proxy, software
 // and placement fields: it parses with them empty, Placement 0 (no rule).
 //
-// A registration is written once per incarnation (and again, the same, when a new session
-// re-creates it), so a watch of <root>/bridges' children sees every change of the live set.
+// A registration is created once per incarnation, so a watch of <root>/bridges' children sees
+// every change of the live set; a bridge rewrites it in place when its proxy listeners change
+// (an upstream broker joins or leaves) and when it drains, so the others also watch its data.
+// The proxy map was part of version 2 from the start (bridges before the data path was placed
+// across bridges left it empty): filling it needs no new version.
 type BridgeRegistration struct {
 	NodeID int32
 	// Kafka is the Kafka listener's address as bound; Advertised the host:port clients are told

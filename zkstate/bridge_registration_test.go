@@ -20,6 +20,12 @@ func TestParseBridgeRegistrationGolden(t *testing.T) {
 		"bridge-v2.json": {want: zkstate.BridgeRegistration{NodeID: 9001, Kafka: "0.0.0.0:9092", Advertised: "bridge-1:9092",
 			Legacy: "bridge-1:9190", Admin: "127.0.0.1:9191", Proxy: map[int32]string{1: "bridge-1:9093", 2: "bridge-1:9094"},
 			Software: "v1.4.0", Placement: 1, StartedMs: 1700000000000, PID: 4242}},
+		// A bridge with the data path advertises a proxy listener for every upstream broker, and
+		// keeps them while it drains (the others then serve its brokers).
+		"bridge-v2-data-path-draining.json": {want: zkstate.BridgeRegistration{NodeID: 9002, Kafka: "10.0.0.2:9092",
+			Legacy: "10.0.0.2:9190", Admin: "127.0.0.1:9191", Proxy: map[int32]string{0: "10.0.0.2:9093", 1: "10.0.0.2:9094", 2: "10.0.0.2:9095"},
+			Software: "v1.5.0", Placement: 1, StartedMs: 1700000000000, PID: 77, Draining: true}},
+		"malformed-proxy-addr.json":   {errHas: `proxy 3 "h" is not host:port`},
 		"malformed-no-node.json":      {errHas: "no node_id"},
 		"malformed-kafka-addr.json":   {errHas: `kafka "nowhere"`},
 		"malformed-proxy-id.json":     {errHas: `proxy broker id "one"`},

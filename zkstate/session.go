@@ -330,6 +330,40 @@ func (s *Store) DeleteEphemeral(ctx context.Context, p string) error {
 	return err
 }
 
+// SetEphemeral rewrites an ephemeral CreateEphemeral made: its node, when our session holds it,
+// and the data a new session re-creates it with, so that a reclaim after an expiry never brings
+// back older data. A node not (yet) there is not an error: the next reclaim creates it with data.
+// ErrNotOwner when another session holds the node; an error when CreateEphemeral never made it.
+func (s *Store) SetEphemeral(ctx context.Context, p string, data []byte) error {
+	if err := validatePath(p); err != nil {
+		return pathErr("set ephemeral", p, err)
+	}
+	if err := s.eph.lock(ctx); err != nil {
+		return pathErr("set ephemeral", p, err)
+	}
+	defer s.eph.unlock()
+	e, ok := s.eph.nodes[p]
+	if !ok {
+		return pathErr("set ephemeral", p, errors.New("not an ephemeral this Store created"))
+	}
+	e.data = slices.Clone(data)
+	ok, st, err := s.Exists(ctx, p)
+	if err != nil {
+		return pathErr("set ephemeral", p, err)
+	}
+	if !ok {
+		s.kickReclaim()
+		return nil
+	}
+	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 {
+		return pathErr("set ephemeral", p, ErrNotOwner)
+	}
+	if _, err := s.Set(ctx, p, data, st.Version); err != nil {
+		return err
+	}
+	return nil
+}
+
 // OwnedByUs reports whether the node at p is an ephemeral of our current session. Never assume
 // an owner or registration znode is ours because we once created it: a session expiry deletes
 // it, and another consumer may have created the same path since. A missing node is not ours

@@ -435,6 +435,13 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 			t.Fatalf("OwnedByUs(%s) = %v, %v right after CreateEphemeral", p, ok, err)
 		}
 	}
+	// Rewritten data is what a reclaim brings back (a bridge's registration changes).
+	if err := s.SetEphemeral(ctx, c1, []byte("new data of "+c1)); err != nil {
+		t.Fatalf("SetEphemeral: %v", err)
+	}
+	if err := s.SetEphemeral(ctx, "/consumers/g/ids/never", nil); err == nil {
+		t.Error("SetEphemeral of a node CreateEphemeral never made succeeded")
+	}
 	watch, err := s.WatchChildren(ctx, "/consumers/g/ids")
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +495,8 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	if ok, err := s.OwnedByUs(ctx, c1); !ok || err != nil {
 		t.Errorf("OwnedByUs(%s) after reclaim = %v, %v; want true", c1, ok, err)
 	}
-	if data, _, _ := s.Get(ctx, c1); string(data) != "data of "+c1 {
-		t.Errorf("%s after reclaim = %q, want its old data", c1, data)
+	if data, _, _ := s.Get(ctx, c1); string(data) != "new data of "+c1 {
+		t.Errorf("%s after reclaim = %q, want the data SetEphemeral gave it", c1, data)
 	}
 	conflicts := reclaimed.ReclaimConflicts()
 	if len(conflicts) != 1 || conflicts[0].Path != c2 || conflicts[0].Owner != observer.SessionID() ||
