@@ -95,6 +95,7 @@ func (p *Proxy) reconcile(ctx context.Context, srv *newproto.Server, open map[in
 	for id := range p.ports {
 		if !want[id] {
 			delete(p.ports, id)
+			p.portsChangedLocked()
 		}
 	}
 	p.mu.Unlock()
@@ -193,6 +194,10 @@ func (p *Proxy) probe(ctx context.Context) {
 func (p *Proxy) setPort(id, port int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if old, ok := p.ports[id]; ok == (port != 0) && old == port {
+		return
+	}
+	p.portsChangedLocked()
 	if port == 0 {
 		delete(p.ports, id)
 		return

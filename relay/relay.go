@@ -39,6 +39,16 @@ package relay
 //     (KIP-951); ApiVersions caps those keys below them (relayCeiling) so
 //     that no real broker address reaches a client.
 //
+// Several bridges in front of one cluster (one service: Config.Peers)
+// must give every client the same broker list, or clients swap their broker
+// set at every refresh. Each upstream broker is then served by one bridge,
+// which the bridges compute alike from their live set (the bridge package's
+// placement of "broker/<id>"), and every bridge's rewrite names the broker
+// at that bridge's proxy listener and lists every live bridge as itself.
+// Every bridge still keeps a listener for every broker: any bridge relays
+// any broker, so a client holding an older Metadata is served where it
+// was told, and moves at its next refresh.
+//
 // ApiVersions answers, per key, our range for the keys answered locally
 // and the upstream broker's range, intersected with what kmsg knows, for
 // relayed keys (mergeAPIVersions); on the bootstrap listener the upstream
@@ -136,10 +146,30 @@ type Config struct {
 	// response, on the connection's writer, so it must be cheap and
 	// must not block.
 	FetchGate func(now time.Time) error
+	// Peers, when set, names the other bridges fronting the same
+	// cluster (several bridges as one service, peers.go): Metadata then
+	// lists them too, and names each upstream broker at the proxy
+	// listener of the one bridge that serves it. Nil: this bridge alone.
+	Peers Peers
 	// Logger receives listener and connection events.
 	Logger zerolog.Logger
 	// Registerer receives the metrics; nil: not exported.
 	Registerer prometheus.Registerer
+}
+
+// Peers names the other bridges of one service, so that every bridge's
+// relayed Metadata lists the same brokers at the same addresses. Its
+// methods are called for every rewritten response: they must be cheap and
+// safe for concurrent use, and what they return is shared (read only).
+type Peers interface {
+	// Others returns the other live bridges, which Metadata lists as
+	// themselves (the group coordinators) beside this bridge's node.
+	Others() []newproto.Broker
+	// ServedElsewhere returns, by upstream broker id, the proxy listener
+	// of the bridge that serves the broker when that is another bridge
+	// (NodeID is the upstream broker's id, Host and Port the listener's
+	// address). A broker it does not name is served by this bridge.
+	ServedElsewhere() map[int32]newproto.Broker
 }
 
 // DefaultProbeInterval is what a zero Config.ProbeInterval means:
@@ -192,6 +222,8 @@ type Proxy struct {
 	// that leaves and comes back gets it again even when the system
 	// chose it (BASEPORT 0).
 	last map[int32]int32
+	// portsChanged is closed, and replaced, when ports changes (Ports).
+	portsChanged chan struct{}
 }
 
 // New checks cfg and builds a Proxy; it does not listen.
@@ -208,7 +240,8 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	log := cfg.Logger.With().Str("component", "relay").Logger()
 	return &Proxy{cfg: cfg, up: cfg.Upstream, log: log, metrics: m, bufs: &bufPool{},
-		suspects: make(chan int32, 64), ports: map[int32]int32{}, last: map[int32]int32{}}, nil
+		suspects: make(chan int32, 64), ports: map[int32]int32{}, last: map[int32]int32{},
+		portsChanged: make(chan struct{})}, nil
 }
 
 // suspect asks the prober to dial broker id soon: it closed an upstream
@@ -235,5 +268,29 @@ func (p *Proxy) addressBook(c *newproto.ClientConn) *addressBook {
 		a.ports[id] = port
 	}
 	p.mu.Unlock()
+	if p.cfg.Peers != nil {
+		a.bridges = p.cfg.Peers.Others()
+		a.elsewhere = p.cfg.Peers.ServedElsewhere()
+	}
 	return a
+}
+
+// Ports returns the port of this bridge's proxy listener for each upstream
+// broker (open, or kept while the broker is down: where Metadata names it),
+// and a channel closed at the next change. The bridge advertises them to
+// the other bridges of its service (its registration).
+func (p *Proxy) Ports() (map[int32]int32, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int32]int32, len(p.ports))
+	for id, port := range p.ports {
+		out[id] = port
+	}
+	return out, p.portsChanged
+}
+
+// portsChangedLocked wakes the callers of Ports; p.mu is held.
+func (p *Proxy) portsChangedLocked() {
+	close(p.portsChanged)
+	p.portsChanged = make(chan struct{})
 }

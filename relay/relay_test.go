@@ -47,6 +47,7 @@ type relayEnv struct {
 	kf      *kfake.Cluster
 	up      *relay.Upstream
 	srv     *newproto.Server
+	proxy   *relay.Proxy
 	addr    string // the bridge's bootstrap listener
 	reg     *prometheus.Registry
 	gates   map[int32]*tcpGate // broker id → the gate in front of it (relayOpts.gated)
@@ -176,7 +177,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.srv, env.addr = srv, ln.Addr().String()
+	env.srv, env.proxy, env.addr = srv, proxy, ln.Addr().String()
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
 	go func() { done <- srv.Serve(sctx, ln) }()
@@ -1112,11 +1113,23 @@ func TestRelayBrokerSetChanges(t *testing.T) {
 	e.pinLeaders(t, "orders", 3)
 	all := e.up.Brokers()
 	before := e.srv.ProxyAddrs()
+	ports, changed := e.proxy.Ports() // what the bridge advertises to the other bridges
+	if len(ports) != 3 || ports[2] != int32(before[2].(*net.TCPAddr).Port) {
+		t.Fatalf("Ports() = %v, want the 3 listeners %v", ports, before)
+	}
 
 	if err := e.up.SetBrokers(all[:2]); err != nil {
 		t.Fatal(err)
 	}
 	e.waitProxies(t, 2)
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ports' channel not closed when broker 2 left")
+	}
+	if ports, _ := e.proxy.Ports(); len(ports) != 2 || ports[2] != 0 {
+		t.Errorf("Ports() after broker 2 left = %v", ports)
+	}
 	if _, err := net.DialTimeout("tcp", before[2].String(), time.Second); err == nil {
 		t.Errorf("broker 2's proxy listener still accepts")
 	}

@@ -205,43 +205,65 @@ func rewriteResponse(raw []byte, key, version int16, edit func(kmsg.Response)) (
 
 // addressBook is what a rewrite needs to know: where each upstream
 // broker's proxy listener is, and the bridge's own node. Host is the
-// advertised host, or the one the client dialed.
+// advertised host, or the one the client dialed. With several bridges
+// (Config.Peers) it also holds the other bridges and the brokers one of
+// them serves.
 type addressBook struct {
 	host  string
 	ports map[int32]int32 // upstream node id → its proxy listener's port
 	self  newproto.Broker // the bridge's node: the group coordinator
+	// bridges are the other live bridges, listed in Metadata as
+	// themselves; elsewhere the upstream brokers another bridge serves,
+	// at that bridge's proxy listener (shared: read only).
+	bridges   []newproto.Broker
+	elsewhere map[int32]newproto.Broker
 }
 
 // lookup returns the address clients reach broker id at through the
-// bridge; ok is false when the broker has no proxy listener (yet).
+// bridges: the proxy listener of the bridge that serves it, ok false when
+// that is this bridge and the broker has no proxy listener (yet).
 func (a *addressBook) lookup(id int32) (string, int32, bool) {
+	if b, ok := a.elsewhere[id]; ok {
+		return b.Host, b.Port, true
+	}
 	p, ok := a.ports[id]
 	return a.host, p, ok
 }
 
-// rewriteMetadata points every broker at its proxy listener and lists the
-// bridge's node. A broker without a listener (one the bridge has not
-// caught up with) is left out and the partitions it leads are reported
-// LEADER_NOT_AVAILABLE with leader -1, as Kafka reports a leader missing
-// from its metadata cache: the client asks again shortly. A broker with the
-// bridge's node id is replaced by the bridge (Config.NodeID must be chosen
-// apart from the real brokers').
+// isBridge reports whether id is a bridge's node id (ours or another's):
+// that node stands for any upstream broker with the id (Config.NodeID must
+// be chosen apart from the real brokers').
+func (a *addressBook) isBridge(id int32) bool {
+	return id == a.self.NodeID || slices.ContainsFunc(a.bridges, func(b newproto.Broker) bool { return b.NodeID == id })
+}
+
+// rewriteMetadata points every broker at the proxy listener that serves
+// it and lists the bridges' nodes (ours, and the other live bridges of the
+// service): the same brokers at the same addresses from every bridge. A
+// broker without a listener (one the bridge has not caught up with) is left
+// out and the partitions it leads are reported LEADER_NOT_AVAILABLE with
+// leader -1, as Kafka reports a leader missing from its metadata cache: the
+// client asks again shortly. A broker with a bridge's node id is replaced
+// by the bridge.
 func (a *addressBook) rewriteMetadata(resp kmsg.Response) {
 	m := resp.(*kmsg.MetadataResponse)
 	kept := m.Brokers[:0]
 	listed := make(map[int32]bool, len(m.Brokers)+1)
 	for _, b := range m.Brokers {
 		host, port, ok := a.lookup(b.NodeID)
-		if !ok || b.NodeID == a.self.NodeID {
+		if !ok || a.isBridge(b.NodeID) {
 			continue
 		}
 		b.Host, b.Port = host, port
 		kept = append(kept, b)
 		listed[b.NodeID] = true
 	}
-	self := kmsg.NewMetadataResponseBroker()
-	self.NodeID, self.Host, self.Port, self.Rack = a.self.NodeID, a.self.Host, a.self.Port, a.self.Rack
-	m.Brokers = append(kept, self)
+	for _, n := range append([]newproto.Broker{a.self}, a.bridges...) {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = n.NodeID, n.Host, n.Port, n.Rack
+		kept = append(kept, b)
+	}
+	m.Brokers = kept
 	slices.SortFunc(m.Brokers, func(x, y kmsg.MetadataResponseBroker) int { return int(x.NodeID) - int(y.NodeID) })
 	if !listed[m.ControllerID] {
 		m.ControllerID = -1
@@ -257,8 +279,8 @@ func (a *addressBook) rewriteMetadata(resp kmsg.Response) {
 	}
 }
 
-// rewriteDescribeCluster points every broker at its proxy listener and
-// leaves out those without one. The bridge's node is not added: it serves
+// rewriteDescribeCluster points every broker at the proxy listener that
+// serves it and leaves out those without one. The bridge's node is not added: it serves
 // no admin request, and DescribeCluster describes the brokers.
 func (a *addressBook) rewriteDescribeCluster(resp kmsg.Response) {
 	m := resp.(*kmsg.DescribeClusterResponse)
@@ -266,7 +288,7 @@ func (a *addressBook) rewriteDescribeCluster(resp kmsg.Response) {
 	listed := map[int32]bool{}
 	for _, b := range m.Brokers {
 		host, port, ok := a.lookup(b.NodeID)
-		if !ok || b.NodeID == a.self.NodeID {
+		if !ok || a.isBridge(b.NodeID) {
 			continue
 		}
 		b.Host, b.Port = host, port
@@ -279,8 +301,8 @@ func (a *addressBook) rewriteDescribeCluster(resp kmsg.Response) {
 	}
 }
 
-// rewriteFindCoordinator points each transaction coordinator at its proxy
-// listener; one without a listener is COORDINATOR_NOT_AVAILABLE, which
+// rewriteFindCoordinator points each transaction coordinator at the proxy
+// listener that serves it; one without a listener is COORDINATOR_NOT_AVAILABLE, which
 // clients retry.
 func (a *addressBook) rewriteFindCoordinator(resp kmsg.Response) {
 	m := resp.(*kmsg.FindCoordinatorResponse)

@@ -179,6 +179,66 @@ func TestRewriteMetadata(t *testing.T) {
 	}
 }
 
+// With several bridges (Config.Peers) every bridge names each broker at the
+// proxy listener of the bridge that serves it, and lists every bridge: the
+// same brokers at the same addresses from each (issue 15).
+func TestRewriteMetadataSeveralBridges(t *testing.T) {
+	// Broker 1 is served here, broker 2 by bridge 101, broker 3 by 102;
+	// broker 101 is shadowed by the bridge with its id.
+	others := []newproto.Broker{{NodeID: 101, Host: "b1", Port: 9092}, {NodeID: 102, Host: "b2", Port: 9092}}
+	elsewhere := map[int32]newproto.Broker{2: {NodeID: 2, Host: "b1", Port: 9202}, 3: {NodeID: 3, Host: "b2", Port: 9303}}
+	books := map[string]*addressBook{
+		"bridge 100": {host: "b0", ports: map[int32]int32{1: 9101, 2: 9102, 3: 9103, 101: 9104}, self: newproto.Broker{NodeID: 100, Host: "b0", Port: 9092},
+			bridges: others, elsewhere: elsewhere},
+		"bridge 101": {host: "b1", ports: map[int32]int32{1: 9201, 2: 9202, 3: 9203}, self: newproto.Broker{NodeID: 101, Host: "b1", Port: 9092},
+			bridges:   []newproto.Broker{{NodeID: 100, Host: "b0", Port: 9092}, others[1]},
+			elsewhere: map[int32]newproto.Broker{1: {NodeID: 1, Host: "b0", Port: 9101}, 3: elsewhere[3]}},
+	}
+	want := []string{"1@b0:9101", "2@b1:9202", "3@b2:9303", "100@b0:9092", "101@b1:9092", "102@b2:9092"}
+	for name, book := range books {
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(12)
+		resp.ControllerID = 3
+		for _, id := range []int32{1, 2, 3, 101} {
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = id, "real", 9092
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		tp := kmsg.NewMetadataResponseTopic()
+		for p, leader := range []int32{1, 2, 3, 101} {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition, mp.Leader = int32(p), leader
+			tp.Partitions = append(tp.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, tp)
+		book.rewriteMetadata(resp)
+		var got []string
+		for _, b := range resp.Brokers {
+			got = append(got, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists %v, want %v", name, got, want)
+		}
+		if resp.ControllerID != 3 {
+			t.Errorf("%s: controller %d, want 3", name, resp.ControllerID)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if bad := p.Leader == -1; bad != (p.Partition == 3) {
+				t.Errorf("%s: partition %d leader %d error %d (only the one led by a bridge id loses its leader)", name, p.Partition, p.Leader, p.ErrorCode)
+			}
+		}
+	}
+
+	// A transaction coordinator served by another bridge is named there.
+	fc := kmsg.NewPtrFindCoordinatorResponse()
+	fc.SetVersion(3)
+	fc.NodeID, fc.Host, fc.Port = 3, "real", 9092
+	books["bridge 100"].rewriteFindCoordinator(fc)
+	if fc.Host != "b2" || fc.Port != 9303 || fc.ErrorCode != 0 {
+		t.Errorf("transaction coordinator 3 named at %s:%d (error %d), want b2:9303", fc.Host, fc.Port, fc.ErrorCode)
+	}
+}
+
 func TestRewriteFindCoordinator(t *testing.T) {
 	book := &addressBook{host: "h", ports: map[int32]int32{1: 9101}}
 	resp := kmsg.NewPtrFindCoordinatorResponse()
