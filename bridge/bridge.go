@@ -102,6 +102,8 @@ type Bridge struct {
 
 	groupOnlyNote atomic.Pointer[string] // bypass.go
 
+	registrar registrar // writes <root>/bridges/<node-id> (peers.go)
+
 	started  atomic.Bool
 	ready    chan struct{}
 	serving  atomic.Bool // the Kafka listener accepts connections
@@ -416,6 +418,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		b.proxySrv.Store(p.srv)
 		s.serveWG.Go(func() { b.serveProxy(ctx, p.proxy, p.srv, s.errc) })
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
+		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) }) // peers.go
 		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
 		} else if b.cfg.LagInterval > 0 {
@@ -451,7 +454,7 @@ func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *se
 	b.log.Info().Msg("bridge shutting down")
 	if b.cfg.HandoffTimeout > 0 && !b.peers.alone() {
 		// handover.go: deregister, then hand every group to the bridges that remain.
-		b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store, b.registration(p.host, p.port)) })
+		b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store) })
 		b.unregister(store)
 	}
 	if b.cfg.HandoffTimeout > 0 {
@@ -537,14 +540,14 @@ func (b *Bridge) advertised(ln net.Addr) (string, int32) {
 // where, for operators and for the other bridges, peers.go), retrying while the path is held:
 // after a kill -9 the previous incarnation's node lives until its session times out.
 func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
-	data := b.registration(host, port).Encode()
+	b.registrar.init(b.registration(host, port)) // peers.go: later rewrites keep its fields
 	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
 	warned := false
 	for {
 		if !b.peers.serving.Load() {
 			return // draining (handover.go)
 		}
-		err := store.CreateEphemeral(ctx, p, data)
+		err := b.registrar.create(ctx, store, p, b.peers)
 		if err == nil {
 			b.log.Info().Str("path", p).Msg("bridge registered")
 			return

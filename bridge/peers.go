@@ -10,11 +10,19 @@ package bridge
 // The view counts this bridge as live from Run until it drains at shutdown, whether or not its
 // own registration is visible yet, so that a bridge alone always owns every group and answers
 // exactly as it did before there were several.
+//
+// With the data path, upstream brokers are placed the same way: broker k is served by the first
+// live bridge in placement.Ranked("broker/<k>") whose registration advertises a proxy listener
+// for k, and every bridge's relayed Metadata names k at that listener (relay.Peers), so that
+// every bridge gives the same broker list. Every bridge keeps a listener for every broker and
+// advertises them all (advertiseProxies); only the one Metadata names is used by clients that
+// refreshed since the last change. See docs/several-bridges.md.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -27,6 +35,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/relay"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -36,6 +45,11 @@ type liveView struct {
 	others map[int32]zkstate.BridgeRegistration
 	// ids is the sorted node ids placement computes over: the others, and us while we serve.
 	ids []int32
+	// elsewhere is, by upstream broker id, the proxy listener of the bridge that serves the
+	// broker when that is another bridge (the data path; relay.Peers); servers is the node id
+	// serving each advertised broker, us included.
+	elsewhere map[int32]newproto.Broker
+	servers   map[int32]int32
 }
 
 // peerSet keeps the live view and answers placement questions from it.
@@ -50,9 +64,16 @@ type peerSet struct {
 	mu       sync.Mutex
 	onChange []func(old, cur *liveView) // called in order, on the watch's goroutine
 	others   map[int32]zkstate.BridgeRegistration
+	// proxy is this bridge's proxy listeners as its registration in ZooKeeper advertises them
+	// (upstream broker id → address): the others compute from what they read, so we compute
+	// from what we wrote.
+	proxy map[int32]string
 }
 
-var _ newproto.Peers = (*peerSet)(nil)
+var (
+	_ newproto.Peers = (*peerSet)(nil)
+	_ relay.Peers    = (*peerSet)(nil)
+)
 
 func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
 	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger()}
@@ -61,7 +82,8 @@ func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
 	return p
 }
 
-// build makes a view of the others' registrations (self left out).
+// build makes a view of the others' registrations (self left out) and our advertised proxy
+// listeners; p.mu is held (or p not shared yet).
 func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
 	v := &liveView{others: others}
 	for id := range others {
@@ -71,7 +93,72 @@ func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
 		v.ids = append(v.ids, p.self)
 	}
 	slices.Sort(v.ids)
+	v.elsewhere, v.servers = placeBrokers(p.self, v, p.proxy)
 	return v
+}
+
+// brokerKey is what placement ranks bridges by for upstream broker id (groups are ranked by
+// their own name; a group called "broker/1" merely shares broker 1's ranking).
+func brokerKey(id int32) string { return "broker/" + strconv.Itoa(int(id)) }
+
+// placeBrokers computes which bridge serves each upstream broker that a live bridge advertises a
+// proxy listener for: the first of placement.Ranked over the live ids that advertises one (so
+// when the serving bridge goes, the next in rank takes the broker). It returns the brokers served
+// by another bridge, at that bridge's listener; a broker only we advertise, or that maps to us,
+// is served here. It also returns the serving node of every broker. Every bridge computes the
+// same from the same registrations.
+func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]newproto.Broker, map[int32]int32) {
+	ids := map[int32]bool{}
+	for id := range mine {
+		ids[id] = true
+	}
+	for _, r := range v.others {
+		for id := range r.Proxy {
+			ids[id] = true
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, servers := map[int32]newproto.Broker{}, make(map[int32]int32, len(ids))
+	for id := range ids {
+		servers[id] = self // none live advertises it: our own listener, if any
+		for _, n := range placement.Ranked(brokerKey(id), v.ids) {
+			if n == self {
+				if _, ok := mine[id]; ok {
+					break
+				}
+				continue
+			}
+			if b, ok := proxyBroker(id, v.others[n].Proxy[id]); ok {
+				out[id], servers[id] = b, n
+				break
+			}
+		}
+	}
+	return out, servers
+}
+
+// proxyBroker is an advertised proxy listener address as Metadata names upstream broker id.
+func proxyBroker(id int32, addr string) (newproto.Broker, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return newproto.Broker{}, false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return newproto.Broker{}, false
+	}
+	return newproto.Broker{NodeID: id, Host: host, Port: int32(n)}, true
+}
+
+// ServedElsewhere implements relay.Peers.
+func (p *peerSet) ServedElsewhere() map[int32]newproto.Broker { return p.view.Load().elsewhere }
+
+// advertised installs the proxy listeners our registration now advertises, and recomputes the
+// view with them.
+func (p *peerSet) advertised(proxy map[int32]string) {
+	p.update(func() { p.proxy = proxy })
 }
 
 // current is the live view now.
@@ -142,23 +229,26 @@ func (p *peerSet) subscribe(f func(old, cur *liveView)) {
 // returns the view without us.
 func (p *peerSet) leave() *liveView {
 	p.serving.Store(false)
-	return p.publish(p.othersNow())
-}
-
-func (p *peerSet) othersNow() map[int32]zkstate.BridgeRegistration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.others
+	return p.update(func() {})
 }
 
 // publish installs a view of others and tells the subscribers when the live ids changed.
 func (p *peerSet) publish(others map[int32]zkstate.BridgeRegistration) *liveView {
+	return p.update(func() { p.others = others })
+}
+
+// update applies change to the view's inputs under p.mu, installs the view built from them,
+// and tells the subscribers when the live ids changed.
+func (p *peerSet) update(change func()) *liveView {
 	p.mu.Lock()
-	p.others = others
-	cur := p.build(others)
+	change()
+	cur := p.build(p.others)
 	old := p.view.Swap(cur)
 	subs := slices.Clone(p.onChange)
 	p.mu.Unlock()
+	if !maps.Equal(old.servers, cur.servers) {
+		p.log.Info().Interface("before", old.servers).Interface("now", cur.servers).Msg("upstream brokers' serving bridges changed")
+	}
 	if !slices.Equal(old.ids, cur.ids) {
 		p.log.Info().Ints32("before", old.ids).Ints32("live", cur.ids).Msg("live bridges changed")
 		for _, f := range subs {
@@ -357,15 +447,100 @@ func hostName() string {
 	return "localhost"
 }
 
+// registrar writes this bridge's registration: created once Run serves (register), rewritten
+// when the proxy listeners change (advertiseProxies) and when the bridge drains (deregister).
+// Each write is the last one with one field changed, under one lock, so that no write loses
+// another's field (a proxy change must not undo draining), and every write also becomes what a
+// new session re-creates (zkstate.SetEphemeral).
+type registrar struct {
+	mu      sync.Mutex
+	reg     zkstate.BridgeRegistration
+	set     bool // reg holds the bridge's fields (init)
+	created bool // the ephemeral exists, made by CreateEphemeral
+}
+
+// init sets the fixed fields, keeping a proxy map advertiseProxies set first.
+func (r *registrar) init(reg zkstate.BridgeRegistration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reg.Proxy = r.reg.Proxy
+	r.reg, r.set = reg, true
+}
+
+// create creates the registration; the peers then compute with the proxy listeners it holds.
+func (r *registrar) create(ctx context.Context, store *zkstate.Store, path string, peers *peerSet) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := store.CreateEphemeral(ctx, path, r.reg.Encode()); err != nil {
+		return err
+	}
+	r.created = true
+	peers.advertised(r.reg.Proxy)
+	return nil
+}
+
+// rewrite changes the registration with edit and writes it once it exists; before that the
+// change waits for create. written reports whether the change is in ZooKeeper.
+func (r *registrar) rewrite(ctx context.Context, store *zkstate.Store, path string, edit func(*zkstate.BridgeRegistration)) (written bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	edit(&r.reg)
+	if !r.created {
+		return false, nil
+	}
+	if err := store.SetEphemeral(ctx, path, r.reg.Encode()); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// advertiseProxies keeps the registration's proxy map equal to this bridge's proxy listeners
+// (one per upstream broker, whether this bridge serves the broker or not: relay.Proxy.Ports),
+// at the advertised host, until ctx ends. Once a map is in ZooKeeper the peers compute with it,
+// as the other bridges do once they read it.
+func (b *Bridge) advertiseProxies(ctx context.Context, store *zkstate.Store, proxy *relay.Proxy, host string) {
+	if host == "" {
+		host = hostName()
+	}
+	path := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		ports, changed := proxy.Ports()
+		m := make(map[int32]string, len(ports))
+		for id, port := range ports {
+			m[id] = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		}
+		wctx, cancel := context.WithTimeout(ctx, b.cfg.WriteTimeout)
+		written, err := b.registrar.rewrite(wctx, store, path, func(r *zkstate.BridgeRegistration) { r.Proxy = m })
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			b.log.Warn().Err(err).Msg("advertising the proxy listeners in the bridge registration failed; retrying")
+			retry.Reset(time.Second)
+		case written:
+			b.peers.advertised(m)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			retry.Stop()
+		case <-retry.C:
+		}
+	}
+}
+
 // deregister marks the bridge's registration draining, so that the other bridges compute it
 // out of the live set at once while it hands its groups over (handover.go); a group's next
 // owner still sees it alive, and waits for its release rather than taking the group.
-func (b *Bridge) deregister(store *zkstate.Store, reg zkstate.BridgeRegistration) {
+func (b *Bridge) deregister(store *zkstate.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
 	defer cancel()
 	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
-	reg.Draining = true
-	if _, err := store.Set(ctx, p, reg.Encode(), -1); err != nil {
+	written, err := b.registrar.rewrite(ctx, store, p, func(r *zkstate.BridgeRegistration) { r.Draining = true })
+	if err != nil || !written {
 		b.log.Warn().Err(err).Str("path", p).Msg("deregistering failed; the other bridges see us go when the session closes")
 		return
 	}

@@ -214,7 +214,7 @@ func (b *Bridge) openUpstream(ctx context.Context, store *zkstate.Store, kafka n
 		}
 	}
 	pc := relay.Config{Upstream: up, Listen: cfg.ProxyListen, Listeners: cfg.ProxyMap, FetchGate: b.coord.gate.allow,
-		Logger: cfg.Logger, Registerer: b.reg}
+		Peers: b.peers, Logger: cfg.Logger, Registerer: b.reg} // peers.go: several bridges, one broker list
 	if pc.Listen == "" && len(pc.Listeners) == 0 {
 		pc.Listen = defaultProxyListen(kafka)
 	}
