@@ -92,7 +92,7 @@ type childBridge struct {
 // startChildBridge starts a bridge in a child process and waits until it is ready; the child
 // is killed at cleanup (and by the kernel if this process dies first), and its log is shown
 // if the test failed.
-func startChildBridge(t *testing.T, s childSpec) *childBridge {
+func startChildBridge(t testing.TB, s childSpec) *childBridge {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

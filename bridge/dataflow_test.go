@@ -102,20 +102,7 @@ func dfStart(t *testing.T, o dfOpts) *dfEnv {
 		if o.regAddr == nil {
 			o.regAddr = func(_ int32, kfAddr string) string { return kfAddr }
 		}
-		layout := zkstate.Layout{
-			Topics: map[string]zkstate.TopicAssignment{dfTopic: {Version: 1, Partitions: map[int32][]int32{}}},
-			States: map[zkstate.TopicPartition]zkstate.PartitionState{},
-		}
-		for id := range int32(3) {
-			layout.Brokers = append(layout.Brokers, dfRegistration(t, id, o.regAddr(id, e.kfAddrs[id])))
-		}
-		for p := range o.partitions {
-			layout.Topics[dfTopic].Partitions[p] = []int32{p % 3, (p + 1) % 3}
-			layout.States[zkstate.TopicPartition{Topic: dfTopic, Partition: p}] = zkstate.PartitionState{Version: 1, Leader: p % 3, ISR: []int32{p % 3, (p + 1) % 3}}
-		}
-		if err := zkstate.LoadLayout(t.Context(), e.zk, layout); err != nil {
-			t.Fatalf("LoadLayout: %v", err)
-		}
+		loadDfLayout(t, e.zk, e.kfAddrs, o.partitions, o.regAddr)
 	}
 	e.b = startBridge(t, connect, dfNode, func(c *bridge.Config) {
 		c.Logger = c.Logger.Level(zerolog.InfoLevel) // the relay's debug lines slow -race runs
@@ -135,8 +122,28 @@ func dfStart(t *testing.T, o dfOpts) *dfEnv {
 	return e
 }
 
+// loadDfLayout registers kfake's three brokers in /brokers/ids (at the address regAddr gives)
+// and dfTopic's partitions in /brokers/topics, partition p led by broker p%3.
+func loadDfLayout(t testing.TB, zk *zkstate.Store, kfAddrs []string, partitions int32, regAddr func(id int32, kfAddr string) string) {
+	t.Helper()
+	layout := zkstate.Layout{
+		Topics: map[string]zkstate.TopicAssignment{dfTopic: {Version: 1, Partitions: map[int32][]int32{}}},
+		States: map[zkstate.TopicPartition]zkstate.PartitionState{},
+	}
+	for id := range int32(3) {
+		layout.Brokers = append(layout.Brokers, dfRegistration(t, id, regAddr(id, kfAddrs[id])))
+	}
+	for p := range partitions {
+		layout.Topics[dfTopic].Partitions[p] = []int32{p % 3, (p + 1) % 3}
+		layout.States[zkstate.TopicPartition{Topic: dfTopic, Partition: p}] = zkstate.PartitionState{Version: 1, Leader: p % 3, ISR: []int32{p % 3, (p + 1) % 3}}
+	}
+	if err := zkstate.LoadLayout(context.Background(), zk, layout); err != nil {
+		t.Fatalf("LoadLayout: %v", err)
+	}
+}
+
 // dfRegistration is a Kafka 0.8.2 broker registration (version 1: host and port only).
-func dfRegistration(t *testing.T, id int32, addr string) zkstate.BrokerRegistration {
+func dfRegistration(t testing.TB, id int32, addr string) zkstate.BrokerRegistration {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -1,0 +1,333 @@
+package bridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// BenchmarkCrashFailoverDataPath (issue 15's failover figure): 3 bridges relaying to a kfake
+// cluster (6 partitions, every upstream broker served by one bridge), G groups of 3 static kgo
+// members (session 45 s, seeds: every bridge) consuming what a producer keeps sending and
+// committing every 500 ms. The bridge that is a child process is killed with SIGKILL (4 s
+// ZooKeeper session). Reported:
+//
+//   - takeover-max-ms: the longest time from the kill until a survivor holds the epoch of a
+//     group the dead bridge owned (target: session timeout + 1 s);
+//   - served-max-ms: the longest time from the kill until such a group's committed offsets
+//     advance again (its members commit through a survivor);
+//   - rebalanced-groups: groups whose generation changed (target 0);
+//   - double-owned: partitions a member was assigned while another member of its group held
+//     them (member views; target 0);
+//   - offsets-regressed: committed 0.8 offsets seen going backwards (target 0).
+//
+// G is ZKBRIDGE_BENCH_GROUPS (default 30); the issue's figure is 300.
+func BenchmarkCrashFailoverDataPath(b *testing.B) {
+	groups := 30
+	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
+		groups = n
+	}
+	const parts, session = 6, 4 * time.Second
+	for range b.N {
+		b.StopTimer()
+		connect := zktest.Connect(b)
+		zk := zktest.OpenStore(b, connect)
+		kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, dfTopic))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(kf.Close)
+		loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
+
+		ids := []int32{9001, 9002, 9003}
+		const dead int32 = 9003
+		var seeds []string
+		for _, id := range ids[:2] {
+			cfg := testBridgeConfig(connect, id, newLogger(b).Level(zerolog.WarnLevel))
+			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
+			seeds = append(seeds, runBridge(b, cfg).Addr().String())
+		}
+		child := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session, UpstreamFromZK: true})
+		seeds = append(seeds, child.addr)
+		time.Sleep(time.Second) // registrations and proxy maps seen everywhere
+
+		f := newFailoverRun(b, zk, seeds, groups, parts)
+		var affected []string
+		for _, g := range f.names {
+			if o, _ := placement.Owner(g, ids); o == dead {
+				affected = append(affected, g)
+			}
+		}
+		f.waitAssigned(b, 60*time.Second+time.Duration(groups)*200*time.Millisecond)
+		time.Sleep(2 * time.Second) // commits flowing
+		gens := f.generations(b)
+		atKill := f.offsets(b)
+
+		b.StartTimer()
+		killed := time.Now()
+		child.kill()
+		takeover := f.waitEpochs(b, affected, dead, killed, session+30*time.Second)
+		served := f.waitAdvance(b, affected, atKill, killed, session+60*time.Second)
+		b.StopTimer()
+
+		time.Sleep(10 * time.Second) // a member that would rejoin does so by now
+		rebalanced := 0
+		for g, gen := range f.generations(b) {
+			if gen != gens[g] {
+				rebalanced++
+			}
+		}
+		f.stop()
+		b.ReportMetric(float64(takeover.Milliseconds()), "takeover-max-ms")
+		b.ReportMetric(float64(served.Milliseconds()), "served-max-ms")
+		b.ReportMetric(float64(len(affected)), "groups-moved")
+		b.ReportMetric(float64(rebalanced), "rebalanced-groups")
+		b.ReportMetric(float64(f.double.Load()), "double-owned")
+		b.ReportMetric(float64(f.regressed.Load()), "offsets-regressed")
+	}
+}
+
+// failoverRun is the clients of BenchmarkCrashFailoverDataPath and what they saw.
+type failoverRun struct {
+	zk     *zkstate.Store
+	names  []string
+	parts  int32
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	held map[string]map[int32]string // group → partition → member holding it (member views)
+
+	double, regressed atomic.Int64
+	last              sync.Map // "group/partition" → int64, the last committed offset seen
+}
+
+func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32) *failoverRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}}
+	b.Cleanup(f.stop)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.wg.Go(func() {
+		defer producer.Close()
+		for i := 0; ctx.Err() == nil; i++ {
+			producer.Produce(ctx, &kgo.Record{Topic: dfTopic, Value: []byte(strconv.Itoa(i))}, nil)
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	for i := range groups {
+		g := fmt.Sprintf("fo-%d", i)
+		f.names = append(f.names, g)
+		f.held[g] = map[int32]string{}
+		for m := range 3 {
+			member := fmt.Sprintf("%s-m%d", g, m)
+			cl, err := kgo.NewClient(
+				kgo.SeedBrokers(seeds...),
+				kgo.ConsumerGroup(g),
+				kgo.InstanceID(member),
+				kgo.ConsumeTopics(dfTopic),
+				kgo.SessionTimeout(45*time.Second),
+				kgo.AutoCommitInterval(500*time.Millisecond),
+				kgo.FetchMaxWait(time.Second),
+				kgo.RetryTimeout(time.Minute),
+				kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { f.assigned(g, member, a[dfTopic]) }),
+				kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
+				kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
+			)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.wg.Go(func() {
+				defer cl.CloseAllowingRebalance()
+				for ctx.Err() == nil {
+					cl.PollFetches(ctx)
+				}
+			})
+		}
+	}
+	f.wg.Go(func() { // committed offsets, for regressions
+		for ctx.Err() == nil {
+			_ = f.offsets(b)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+	return f
+}
+
+func (f *failoverRun) assigned(g, member string, ps []int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range ps {
+		if other, ok := f.held[g][p]; ok && other != member {
+			f.double.Add(1)
+		}
+		f.held[g][p] = member
+	}
+}
+
+func (f *failoverRun) revoked(g, member string, ps []int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range ps {
+		if f.held[g][p] == member {
+			delete(f.held[g], p)
+		}
+	}
+}
+
+func (f *failoverRun) stop() {
+	f.cancel()
+	f.wg.Wait()
+}
+
+// waitAssigned waits until every group's members hold every partition.
+func (f *failoverRun) waitAssigned(b *testing.B, timeout time.Duration) {
+	zktest.Eventually(b, timeout, "every group assigned", func() (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		short := 0
+		for _, h := range f.held {
+			if len(h) != int(f.parts) {
+				short++
+			}
+		}
+		return short == 0, fmt.Sprintf("%d of %d groups not fully assigned", short, len(f.held))
+	})
+}
+
+// generations reads every group's generation from its record.
+func (f *failoverRun) generations(b *testing.B) map[string]int64 {
+	paths := make([]string, len(f.names))
+	for i, g := range f.names {
+		paths[i] = zkstate.GroupRecordPath(bridge.DefaultRoot, g)
+	}
+	reads, err := f.zk.GetMany(context.Background(), paths)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for i, r := range reads {
+		var rec group.Record
+		if r.Err == nil && json.Unmarshal(r.Data, &rec) == nil {
+			out[f.names[i]] = int64(rec.Generation)
+		}
+	}
+	return out
+}
+
+// offsets reads every group's committed offsets ("group/partition" → offset), counting those
+// that went backwards since the last read.
+func (f *failoverRun) offsets(b *testing.B) map[string]int64 {
+	var keys, paths []string
+	for _, g := range f.names {
+		for p := range f.parts {
+			keys = append(keys, fmt.Sprintf("%s/%d", g, p))
+			paths = append(paths, zkstate.OffsetPath(g, dfTopic, p))
+		}
+	}
+	reads, err := f.zk.GetMany(context.Background(), paths)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for i, r := range reads {
+		if r.Err != nil {
+			continue
+		}
+		off, err := zkstate.ParseOffset(r.Data)
+		if err != nil {
+			continue
+		}
+		out[keys[i]] = off
+		if prev, ok := f.last.Swap(keys[i], off); ok && off < prev.(int64) {
+			f.regressed.Add(1)
+		}
+	}
+	return out
+}
+
+// waitEpochs returns how long after killed the last of groups had its epoch held by a bridge
+// other than dead.
+func (f *failoverRun) waitEpochs(b *testing.B, groups []string, dead int32, killed time.Time, timeout time.Duration) time.Duration {
+	left := slices.Clone(groups)
+	var last time.Duration
+	for len(left) > 0 {
+		if time.Since(killed) > timeout {
+			b.Fatalf("%d groups still held by the dead bridge %v after the kill", len(left), timeout)
+		}
+		paths := make([]string, len(left))
+		for i, g := range left {
+			paths[i] = zkstate.EpochPath(bridge.DefaultRoot, g)
+		}
+		reads, err := f.zk.GetMany(context.Background(), paths)
+		if err == nil {
+			now := time.Since(killed)
+			var still []string
+			for i, r := range reads {
+				e, perr := zkstate.ParseEpoch(r.Data)
+				if r.Err != nil || perr != nil || e.NodeID == dead {
+					still = append(still, left[i])
+					continue
+				}
+				last = now
+			}
+			left = still
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return last
+}
+
+// waitAdvance returns how long after killed the last of groups committed an offset past what
+// it had committed at the kill.
+func (f *failoverRun) waitAdvance(b *testing.B, groups []string, atKill map[string]int64, killed time.Time, timeout time.Duration) time.Duration {
+	left := slices.Clone(groups)
+	var last time.Duration
+	for len(left) > 0 {
+		if time.Since(killed) > timeout {
+			b.Fatalf("%d groups committed nothing new %v after the kill", len(left), timeout)
+		}
+		now, offs := time.Since(killed), f.offsets(b)
+		var still []string
+		for _, g := range left {
+			advanced := false
+			for p := range f.parts {
+				k := fmt.Sprintf("%s/%d", g, p)
+				if offs[k] > atKill[k] {
+					advanced = true
+				}
+			}
+			if !advanced {
+				still = append(still, g)
+				continue
+			}
+			last = now
+		}
+		left = still
+		time.Sleep(50 * time.Millisecond)
+	}
+	return last
+}
