@@ -269,7 +269,7 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 	var dead int32
 	for id := dfNode + 2; dead == 0; id++ {
 		for k := range int32(3) {
-			if o, _ := placement.Owner("broker/"+strconv.Itoa(int(k)), []int32{a, b, id}); o == id {
+			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{a, b, id}); o == id {
 				dead = id
 			}
 		}

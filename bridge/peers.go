@@ -97,13 +97,9 @@ func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
 	return v
 }
 
-// brokerKey is what placement ranks bridges by for upstream broker id (groups are ranked by
-// their own name; a group called "broker/1" merely shares broker 1's ranking).
-func brokerKey(id int32) string { return "broker/" + strconv.Itoa(int(id)) }
-
 // placeBrokers computes which bridge serves each upstream broker that a live bridge advertises a
-// proxy listener for: the first of placement.Ranked over the live ids that advertises one (so
-// when the serving bridge goes, the next in rank takes the broker). It returns the brokers served
+// proxy listener for: placement.Server, the first of the broker's ranking over the live ids
+// that advertises one (so when the serving bridge goes, the next in rank takes the broker). It returns the brokers served
 // by another bridge, at that bridge's listener; a broker only we advertise, or that maps to us,
 // is served here. It also returns the serving node of every broker. Every bridge computes the
 // same from the same registrations.
@@ -122,19 +118,20 @@ func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]new
 	}
 	out, servers := map[int32]newproto.Broker{}, make(map[int32]int32, len(ids))
 	for id := range ids {
-		servers[id] = self // none live advertises it: our own listener, if any
-		for _, n := range placement.Ranked(brokerKey(id), v.ids) {
+		n, ok := placement.Server(id, v.ids, func(n int32) bool {
 			if n == self {
-				if _, ok := mine[id]; ok {
-					break
-				}
-				continue
+				_, ok := mine[id]
+				return ok
 			}
-			if b, ok := proxyBroker(id, v.others[n].Proxy[id]); ok {
-				out[id], servers[id] = b, n
-				break
-			}
+			_, ok := proxyBroker(id, v.others[n].Proxy[id])
+			return ok
+		})
+		if !ok || n == self {
+			servers[id] = self // ours, or none live advertises it: our own listener, if any
+			continue
 		}
+		out[id], _ = proxyBroker(id, v.others[n].Proxy[id])
+		servers[id] = n
 	}
 	return out, servers
 }

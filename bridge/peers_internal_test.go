@@ -65,7 +65,7 @@ func TestPlaceBrokers(t *testing.T) {
 	}
 	got := serving(t, all)
 	for _, k := range brokers {
-		if want, _ := placement.Owner(brokerKey(k), ids); got[k] != want {
+		if want, _ := placement.Owner(placement.BrokerKey(k), ids); got[k] != want {
 			t.Errorf("broker %d served by %d, want placement's %d", k, got[k], want)
 		}
 	}
@@ -78,7 +78,7 @@ func TestPlaceBrokers(t *testing.T) {
 	for _, k := range brokers {
 		want := got[k]
 		if want == gone {
-			want = placement.Ranked(brokerKey(k), ids)[1]
+			want = placement.Ranked(placement.BrokerKey(k), ids)[1]
 		}
 		if after[k] != want {
 			t.Errorf("after %d left: broker %d served by %d, want %d", gone, k, after[k], want)

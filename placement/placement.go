@@ -12,7 +12,10 @@
 // their registration before any of them uses it.
 package placement
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // Version of the placement rule computed by Owner. Bridges advertise it in their registration so
 // that a rolling upgrade never runs two rules at once.
@@ -54,6 +57,23 @@ func Ranked(group string, nodes []int32) []int32 {
 		return 0
 	})
 	return out
+}
+
+// BrokerKey is the name nodes are ranked by for upstream broker id (the data path across several
+// bridges: one bridge's proxy listener serves each broker). Brokers and groups share the rule;
+// a group named "broker/1" merely shares broker 1's ranking.
+func BrokerKey(id int32) string { return "broker/" + strconv.Itoa(int(id)) }
+
+// Server returns the node that serves upstream broker id: the first of Ranked(BrokerKey(id),
+// nodes) for which listens reports a proxy listener for the broker, so that when it goes the
+// next in rank takes the broker. False when no node listens for it.
+func Server(id int32, nodes []int32, listens func(node int32) bool) (int32, bool) {
+	for _, n := range Ranked(BrokerKey(id), nodes) {
+		if listens(n) {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // Moves counts the groups whose owner differs between the node sets before and after.

@@ -171,3 +171,23 @@ func BenchmarkJoinMoves(b *testing.B) {
 	}
 	b.ReportMetric(100*float64(moved)/float64(len(gs)), "%moved")
 }
+
+// An upstream broker is served by the first node in its ranking that listens for it: the
+// broker's Owner when every node does, the next in rank when that one does not.
+func TestServer(t *testing.T) {
+	nodes := []int32{9001, 9002, 9003}
+	for id := range int32(20) {
+		all := func(int32) bool { return true }
+		got, ok := Server(id, nodes, all)
+		if want, _ := Owner(BrokerKey(id), nodes); !ok || got != want {
+			t.Errorf("broker %d: Server %d, %v; want the owner of %q, %d", id, got, ok, BrokerKey(id), want)
+		}
+		notOwner := func(n int32) bool { return n != got }
+		if next, ok := Server(id, nodes, notOwner); !ok || next != Ranked(BrokerKey(id), nodes)[1] {
+			t.Errorf("broker %d without %d listening: Server %d, %v; want the next in rank", id, got, next, ok)
+		}
+	}
+	if _, ok := Server(1, nodes, func(int32) bool { return false }); ok {
+		t.Error("Server with no node listening reported one")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ type bridgeRow struct {
 	Placement int               `json:"placement"`
 	UpSince   string            `json:"up_since"`
 	Draining  bool              `json:"draining,omitempty"`
+	// Serves lists the upstream brokers whose proxy listener on this bridge clients are told
+	// to use (the data path across bridges: placement.Server over the bridges not draining).
+	Serves []int32 `json:"serves_brokers,omitempty"`
 	// GroupsOwned counts the groups whose epoch names the bridge (not released).
 	GroupsOwned int `json:"groups_owned"`
 }
@@ -35,9 +39,10 @@ type bridgeRow struct {
 func bridgesCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "bridges",
-		Usage: "list the running bridges of one service: node id, addresses, version, up since, groups owned (read-only)",
+		Usage: "list the running bridges of one service: node id, addresses, version, up since, groups owned, upstream brokers served (read-only)",
 		Description: "Reads the registrations under <root>/bridges (one ephemeral per running bridge) and counts, for each,\n" +
-			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates.",
+			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates. With the data path,\n" +
+			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same).",
 		ArgsUsage: " ",
 		Flags:     append(zkFlags(), outputFlag(), rootFlag()),
 		Action: func(c *cli.Context) error {
@@ -113,7 +118,39 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 	for i := range rows {
 		rows[i].GroupsOwned = owned[rows[i].NodeID]
 	}
+	placeBrokers(rows)
 	return rows, nil
+}
+
+// placeBrokers fills each row's Serves as every bridge computes it (bridge/peers.go): each
+// upstream broker a live bridge advertises a proxy listener for is served by placement.Server
+// over the live bridges.
+func placeBrokers(rows []bridgeRow) {
+	var live []int32
+	listens := map[int32]map[string]bool{}
+	brokers := map[int32]bool{}
+	for _, r := range rows {
+		if r.Draining {
+			continue
+		}
+		live = append(live, r.NodeID)
+		listens[r.NodeID] = map[string]bool{}
+		for k := range r.Proxy {
+			listens[r.NodeID][k] = true
+			if id, err := strconv.ParseInt(k, 10, 32); err == nil {
+				brokers[int32(id)] = true
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(brokers)) {
+		key := strconv.Itoa(int(id))
+		n, ok := placement.Server(id, live, func(n int32) bool { return listens[n][key] })
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(rows, func(r bridgeRow) bool { return r.NodeID == n })
+		rows[i].Serves = append(rows[i].Serves, id)
+	}
 }
 
 // groupsHeld counts, by node, the groups whose epoch names that bridge and is not released.
@@ -169,16 +206,21 @@ func coordinatingBridge(ctx context.Context, s *zkstate.Store, root, group strin
 
 func printBridges(w io.Writer, rows []bridgeRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tKAFKA\tLEGACY\tADMIN\tVERSION\tUP SINCE\tGROUPS\tSTATE")
+	fmt.Fprintln(tw, "NODE\tKAFKA\tLEGACY\tADMIN\tVERSION\tUP SINCE\tGROUPS\tBROKERS\tSTATE")
 	for _, r := range rows {
 		state := "live"
 		if r.Draining {
 			state = "draining"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.NodeID, r.Kafka, orDash(r.Legacy), r.Admin, orDash(r.Version), r.UpSince, r.GroupsOwned, state)
+		var serves []string
+		for _, id := range r.Serves {
+			serves = append(serves, strconv.Itoa(int(id)))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.NodeID, r.Kafka, orDash(r.Legacy), r.Admin, orDash(r.Version), r.UpSince,
+			r.GroupsOwned, orDash(strings.Join(serves, ",")), state)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintln(tw, strings.Repeat("-\t", 7)+"no bridge is running")
+		fmt.Fprintln(tw, strings.Repeat("-\t", 8)+"no bridge is running")
 	}
 	return tw.Flush()
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +23,20 @@ func TestIntegration_BridgesCommand(t *testing.T) {
 		{NodeID: 9001, Kafka: "127.0.0.1:19092", Advertised: "b1:9092", Legacy: "b1:9190", Admin: "127.0.0.1:9191", Software: "v1.0.0", Placement: 1, StartedMs: 1700000000000, PID: 1},
 		{NodeID: 9002, Kafka: "127.0.0.1:29092", Admin: "127.0.0.1:9192", Placement: 1, StartedMs: 1700000001000, PID: 2},
 		{NodeID: 9003, Kafka: "127.0.0.1:39092", Admin: "127.0.0.1:9193", Placement: 1, StartedMs: 1700000002000, PID: 3, Draining: true},
+	}
+	// The data path: every bridge advertises a proxy listener for brokers 0-5, except 9002 for 5.
+	for i := range regs {
+		regs[i].Proxy = map[int32]string{}
+		for k := range int32(6) {
+			if regs[i].NodeID != 9002 || k != 5 {
+				regs[i].Proxy[k] = fmt.Sprintf("b%d:%d", i, 9100+k)
+			}
+		}
+	}
+	serves := map[int32][]int32{}
+	for k := range int32(6) {
+		n, _ := placement.Server(k, []int32{9001, 9002}, func(n int32) bool { return n == 9001 || k != 5 })
+		serves[n] = append(serves[n], k)
 	}
 	for _, r := range regs {
 		if err := s.CreateEphemeral(ctx, zkstate.BridgePath("/zkbridge", r.NodeID), r.Encode()); err != nil {
@@ -51,6 +67,11 @@ func TestIntegration_BridgesCommand(t *testing.T) {
 		rows[0].GroupsOwned != 2 || rows[1].GroupsOwned != 1 || rows[2].GroupsOwned != 0 || !rows[2].Draining ||
 		rows[0].UpSince != "2023-11-14T22:13:20Z" {
 		t.Errorf("bridges -o json = %+v", rows)
+	}
+	for _, row := range rows {
+		if !slices.Equal(row.Serves, serves[row.NodeID]) {
+			t.Errorf("bridge %d serves brokers %v, want %v (a draining bridge none)", row.NodeID, row.Serves, serves[row.NodeID])
+		}
 	}
 	r = runCLI(t, "bridges", "--zk", zkc)
 	if r.code != exitOK || !strings.Contains(r.stdout, "9002  127.0.0.1:29092") || !strings.Contains(r.stdout, "draining") {
