@@ -418,7 +418,8 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		b.proxySrv.Store(p.srv)
 		s.serveWG.Go(func() { b.serveProxy(ctx, p.proxy, p.srv, s.errc) })
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
-		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) }) // peers.go
+		// peers.go: the proxy listeners in the registration, for the other bridges.
+		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) })
 		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
 		} else if b.cfg.LagInterval > 0 {
