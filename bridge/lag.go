@@ -19,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,7 @@ const lagParallel = 16
 type lagMetrics struct {
 	lag, current, logEnd *prometheus.GaugeVec
 	seconds              prometheus.Gauge
-	errors               prometheus.Counter
+	errors, refreshes    prometheus.Counter
 }
 
 func newLagMetrics(reg prometheus.Registerer) *lagMetrics {
@@ -56,8 +58,10 @@ func newLagMetrics(reg prometheus.Registerer) *lagMetrics {
 			Help: "How long the last lag refresh took."}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "zkbridge", Subsystem: "lag", Name: "refresh_errors_total",
 			Help: "Lag refreshes that failed (the series keep their last values)."}),
+		refreshes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "zkbridge", Subsystem: "lag", Name: "refreshes_total",
+			Help: "Lag refreshes run, failed ones included."}),
 	}
-	reg.MustRegister(m.lag, m.current, m.logEnd, m.seconds, m.errors)
+	reg.MustRegister(m.lag, m.current, m.logEnd, m.seconds, m.errors, m.refreshes)
 	return m
 }
 
@@ -69,13 +73,16 @@ func (b *Bridge) collectLag(ctx context.Context, store *zkstate.Store, up *relay
 		b.log.Warn().Err(err).Msg("lag: no client for the upstream brokers; lag not collected")
 		return
 	}
+	lc := &lagClient{dial: dial}
+	defer lc.close()
 	for {
 		start := time.Now()
-		if err := b.refreshLag(ctx, store, up, dial, m); err != nil && ctx.Err() == nil {
+		if err := b.refreshLag(ctx, store, up, lc, m); err != nil && ctx.Err() == nil {
 			m.errors.Inc()
 			b.log.Warn().Err(err).Msg("lag refresh failed")
 		}
 		m.seconds.Set(time.Since(start).Seconds())
+		m.refreshes.Inc()
 		select {
 		case <-ctx.Done():
 			return
@@ -91,7 +98,7 @@ type lagPoint struct {
 	offset    int64
 }
 
-func (b *Bridge) refreshLag(ctx context.Context, store *zkstate.Store, up *relay.Upstream, dial func(context.Context, string, string) (net.Conn, error), m *lagMetrics) error {
+func (b *Bridge) refreshLag(ctx context.Context, store *zkstate.Store, up *relay.Upstream, lc *lagClient, m *lagMetrics) error {
 	names, err := lagGroups(ctx, store, b.cfg.Root)
 	if err != nil {
 		return err
@@ -124,7 +131,11 @@ func (b *Bridge) refreshLag(ctx context.Context, store *zkstate.Store, up *relay
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ends, err := logEnds(ctx, up, dial, points)
+	cl, err := lc.client(up)
+	if err != nil {
+		return err
+	}
+	ends, err := logEnds(ctx, cl, points)
 	if err != nil {
 		return err
 	}
@@ -165,13 +176,18 @@ func lagGroups(ctx context.Context, store *zkstate.Store, root string) ([]string
 	return out, nil
 }
 
-// logEnds asks the upstream brokers for the log end offset of every partition of points: kgo
-// splits the one ListOffsets by partition leader.
-func logEnds(ctx context.Context, up *relay.Upstream, dial func(context.Context, string, string) (net.Conn, error), points []lagPoint) (map[zkstate.TopicPartition]int64, error) {
-	ends := map[zkstate.TopicPartition]int64{}
-	if len(points) == 0 {
-		return ends, nil
-	}
+// lagClient is the collector's client of the upstream brokers, kept from one refresh to the
+// next: a client per refresh cost, every time, a connection to each broker with its ApiVersions
+// (and SASL) and a Metadata request before the first ListOffsets. It is built again only when
+// the upstream's broker set changes.
+type lagClient struct {
+	dial  func(context.Context, string, string) (net.Conn, error)
+	cl    *kgo.Client
+	seeds string
+}
+
+// client returns the client for the upstream's current brokers.
+func (lc *lagClient) client(up *relay.Upstream) (*kgo.Client, error) {
 	var seeds []string
 	for _, br := range up.Brokers() {
 		seeds = append(seeds, net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port))))
@@ -179,15 +195,39 @@ func logEnds(ctx context.Context, up *relay.Upstream, dial func(context.Context,
 	if len(seeds) == 0 {
 		return nil, errors.New("lag: no upstream broker known yet")
 	}
+	slices.Sort(seeds)
+	key := strings.Join(seeds, ",")
+	if lc.cl != nil && lc.seeds == key {
+		return lc.cl, nil
+	}
+	lc.close()
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("zkbridge-lag")}
-	if dial != nil {
-		opts = append(opts, kgo.Dialer(dial))
+	if lc.dial != nil {
+		opts = append(opts, kgo.Dialer(lc.dial))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("lag: client: %w", err)
 	}
-	defer cl.Close()
+	lc.cl, lc.seeds = cl, key
+	return cl, nil
+}
+
+func (lc *lagClient) close() {
+	if lc.cl != nil {
+		lc.cl.Close()
+		lc.cl = nil
+	}
+}
+
+// logEnds asks the upstream brokers for the log end offset of every partition of points, in
+// one ListOffsets that kgo splits by partition leader: one request per broker leading any of
+// them, from the client's cached metadata while it is fresh.
+func logEnds(ctx context.Context, cl *kgo.Client, points []lagPoint) (map[zkstate.TopicPartition]int64, error) {
+	ends := map[zkstate.TopicPartition]int64{}
+	if len(points) == 0 {
+		return ends, nil
+	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	byTopic := map[string]int{}

@@ -23,9 +23,12 @@ func groupsCommand(e *env) *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "list",
-				Usage:     "list the groups under /consumers with their registered member counts",
+				Usage:     "list the groups under /consumers with their registered member counts, and each group's total lag when the brokers are known",
 				ArgsUsage: " ",
-				Flags:     append(zkFlags(), outputFlag()),
+				Description: "LAG is the sum, over the group's committed offsets (a finalized group's: the bridge's\n" +
+					"records), of log end minus committed offset. It is shown when the brokers are known:\n" +
+					"--bootstrap, or a broker of /brokers/ids that answers; \"-\" for a group without a commit.",
+				Flags: append(append(zkFlags(), outputFlag(), rootFlag()), bootstrapFlags()...),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 0 {
 						return usagef("groups list takes no arguments")
@@ -43,6 +46,7 @@ func groupsCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
+					addListLag(c, e, s, rows) // lag.go
 					return p.groups(e.stdout, rows)
 				},
 			},

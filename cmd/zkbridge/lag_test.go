@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zkbridge/zkbridge/migrate"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -81,5 +82,67 @@ func TestFillLag(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "9/4 4/- 10/0 -/-" || totalLag(parts) != 4 {
 		t.Errorf("fillLag: %v, total %d", got, totalLag(parts))
+	}
+}
+
+// groups list shows each group's total lag when the brokers are known (issue 18 item 6): log
+// end minus the committed offset OffsetFetch answers (a finalized group's: the bridge's record,
+// not the stale /consumers one), "-" for a group without a commit, and no column at all when
+// no broker answers.
+func TestIntegration_GroupsListLag(t *testing.T) {
+	bootstrap, _ := resetCluster(t) // orders ends at 10, 20 and 0
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	p := zkstate.CreateOptions{Parents: true}
+	if err := s.Multi(ctx,
+		zkstate.CreateOp(zkstate.OffsetPath("lagged", "orders", 0), zkstate.FormatOffset(3), p),
+		zkstate.CreateOp(zkstate.OffsetPath("lagged", "orders", 1), zkstate.FormatOffset(8), p),
+		zkstate.CreateOp(zkstate.OffsetPath("caught", "orders", 0), zkstate.FormatOffset(10), p),
+		zkstate.CreateOp(zkstate.IDsPath("idle"), nil, p),
+		zkstate.CreateOp(zkstate.OffsetPath("fin", "orders", 1), zkstate.FormatOffset(1), p),
+		zkstate.CreateOp(zkstate.OwnOffsetPath(testRoot, "fin", "orders", 1), zkstate.OwnOffset{Offset: 17, LeaderEpoch: -1}.Encode(), p)); err != nil {
+		t.Fatal(err)
+	}
+	seedGroup(t, s, "fin", zkstate.ModeFinalized)
+
+	r := runCLI(t, "groups", "list", "--zk", zkc, "--bootstrap", bootstrap, "-o", "json")
+	var rows []groupRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || r.code != exitOK {
+		t.Fatalf("exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	got := map[string]string{}
+	for _, row := range rows {
+		got[row.Group] = int64Cell(row.Lag)
+	}
+	want := map[string]string{"lagged": "19", "caught": "0", "idle": "-", "fin": "3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lag per group %v, want %v", got, want)
+	}
+	r = runCLI(t, "groups", "list", "--zk", zkc, "--bootstrap", bootstrap)
+	if !strings.Contains(r.stdout, "GROUP   MEMBERS  LAG") || !strings.Contains(r.stdout, "lagged  0        19") {
+		t.Errorf("table:\n%s", r.stdout)
+	}
+	r = runCLI(t, "groups", "list", "--zk", zkc)
+	if r.code != exitOK || strings.Contains(r.stdout, "LAG") {
+		t.Errorf("no brokers known: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestGroupLag(t *testing.T) {
+	ends := map[zkstate.TopicPartition]int64{{Topic: "t", Partition: 0}: 10, {Topic: "t", Partition: 1}: 5}
+	for _, tc := range []struct {
+		name string
+		offs []migrate.Offset
+		want string
+	}{
+		{"sum", []migrate.Offset{{Topic: "t", Partition: 0, Offset: 4}, {Topic: "t", Partition: 1, Offset: 1}}, "10"},
+		{"past the log end counts 0", []migrate.Offset{{Topic: "t", Partition: 0, Offset: 40}, {Topic: "t", Partition: 1, Offset: 4}}, "1"},
+		{"no log end known", []migrate.Offset{{Topic: "u", Partition: 0, Offset: 1}}, "-"},
+		{"no commit", nil, "-"},
+	} {
+		if got := int64Cell(groupLag(tc.offs, ends)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

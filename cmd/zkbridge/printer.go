@@ -30,6 +30,8 @@ func newPrinter(format string) (printer, error) {
 type groupRow struct {
 	Group   string `json:"group"`
 	Members int    `json:"members"`
+	// Lag is the group's total lag, when the brokers are known (lag.go).
+	Lag *int64 `json:"lag,omitempty"`
 }
 
 type offsetRow struct {
@@ -64,8 +66,17 @@ type tablePrinter struct{}
 
 func (tablePrinter) groups(w io.Writer, rows []groupRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tMEMBERS")
+	lag := slices.ContainsFunc(rows, func(r groupRow) bool { return r.Lag != nil })
+	if lag {
+		fmt.Fprintln(tw, "GROUP\tMEMBERS\tLAG")
+	} else {
+		fmt.Fprintln(tw, "GROUP\tMEMBERS")
+	}
 	for _, r := range rows {
+		if lag {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Group, r.Members, int64Cell(r.Lag))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\n", r.Group, r.Members)
 	}
 	return tw.Flush()
