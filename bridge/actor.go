@@ -388,7 +388,8 @@ func (a *actor) publish() {
 		if a.unclaimedMixed(key.generation) {
 			return
 		}
-		a.mirrorUpdate(buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log, a.hosted)) // modes.go: none when finalized
+		st := buildMirror(a.group, a.m.Describe(), a.seen, time.Now(), a.log, a.hosted)
+		a.mirrorUpdate(a.withheldOwners(st, key.generation)) // modes.go: none when finalized; mixed.go
 	case group.Empty:
 		if a.mirrored.state != group.Empty {
 			a.mirrored = key

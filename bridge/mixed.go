@@ -53,6 +53,10 @@ type mixedState struct {
 	claimFP   string // fingerprint of the last claim; "" before the first
 	// claimedGen is the generation of the last claim that completed; -1 before the first.
 	claimedGen group.Generation
+	// withheld are the owner znodes that claim kept for cooperative members still consuming
+	// partitions that move away from them (KIP-429): the mirror of its Stable generation,
+	// built from the assignment, must not drop them (withheldOwners).
+	withheld map[string][]byte
 	// claimSession is the longest session timeout among the members of the claim in flight.
 	claimSession time.Duration
 	othersFP     string // latest fingerprint from the watcher
@@ -294,8 +298,29 @@ func (a *actor) claimed(ctx context.Context, res claimResult) {
 	e.Msg("mixed group: partitions claimed for the Kafka members")
 	a.setClaimed(a.mx.claimSession)
 	a.mx.claimedGen = res.gen
+	a.mx.withheld = res.withheld
 	a.c.gate.clear(a.group) // claimed in the current session: the fetches are the members' again
 	a.step(ctx, group.ServerAssignment{Generation: res.gen, Assignments: res.assignments})
+}
+
+// withheldOwners adds to the mirror of a mixed group's Stable generation the owner znodes its
+// claim kept for cooperative members (mixedPlan.Withheld): those members still consume the
+// partitions, which are in nobody's assignment of the generation, until they revoke them and
+// rejoin; the next claim releases them then. Without them the mirror would delete the owner
+// znodes under the members' feet, and a zk member could take the partitions meanwhile.
+func (a *actor) withheldOwners(st mirrorState, gen group.Generation) mirrorState {
+	if len(a.mx.withheld) == 0 || gen != a.mx.claimedGen || !a.m.ServerAssigns() {
+		return st
+	}
+	if st.owners == nil {
+		st.owners = make(map[string][]byte, len(a.mx.withheld))
+	}
+	for p, th := range a.mx.withheld {
+		if _, taken := st.owners[p]; !taken {
+			st.owners[p] = th
+		}
+	}
+	return st
 }
 
 // unclaimedMixed reports whether gen is a Stable generation of a mixed group that no claim of

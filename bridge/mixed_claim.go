@@ -41,6 +41,10 @@ type claimResult struct {
 	regs, read, release, write time.Duration
 	// queued is the part of read spent waiting for one of the Store's multiRead connections.
 	queued time.Duration
+	// withheld are the owner znodes kept for cooperative members that still consume partitions
+	// moving away from them (planMixed's Withheld), path → thread: the generation's mirror must
+	// keep them too.
+	withheld map[string][]byte
 }
 
 // claimRun is one claim in progress on the claimer (see mixed.go's comment): a round now, then
@@ -160,6 +164,12 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 		regs: t1.Sub(t0), read: t2.Sub(t1), queued: snap.Stats.Queued, release: t3.Sub(t2), write: time.Since(t3)}
 	for id, part := range plan.Assignments {
 		res.assignments[id] = encodeAssignment(part)
+	}
+	if len(plan.Withheld) > 0 {
+		res.withheld = make(map[string][]byte, len(plan.Withheld))
+		for _, p := range plan.Withheld {
+			res.withheld[p] = []byte(in.Held[p])
+		}
 	}
 	return res, claimNext{}
 }
