@@ -454,6 +454,7 @@ type registrar struct {
 	reg     zkstate.BridgeRegistration
 	set     bool // reg holds the bridge's fields (init)
 	created bool // the ephemeral exists, made by CreateEphemeral
+	deleted bool // unregister deleted it: nothing is written any more
 }
 
 // init sets the fixed fields, keeping a proxy map advertiseProxies set first.
@@ -482,7 +483,7 @@ func (r *registrar) rewrite(ctx context.Context, store *zkstate.Store, path stri
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	edit(&r.reg)
-	if !r.created {
+	if !r.created || r.deleted {
 		return false, nil
 	}
 	if err := store.SetEphemeral(ctx, path, r.reg.Encode()); err != nil {
@@ -548,5 +549,10 @@ func (b *Bridge) deregister(store *zkstate.Store) {
 func (b *Bridge) unregister(store *zkstate.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.WriteTimeout)
 	defer cancel()
+	// Under the registrar's lock, so that no rewrite (the proxy listeners close at shutdown)
+	// comes after the delete.
+	b.registrar.mu.Lock()
+	defer b.registrar.mu.Unlock()
+	b.registrar.deleted = true
 	_ = store.DeleteEphemeral(ctx, zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID))
 }
