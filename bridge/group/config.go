@@ -26,6 +26,8 @@ type Config struct {
 	// MaxOffsetMetadata caps the metadata string of a committed offset, in bytes
 	// (offset.metadata.max.bytes, default 4096).
 	MaxOffsetMetadata int
+	// Legacy configures the legacy members' rebalances (legacy.go).
+	Legacy LegacyConfig
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -60,6 +62,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxOffsetMetadata < 0 {
 		errs = append(errs, fmt.Errorf("group: MaxOffsetMetadata %d is negative", c.MaxOffsetMetadata))
+	}
+	if err := c.Legacy.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

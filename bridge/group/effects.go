@@ -29,6 +29,8 @@ type Effects struct {
 	WakeAt time.Time
 	// Logs say what happened and why, for the shell's logger.
 	Logs []LogEvent
+	// Legacy are the legacy members' requests, drops, check and claim (legacy.go).
+	Legacy LegacyEffects
 }
 
 // NeedsWrite reports whether the effects carry a write the shell must acknowledge.

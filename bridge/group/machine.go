@@ -108,6 +108,8 @@ type Machine struct {
 
 	inflightRecord bool // the write in flight carries the record (write_failed.go)
 
+	legacy legacyState // the legacy members and their rebalance (legacy.go)
+
 	fx *Effects // the effects of the Step in progress
 }
 
@@ -170,16 +172,21 @@ func (m *Machine) Step(now time.Time, ev Event) Effects {
 		m.now = now
 	}
 	m.fireTimers()
-	switch {
-	case m.fenced:
-		m.stepFenced(ev)
-	case m.state == Dead:
-		m.stepDead(ev)
-	default:
-		m.stepLive(ev)
+	if lev, ok := ev.(legacyEvent); ok {
+		m.stepLegacy(lev)
+	} else {
+		switch {
+		case m.fenced:
+			m.stepFenced(ev)
+		case m.state == Dead:
+			m.stepDead(ev)
+		default:
+			m.stepLive(ev)
+		}
 	}
 	m.fireTimers() // timers armed with no delay (e.g. InitialRebalanceDelay 0)
 	m.flushWrite()
+	m.advanceLegacy()
 	fx.WakeAt = m.wakeAt()
 	m.fx = nil
 	return fx
@@ -316,10 +323,13 @@ const (
 // nextTimer (timers.go) returns the earliest armed timer.
 
 func (m *Machine) wakeAt() time.Time {
+	at := m.legacyWakeAt()
 	if m.fenced {
-		return time.Time{}
+		return at
 	}
-	at, _, _ := m.nextTimer()
+	if k, _, _ := m.nextTimer(); !k.IsZero() && (at.IsZero() || k.Before(at)) {
+		at = k
+	}
 	return at
 }
 

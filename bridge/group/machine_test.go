@@ -45,7 +45,7 @@ func TestErrorCodesAreKafkas(t *testing.T) {
 // unlimited, offset.metadata.max.bytes 4096), and Validate rejects settings out of range.
 func TestConfigValidate(t *testing.T) {
 	def := DefaultConfig()
-	want := Config{3 * time.Second, 6 * time.Second, 30 * time.Minute, 0, 5 * time.Minute, 4096}
+	want := Config{3 * time.Second, 6 * time.Second, 30 * time.Minute, 0, 5 * time.Minute, 4096, LegacyConfig{}}
 	if def != want {
 		t.Fatalf("DefaultConfig() = %+v, want %+v", def, want)
 	}

@@ -26,15 +26,17 @@ const NoGeneration Generation = -1
 // the reply that answers the request.
 type Token uint64
 
-// Kind says how a member talks to the bridge. The engine holds Kafka members only: legacy
-// members (seed 001's coordinator-driven protocol) are coordinated by the bridge's legacy
-// coordinator, and zk members (0.8 consumers) rebalance themselves through ZooKeeper; in a mixed
-// group all three follow one 0.8.2 assignment (server_assign.go).
+// Kind says how a member talks to the bridge. The engine holds Kafka members (JoinGroup,
+// SyncGroup, persisted in the group's Record) and legacy members (seed 001's coordinator-driven
+// protocol, legacy.go: not persisted, they register again); zk members (0.8 consumers)
+// rebalance themselves through ZooKeeper. In a mixed group all three follow one 0.8.2
+// assignment (server_assign.go, bridge/ownership).
 type Kind string
 
 // Member kinds.
 const (
-	KindKafka Kind = "kafka"
+	KindKafka  Kind = "kafka"
+	KindLegacy Kind = "legacy"
 )
 
 // Protocol is one (name, metadata) pair of a JoinGroup, in the member's order of preference.

@@ -80,7 +80,13 @@ func (r *Record) Validate() error {
 			}
 			instances[mb.InstanceID] = true
 		}
-		if mb.Kind != KindKafka {
+		switch mb.Kind {
+		case KindKafka:
+		case KindLegacy:
+			// Legacy members register again after a restart: their registrations in
+			// /consumers/<g>/ids are their record, and a Record naming one was not written by us.
+			errs = append(errs, fmt.Errorf("group: record member %q is a legacy member, which the record does not hold", mb.ID))
+		default:
 			errs = append(errs, fmt.Errorf("group: record member %q has unknown kind %q", mb.ID, mb.Kind))
 		}
 		if r.ProtocolName != "" && !recordSupports(mb, r.ProtocolName) {

@@ -1,0 +1,519 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The scenario files in testdata/legacy/*.txt drive the legacy members of one Machine each, in
+// the format of testdata/*.txt (datadriven_test.go; rewrite with -rewrite and read the diff).
+// Each cites the rule of seed 001 (/work/shared/seeds/001_141185e2e34141d4.txt, "rebalance
+// (group)" steps 1-5, lines 5-23; StopRequest, line 196; PingRequest, line 214) or of
+// docs/legacy-protocol.md §8 it checks.
+//
+// Commands (times relative to the start, "@3s"):
+//
+//	new [delay=0s] [backoff=100ms] [backoff-max=1s]
+//	register <id> [ping=1s] [retries=2] [auto] [replaced]
+//	leave <id>                              the shell lost the member (connection closed)
+//	answer <id> ping|stop|final|start [timeout|fail|refused]
+//	checked needed|unneeded|fail            the shell's answer to a check
+//	claimed written|blocked|fail            the shell's answer to a claim
+//	trigger <words>                         e.g. partitions of a topic changed
+//	wake                                    an owner znode a blocked claim waits for went away
+//	tick +1s | tick wake
+//
+// Every step is also checked against the ordering rules by legacyModel (checkLegacyOrder): a
+// Start only after the claim is written; a claim only once every member answered its Stop and
+// every auto_commit member its final Ping, with nothing of the attempt in flight; no request to
+// a member that is gone.
+
+func TestLegacyScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/legacy/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runLegacyScenario(t, f) })
+	}
+}
+
+type legacyHarness struct {
+	harness
+	model *legacyModel
+}
+
+func runLegacyScenario(t *testing.T, path string) {
+	blocks, tail := parseScenario(t, path)
+	h := &legacyHarness{harness: harness{t: t, cfg: DefaultConfig(), now: t0}}
+	h.m = New(h.cfg, "g")
+	h.model = newLegacyModel()
+	var buf strings.Builder
+	for _, b := range blocks {
+		got := h.runLegacy(b.cmd)
+		if *rewrite {
+			for _, p := range b.pre {
+				buf.WriteString(p + "\n")
+			}
+			buf.WriteString(b.cmd + "\n----\n")
+			if got != "" {
+				buf.WriteString(got + "\n")
+			}
+			continue
+		}
+		if got != b.output {
+			t.Errorf("%s:%d: %s\n--- got:\n%s\n--- want:\n%s", path, b.line, b.cmd, got, b.output)
+		}
+	}
+	if *rewrite {
+		for _, p := range tail {
+			buf.WriteString(p + "\n")
+		}
+		out := strings.TrimRight(buf.String(), "\n") + "\n"
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *legacyHarness) runLegacy(line string) (out string) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(cmdError)
+			if !ok {
+				panic(r)
+			}
+			h.t.Errorf("command %q: %s", line, e)
+			out = "error: " + string(e)
+		}
+	}()
+	return h.legacyStep(line)
+}
+
+var legacyKinds = map[string]LegacyRequestKind{"ping": LegacyPing, "stop": LegacyStop, "final": LegacyFinalPing, "start": LegacyStart}
+
+func (h *legacyHarness) legacyStep(line string) string {
+	cmd, pos, kv := args(line)
+	has := func(k string) bool { return slices.Contains(pos, k) }
+	get := func(k, def string) string {
+		if v, ok := kv[k]; ok {
+			return v
+		}
+		return def
+	}
+	var ev Event
+	switch cmd {
+	case "new":
+		h.cfg = DefaultConfig()
+		h.cfg.Legacy = LegacyConfig{
+			RebalanceDelay:  h.dur(get("delay", "0s")),
+			RetryBackoff:    h.dur(get("backoff", "100ms")),
+			RetryBackoffMax: h.dur(get("backoff-max", "1s")),
+		}
+		h.m, h.now, h.wake = New(h.cfg, "g"), t0, time.Time{}
+		h.model = newLegacyModel()
+		return "ok"
+	case "register":
+		ev = LegacyJoin{Member: MemberID(pos[0]), PingInterval: h.dur(get("ping", "1s")),
+			MaxPingRetries: int(h.num(get("retries", "2"))), AutoCommit: has("auto"), Replaced: has("replaced")}
+	case "leave":
+		ev = LegacyLeave{Member: MemberID(pos[0]), Cause: errors.New("connection closed")}
+	case "answer":
+		kind, ok := legacyKinds[pos[1]]
+		if !ok {
+			h.fail("unknown request %q", pos[1])
+		}
+		a := LegacyAnswer{Member: MemberID(pos[0]), Kind: kind}
+		switch {
+		case has("timeout"):
+			a.Outcome, a.Err = LegacyTimedOut, errors.New("timed out")
+		case has("fail"):
+			a.Outcome, a.Err = LegacyFailed, errors.New("connection reset")
+		case has("refused"):
+			a.Outcome, a.Err = LegacyRefused, errors.New("UNKNOWN")
+		}
+		ev = a
+	case "checked":
+		switch pos[0] {
+		case "needed":
+			ev = LegacyChecked{Needed: true, Reason: "3.1 no ownership registered"}
+		case "unneeded":
+			ev = LegacyChecked{Reason: "3.5"}
+		default:
+			ev = LegacyChecked{Err: errors.New("reading the owners: zk: connection closed")}
+		}
+	case "claimed":
+		switch pos[0] {
+		case "written":
+			ev = LegacyClaimed{Outcome: LegacyClaimWritten}
+		case "blocked":
+			ev = LegacyClaimed{Outcome: LegacyClaimBlocked}
+		default:
+			ev = LegacyClaimed{Outcome: LegacyClaimFailed, Err: errors.New("writing ownership: zk: node exists")}
+		}
+	case "trigger":
+		ev = LegacyTrigger{Reason: strings.Join(pos, " ")}
+	case "wake":
+		ev = LegacyWake{}
+	case "tick":
+		switch {
+		case len(pos) == 0:
+			h.fail("tick needs +d or wake")
+		case pos[0] == "wake":
+			if h.wake.IsZero() {
+				h.fail("no wake armed")
+			}
+			h.now = h.wake
+		default:
+			h.now = h.now.Add(h.dur(strings.TrimPrefix(pos[0], "+")))
+		}
+		ev = Tick{}
+	default:
+		h.fail("unknown command %q", cmd)
+	}
+	fx := h.m.Step(h.now, ev)
+	h.wake = fx.WakeAt
+	if err := h.model.check(ev, fx); err != nil {
+		h.t.Errorf("%s: ordering rule broken: %v", line, err)
+	}
+	return h.formatLegacy(fx)
+}
+
+func (h *legacyHarness) formatLegacy(fx Effects) string {
+	var out []string
+	lx := fx.Legacy
+	if lx.Accepted {
+		out = append(out, "accepted")
+	}
+	for _, d := range lx.Drops {
+		if d.Dead {
+			out = append(out, fmt.Sprintf("drop %s dead missed=%d interval=%v", d.Member, d.Missed, d.Interval))
+		} else {
+			out = append(out, fmt.Sprintf("drop %s: %v", d.Member, d.Cause))
+		}
+	}
+	for _, r := range lx.Requests {
+		out = append(out, fmt.Sprintf("send %s %v retries=%d", r.Member, r.Kind, r.Retries))
+	}
+	if lx.Check != nil {
+		out = append(out, fmt.Sprintf("check attempt=%d trigger=%q", lx.Check.Attempt, lx.Check.Trigger))
+	}
+	if lx.Claim != nil {
+		out = append(out, fmt.Sprintf("claim attempt=%d", lx.Claim.Attempt))
+	}
+	if b := lx.Blocked; b != nil {
+		out = append(out, fmt.Sprintf("blocked tries=%d retry-in=%v", b.Tries, b.RetryIn))
+	}
+	if f := lx.Failed; f != nil {
+		out = append(out, fmt.Sprintf("failed attempt=%d retry-in=%v: %v", f.Attempt, f.RetryIn, f.Err))
+	}
+	if d := lx.Done; d != nil {
+		if d.Unnecessary {
+			out = append(out, fmt.Sprintf("done unnecessary attempts=%d members=%d", d.Attempts, d.Members))
+		} else {
+			out = append(out, fmt.Sprintf("done took=%v attempts=%d members=%d checking=%v stopping=%v claiming=%v starting=%v",
+				d.Duration, d.Attempts, d.Members, d.Checking, d.Stopping, d.Claiming, d.Starting))
+		}
+	}
+	for _, l := range fx.Logs {
+		out = append(out, "log: "+l.Msg+" ("+l.Reason+")")
+	}
+	out = append(out, h.legacyStateLine(fx.WakeAt))
+	return strings.Join(out, "\n")
+}
+
+func (h *legacyHarness) legacyStateLine(wake time.Time) string {
+	l := &h.m.legacy
+	var ms []string
+	for _, id := range l.ids {
+		mb := l.members[id]
+		var tags []string
+		if mb.inAttempt {
+			tags = append(tags, "req")
+		}
+		if mb.pinging {
+			tags = append(tags, "ping")
+		}
+		if mb.missed > 0 {
+			tags = append(tags, fmt.Sprintf("missed=%d", mb.missed))
+		}
+		if l.att != nil && l.att.waiting[id] {
+			tags = append(tags, "waited")
+		}
+		s := string(id)
+		if len(tags) > 0 {
+			s += "(" + strings.Join(tags, ",") + ")"
+		}
+		ms = append(ms, s)
+	}
+	s := fmt.Sprintf("phase=%v members=[%s]", l.phase, strings.Join(ms, " "))
+	if l.att != nil && l.att.dirty {
+		s += " dirty"
+	}
+	if !wake.IsZero() {
+		s += " wake=" + h.at(wake)
+	}
+	return s
+}
+
+// legacyModel is what the scenarios and the property test know of the group from outside the
+// engine: the members, the requests in flight, and what each member answered in the current
+// attempt. check enforces the ordering rules of seed 001 step 4 on every Step's effects.
+type legacyModel struct {
+	auto     map[MemberID]bool                       // registered members → auto_commit
+	inflight map[MemberID]map[LegacyRequestKind]bool // requests sent, not answered
+	stopped  map[MemberID]bool                       // answered its Stop in this attempt
+	final    map[MemberID]bool                       // answered its final Ping in this attempt
+	written  bool                                    // the claim of this attempt is written
+	asked    string                                  // "check" or "claim": a result is due
+}
+
+func newLegacyModel() *legacyModel {
+	return &legacyModel{auto: map[MemberID]bool{}, inflight: map[MemberID]map[LegacyRequestKind]bool{},
+		stopped: map[MemberID]bool{}, final: map[MemberID]bool{}}
+}
+
+func (md *legacyModel) check(ev Event, fx Effects) error {
+	var errs []error
+	switch ev := ev.(type) {
+	case LegacyJoin:
+		md.auto[ev.Member] = ev.AutoCommit
+		if ev.Replaced {
+			delete(md.inflight, ev.Member)
+		}
+		md.stopped[ev.Member], md.final[ev.Member] = false, false
+	case LegacyAnswer:
+		if _, member := md.auto[ev.Member]; member && !md.inflight[ev.Member][ev.Kind] {
+			errs = append(errs, fmt.Errorf("answer of %s's %v, which was not sent", ev.Member, ev.Kind))
+		}
+		delete(md.inflight[ev.Member], ev.Kind)
+		if ev.Outcome == LegacyAnswered {
+			switch ev.Kind {
+			case LegacyStop:
+				md.stopped[ev.Member] = true
+			case LegacyFinalPing:
+				md.final[ev.Member] = true
+			}
+		}
+	case LegacyChecked, LegacyClaimed:
+		md.asked = ""
+	}
+	if md.asked != "" {
+		errs = append(errs, fmt.Errorf("an event stepped before the result of the %s", md.asked))
+	}
+	lx := fx.Legacy
+	for _, d := range lx.Drops {
+		if _, ok := md.auto[d.Member]; !ok {
+			errs = append(errs, fmt.Errorf("drop of %s, not a member", d.Member))
+		}
+		delete(md.auto, d.Member)
+		delete(md.inflight, d.Member)
+	}
+	if lx.Check != nil {
+		md.stopped, md.final, md.written, md.asked = map[MemberID]bool{}, map[MemberID]bool{}, false, "check"
+	}
+	for _, r := range lx.Requests {
+		errs = append(errs, md.sent(ev, r)...)
+	}
+	if lx.Claim != nil {
+		md.asked = "claim"
+		for _, id := range slices.Sorted(maps.Keys(md.auto)) {
+			switch {
+			case !md.stopped[id]:
+				errs = append(errs, fmt.Errorf("claim before %s answered its StopRequest (seed step 4.1 precedes the claim)", id))
+			case md.auto[id] && !md.final[id]:
+				errs = append(errs, fmt.Errorf("claim before auto_commit member %s answered its final PingRequest (docs §8 Coordinator 2)", id))
+			}
+			for k := range md.inflight[id] {
+				if k != LegacyPing {
+					errs = append(errs, fmt.Errorf("claim while %s's %v is in flight", id, k))
+				}
+			}
+		}
+	}
+	if c, ok := ev.(LegacyClaimed); ok && c.Outcome == LegacyClaimWritten {
+		md.written = true
+	}
+	if lx.Check != nil && lx.Claim != nil {
+		errs = append(errs, errors.New("check and claim in one step"))
+	}
+	return errors.Join(errs...)
+}
+
+// sent checks one request against the model and records it.
+func (md *legacyModel) sent(ev Event, r LegacyRequest) []error {
+	var errs []error
+	if _, ok := md.auto[r.Member]; !ok {
+		errs = append(errs, fmt.Errorf("%v to %s, not a member", r.Kind, r.Member))
+	}
+	if md.inflight[r.Member] == nil {
+		md.inflight[r.Member] = map[LegacyRequestKind]bool{}
+	}
+	for k := range md.inflight[r.Member] {
+		if (k == LegacyPing) == (r.Kind == LegacyPing) {
+			errs = append(errs, fmt.Errorf("%v to %s while its %v is in flight", r.Kind, r.Member, k))
+		}
+	}
+	md.inflight[r.Member][r.Kind] = true
+	switch r.Kind {
+	case LegacyStart:
+		if c, ok := ev.(LegacyClaimed); !ok || c.Outcome != LegacyClaimWritten {
+			errs = append(errs, fmt.Errorf("StartRequest to %s before the claim is written (seed step 4.2 follows the ownership write)", r.Member))
+		}
+	case LegacyFinalPing:
+		if !md.stopped[r.Member] {
+			errs = append(errs, fmt.Errorf("final PingRequest to %s before its StopResponse", r.Member))
+		}
+	}
+	return errs
+}
+
+// TestLegacyOrderProperty steps random sequences of registrations, departures, answers
+// (timeouts, failures, error codes), triggers, clock ticks and check and claim results through
+// the engine, answering every Check and Claim at once as the shell does, and checks every Step
+// against the ordering rules (legacyModel.check), and that every attempt ends: once the events
+// stop and every request is answered, the group is idle or backing off.
+func TestLegacyOrderProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		if err := legacyRandomRun(seed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+func legacyRandomRun(seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 14))
+	cfg := DefaultConfig()
+	cfg.Legacy = LegacyConfig{RebalanceDelay: time.Duration(rng.IntN(3)) * 100 * time.Millisecond,
+		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second}
+	m, md, now := New(cfg, "g"), newLegacyModel(), t0
+	var trace []string
+	var next Event
+	step := func(ev Event) error {
+		fx := m.Step(now, ev)
+		trace = append(trace, fmt.Sprintf("%T%+v", ev, ev))
+		if err := md.check(ev, fx); err != nil {
+			return fmt.Errorf("%w\ntrace:\n%s", err, strings.Join(trace, "\n"))
+		}
+		next = nil
+		switch {
+		case fx.Legacy.Check != nil:
+			next = []Event{LegacyChecked{Needed: true}, LegacyChecked{}, LegacyChecked{Err: errors.New("x")}}[rng.IntN(3)]
+		case fx.Legacy.Claim != nil:
+			next = []Event{LegacyClaimed{Outcome: LegacyClaimWritten}, LegacyClaimed{Outcome: LegacyClaimWritten},
+				LegacyClaimed{Outcome: LegacyClaimBlocked}, LegacyClaimed{Outcome: LegacyClaimFailed, Err: errors.New("x")}}[rng.IntN(4)]
+		}
+		return nil
+	}
+	for i := range 200 {
+		if next != nil {
+			if err := step(next); err != nil {
+				return err
+			}
+			continue
+		}
+		ev := legacyRandomEvent(rng, md, i)
+		if _, ok := ev.(Tick); ok {
+			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		if err := step(ev); err != nil {
+			return err
+		}
+	}
+	// Quiesce: answer everything in flight, results at once, until nothing is left.
+	for range 1000 {
+		if next == nil {
+			ev := legacyAnswerAll(md)
+			if ev == nil {
+				now = now.Add(2 * time.Second)
+				ev = Tick{}
+				if m.LegacyPhase() == LegacyIdle && !m.legacy.want && len(md.inflightAttempt()) == 0 {
+					return nil
+				}
+			}
+			next = ev
+		}
+		if c, ok := next.(LegacyClaimed); ok && c.Outcome != LegacyClaimWritten {
+			next = LegacyClaimed{Outcome: LegacyClaimWritten} // let it end
+		}
+		if c, ok := next.(LegacyChecked); ok && c.Err != nil {
+			next = LegacyChecked{Needed: true}
+		}
+		if err := step(next); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the group does not settle: phase %v\ntrace:\n%s", m.LegacyPhase(), strings.Join(trace[max(0, len(trace)-30):], "\n"))
+}
+
+func (md *legacyModel) inflightAttempt() []MemberID {
+	var out []MemberID
+	for id, ks := range md.inflight {
+		for k := range ks {
+			if k != LegacyPing {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+// legacyAnswerAll answers one request in flight, in time, or returns nil when none is.
+func legacyAnswerAll(md *legacyModel) Event {
+	for _, id := range slices.Sorted(maps.Keys(md.inflight)) {
+		for _, k := range []LegacyRequestKind{LegacyStop, LegacyFinalPing, LegacyStart, LegacyPing} {
+			if md.inflight[id][k] {
+				return LegacyAnswer{Member: id, Kind: k}
+			}
+		}
+	}
+	return nil
+}
+
+func legacyRandomEvent(rng *rand.Rand, md *legacyModel, i int) Event {
+	members := slices.Sorted(maps.Keys(md.auto))
+	switch n := rng.IntN(10); {
+	case n == 0 || len(members) == 0:
+		id := MemberID(fmt.Sprintf("c%d", rng.IntN(6)))
+		_, exists := md.auto[id]
+		return LegacyJoin{Member: id, PingInterval: time.Second, MaxPingRetries: 1 + rng.IntN(3), AutoCommit: rng.IntN(2) == 0, Replaced: exists}
+	case n == 1:
+		return LegacyLeave{Member: members[rng.IntN(len(members))], Cause: errors.New("closed")}
+	case n == 2:
+		return LegacyTrigger{Reason: fmt.Sprintf("partitions changed %d", i)}
+	case n == 3:
+		return Tick{}
+	case n == 4:
+		return LegacyWake{}
+	default:
+		var open []LegacyAnswer
+		for _, id := range members {
+			for _, k := range slices.Sorted(maps.Keys(md.inflight[id])) {
+				open = append(open, LegacyAnswer{Member: id, Kind: k})
+			}
+		}
+		if len(open) == 0 {
+			return Tick{}
+		}
+		a := open[rng.IntN(len(open))]
+		switch rng.IntN(8) {
+		case 0:
+			a.Outcome, a.Err = LegacyTimedOut, errors.New("timeout")
+		case 1:
+			a.Outcome, a.Err = LegacyFailed, errors.New("reset")
+		case 2:
+			if a.Kind == LegacyStop || a.Kind == LegacyStart {
+				a.Outcome, a.Err = LegacyRefused, errors.New("code")
+			}
+		}
+		return a
+	}
+}

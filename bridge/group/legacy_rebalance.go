@@ -1,0 +1,291 @@
+package group
+
+import (
+	"slices"
+	"time"
+)
+
+// legacyState is a Machine's legacy members and their rebalance (legacy.go).
+type legacyState struct {
+	members map[MemberID]*legacyMember
+	ids     []MemberID // sorted: requests go out in a deterministic order
+
+	phase     LegacyPhase
+	att       *legacyAttempt
+	want      bool      // a trigger waits to be served
+	wantSince time.Time // the first trigger not served yet
+	trigger   string    // the latest trigger
+	retryAt   time.Time // claim-wait and backoff
+	failures  int       // consecutive failed attempts
+	blocked   int       // consecutive blocked claims
+	// The rebalance being served, from its first trigger over every attempt.
+	since    time.Time
+	attempts int
+	// assignedAt is when the last claim was written. A ping sent before it answers for the
+	// assignment before: its offsets were collected as final offsets, and checking them
+	// against the new owners would only refuse the partitions that moved.
+	assignedAt time.Time
+}
+
+// legacyAttempt is one attempt of a rebalance.
+type legacyAttempt struct {
+	// when each phase began: the check, the Stops, the claim, the Starts
+	began, stopping, claiming, starting time.Time
+
+	waiting map[MemberID]bool // members whose answer the current phase waits for
+	failed  error             // the first member that did not answer in time (step 5)
+	dirty   bool              // membership or partitions changed since the attempt began
+}
+
+// LegacyPhase returns where the legacy members' rebalance stands.
+func (m *Machine) LegacyPhase() LegacyPhase { return m.legacy.phase }
+
+// LegacyAttempt reports whether a rebalance attempt is in progress (from its check to its last
+// StartResponse, claim waits included; not while idle or backing off).
+func (m *Machine) LegacyAttempt() bool { return m.legacy.att != nil }
+
+// LegacyMembers returns the legacy members' ids, sorted.
+func (m *Machine) LegacyMembers() []MemberID { return slices.Clone(m.legacy.ids) }
+
+func (m *Machine) stepLegacy(ev legacyEvent) {
+	switch ev := ev.(type) {
+	case LegacyJoin:
+		m.legacyJoin(ev)
+	case LegacyLeave:
+		if mb := m.legacy.members[ev.Member]; mb != nil {
+			m.legacyDrop(LegacyDrop{Member: mb.id, Cause: ev.Cause})
+		}
+	case LegacyAnswer:
+		m.legacyAnswer(ev)
+	case LegacyTrigger:
+		m.legacyTrigger(ev.Reason)
+	case LegacyChecked:
+		m.legacyChecked(ev)
+	case LegacyClaimed:
+		m.legacyClaimed(ev)
+	case LegacyWake:
+		if m.legacy.phase == LegacyClaimWait {
+			m.legacy.retryAt = m.now
+		}
+	}
+}
+
+// legacyTrigger records a reason to check the group (seed 001 "rebalance (group)" is run on
+// every membership and partition change). An attempt in progress is marked dirty: it restarts
+// at the check if it has not claimed yet, and a new check follows it otherwise.
+func (m *Machine) legacyTrigger(why string) {
+	l := &m.legacy
+	if !l.want {
+		l.want, l.wantSince = true, m.now
+	}
+	l.trigger = why
+	if l.att != nil {
+		l.att.dirty = true
+	}
+	m.log("rebalance triggered", "", why)
+}
+
+// advanceLegacy moves the rebalance as far as it can go at m.now, then pings the members due.
+// It runs at the end of every Step.
+func (m *Machine) advanceLegacy() {
+	l := &m.legacy
+	if len(l.members) == 0 && l.phase == LegacyIdle && !l.want {
+		return
+	}
+	for range 16 { // each pass moves one phase; an attempt has fewer
+		before, att := l.phase, l.att
+		switch l.phase {
+		case LegacyIdle:
+			if l.want && !m.now.Before(l.wantSince.Add(m.cfg.Legacy.RebalanceDelay)) {
+				m.legacyBegin()
+			}
+		case LegacyStopping, LegacyCollecting, LegacyStarting:
+			if len(l.att.waiting) == 0 {
+				m.legacyAdvance()
+			}
+		case LegacyClaimWait:
+			if !m.now.Before(l.retryAt) {
+				if l.att.dirty {
+					m.legacyBegin()
+				} else {
+					m.legacyClaim()
+				}
+			}
+		case LegacyBackoff:
+			if !m.now.Before(l.retryAt) {
+				m.legacyBegin()
+			}
+		}
+		if l.phase == before && l.att == att {
+			break
+		}
+	}
+	// The check and the claim are run by the shell before any other event: pings wait for
+	// their result, as the Stops or Starts that follow count as pings.
+	if l.phase != LegacyChecking && l.phase != LegacyClaiming {
+		m.legacyPings()
+	}
+}
+
+// legacyBegin starts an attempt: the check of seed steps 1-3.
+func (m *Machine) legacyBegin() {
+	l := &m.legacy
+	if l.since.IsZero() {
+		l.since = l.wantSince
+		if l.since.IsZero() {
+			l.since = m.now
+		}
+	}
+	l.want, l.wantSince = false, time.Time{}
+	l.attempts++
+	l.att = &legacyAttempt{began: m.now, waiting: map[MemberID]bool{}}
+	l.phase = LegacyChecking
+	m.fx.Legacy.Check = &LegacyCheck{Attempt: l.attempts, Trigger: l.trigger}
+}
+
+func (m *Machine) legacyChecked(ev LegacyChecked) {
+	l := &m.legacy
+	if l.phase != LegacyChecking {
+		return // not asked for
+	}
+	switch {
+	case ev.Err != nil:
+		m.legacyFail(ev.Err)
+	case !ev.Needed:
+		m.log("rebalance not necessary (seed step 3.5)", "", ev.Reason)
+		m.legacyFinish(&LegacyRebalance{Unnecessary: true, Attempts: l.attempts, Members: len(l.members)})
+	default:
+		// Step 4.1: a StopRequest to every member.
+		l.phase, l.att.stopping = LegacyStopping, m.now
+		for _, id := range l.ids {
+			m.legacySend(l.members[id], LegacyStop)
+		}
+	}
+}
+
+// legacyAdvance moves to the next phase once every answer of the current one is in.
+func (m *Machine) legacyAdvance() {
+	l := &m.legacy
+	if l.att.failed != nil {
+		m.legacyFail(l.att.failed)
+		return
+	}
+	switch l.phase {
+	case LegacyStopping:
+		if l.att.dirty {
+			m.log("group changed while stopping its members: rebalance from step 1", "", l.trigger)
+			m.legacyBegin()
+			return
+		}
+		// docs §8 "Coordinator" 2: the offsets reported after a StopResponse are final.
+		l.phase = LegacyCollecting
+		for _, id := range l.ids {
+			if mb := l.members[id]; mb.autoCommit {
+				m.legacySend(mb, LegacyFinalPing)
+			}
+		}
+	case LegacyCollecting:
+		if l.att.dirty {
+			m.log("group changed while collecting final offsets: rebalance from step 1", "", l.trigger)
+			m.legacyBegin()
+			return
+		}
+		m.legacyClaim()
+	case LegacyStarting:
+		m.legacyComplete()
+	}
+}
+
+// legacyClaim asks for step 4's claim: every member stopped, every final offset in.
+func (m *Machine) legacyClaim() {
+	l := &m.legacy
+	l.phase, l.att.claiming = LegacyClaiming, m.now
+	m.fx.Legacy.Claim = &LegacyClaim{Attempt: l.attempts}
+}
+
+func (m *Machine) legacyClaimed(ev LegacyClaimed) {
+	l := &m.legacy
+	if l.phase != LegacyClaiming {
+		return // not asked for
+	}
+	switch ev.Outcome {
+	case LegacyClaimWritten:
+		// Step 4.2: a StartRequest to every member, now that the ownership is written.
+		l.assignedAt, l.blocked = m.now, 0
+		l.phase, l.att.starting = LegacyStarting, m.now
+		for _, id := range l.ids {
+			m.legacySend(l.members[id], LegacyStart)
+		}
+	case LegacyClaimBlocked:
+		// Another member still owns partitions to claim (0.8 consumers retry a taken owner
+		// znode the same way, ZCC:769-797); ours stay stopped, and keep being pinged.
+		l.blocked++
+		wait := m.cfg.Legacy.backoff(l.blocked)
+		l.phase, l.retryAt = LegacyClaimWait, m.now.Add(wait)
+		m.fx.Legacy.Blocked = &LegacyBlocked{Tries: l.blocked, RetryIn: wait}
+	default:
+		m.legacyFail(ev.Err)
+	}
+}
+
+// legacyComplete ends a rebalance whose every StartResponse came in (seed step 4.3).
+func (m *Machine) legacyComplete() {
+	l := &m.legacy
+	a := l.att
+	m.legacyFinish(&LegacyRebalance{
+		Duration: m.now.Sub(l.since),
+		Attempts: l.attempts,
+		Members:  len(l.members),
+		Checking: a.stopping.Sub(a.began),
+		Stopping: a.claiming.Sub(a.stopping),
+		Claiming: a.starting.Sub(a.claiming),
+		Starting: m.now.Sub(a.starting),
+	})
+	l.failures = 0
+}
+
+// legacyFinish returns to idle and ends the rebalance being served.
+func (m *Machine) legacyFinish(done *LegacyRebalance) {
+	l := &m.legacy
+	m.fx.Legacy.Done = done
+	l.phase, l.att = LegacyIdle, nil
+	l.since, l.attempts = time.Time{}, 0
+}
+
+// legacyFail is seed step 5: the attempt failed; retry after a backoff.
+func (m *Machine) legacyFail(err error) {
+	l := &m.legacy
+	l.failures++
+	wait := m.cfg.Legacy.backoff(l.failures)
+	m.fx.Legacy.Failed = &LegacyFailure{Err: err, Attempt: l.attempts, RetryIn: wait}
+	l.phase, l.att, l.retryAt = LegacyBackoff, nil, m.now.Add(wait)
+	if l.trigger == "" {
+		l.trigger = "retry"
+	}
+}
+
+// legacyWakeAt is when the legacy members need a Step without an event: a delayed rebalance, a
+// retry, a ping due.
+func (m *Machine) legacyWakeAt() time.Time {
+	l := &m.legacy
+	var wake time.Time
+	earlier := func(t time.Time) {
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+	switch l.phase {
+	case LegacyIdle:
+		if l.want {
+			earlier(l.wantSince.Add(m.cfg.Legacy.RebalanceDelay))
+		}
+	case LegacyClaimWait, LegacyBackoff:
+		earlier(l.retryAt)
+	}
+	for _, mb := range l.members {
+		if !mb.pinging && !mb.inAttempt {
+			earlier(mb.nextPing)
+		}
+	}
+	return wake
+}
