@@ -15,7 +15,9 @@ package group
 // → LegacyClaimed). What needs a socket is a LegacyRequest, its outcome a LegacyAnswer. The
 // ownership itself (the 0.8.2 assignment, owners, offsets) is the planner's (bridge/ownership):
 // the engine only knows whether the check found a rebalance necessary and whether the claim was
-// written.
+// written. The claim may take a while (it waits for foreign owner znodes, with its own retries):
+// its result is matched to the attempt by the claim's number, and an attempt abandoned while its
+// claim runs cancels it.
 //
 // A rebalance, as the engine runs it:
 //
@@ -25,7 +27,7 @@ package group
 //	stopping    step 4.1: a StopRequest to every member; waits for every answer
 //	collecting  docs §8 "Coordinator" 2: a final PingRequest to every auto_commit member
 //	claiming    Claim: the ownership and the final offsets written in one Multi; or blocked by
-//	            another session's owner znode (claim-wait, retried with backoff or on LegacyWake)
+//	            another session's owner znode (claim-wait: the claimer retries on its own)
 //	starting    step 4.2: a StartRequest to every member; 4.3: waits for every answer
 //	backoff     step 5: an attempt that failed is retried after RetryBackoff, doubling up to
 //	            RetryBackoffMax
@@ -55,8 +57,8 @@ type LegacyConfig struct {
 	// RebalanceDelay holds a rebalance back this long after its first trigger, so that a burst
 	// of registrations is served by one rebalance.
 	RebalanceDelay time.Duration
-	// RetryBackoff is the first wait after a failed attempt (seed 001 step 5) and between
-	// checks of an owner znode another session holds; it doubles up to RetryBackoffMax.
+	// RetryBackoff is the first wait after a failed attempt (seed 001 step 5); it doubles up to
+	// RetryBackoffMax.
 	RetryBackoff, RetryBackoffMax time.Duration
 }
 
@@ -168,14 +170,14 @@ type (
 		Reason string
 		Err    error
 	}
-	// LegacyClaimed answers LegacyEffects.Claim.
+	// LegacyClaimed reports on the claim numbered Claim (LegacyClaim.Claim): blocked (possibly
+	// several times: the claimer retries), then written or failed. A report on another claim
+	// than the attempt's is ignored.
 	LegacyClaimed struct {
+		Claim   uint64
 		Outcome LegacyClaimOutcome
 		Err     error // LegacyClaimFailed
 	}
-	// LegacyWake says that what a blocked claim waits for may be free (an owner znode went
-	// away): it is retried at once rather than at its backoff's end.
-	LegacyWake struct{}
 )
 
 // LegacyOutcome is how a request to a legacy member ended.
@@ -195,7 +197,7 @@ type LegacyClaimOutcome int8
 // Outcomes of a claim.
 const (
 	LegacyClaimWritten LegacyClaimOutcome = iota // the Multi is in: start the members
-	LegacyClaimBlocked                           // another session holds an owner znode to claim
+	LegacyClaimBlocked                           // another session holds an owner znode to claim; retrying
 	LegacyClaimFailed
 )
 
@@ -205,7 +207,6 @@ func (LegacyAnswer) isEvent()  {}
 func (LegacyTrigger) isEvent() {}
 func (LegacyChecked) isEvent() {}
 func (LegacyClaimed) isEvent() {}
-func (LegacyWake) isEvent()    {}
 
 func (LegacyJoin) legacy()    {}
 func (LegacyLeave) legacy()   {}
@@ -213,7 +214,6 @@ func (LegacyAnswer) legacy()  {}
 func (LegacyTrigger) legacy() {}
 func (LegacyChecked) legacy() {}
 func (LegacyClaimed) legacy() {}
-func (LegacyWake) legacy()    {}
 
 // legacyEvent is an event of legacy members: it bypasses the Kafka members' states (a group's
 // legacy members are not fenced by its record, nor deleted with it).
@@ -228,19 +228,22 @@ type legacyEvent interface {
 //     ping's offsets, a Start's part as the member's running part).
 //  2. Drops: close each member's connection and delete its registration.
 //  3. Requests: send each, in order; a Stop means the member no longer runs its part.
-//  4. Check or Claim: run it and step its result (LegacyChecked, LegacyClaimed) before any
-//     other event. The Claim uses the final offsets accepted since the attempt's Check.
-//
-// Blocked, Failed and Done say what happened, for logs and metrics.
+//  4. Blocked, Failed, Done: what happened, for logs and metrics.
+//  5. Cancel: the claim of that number is over (its attempt starts again at the check).
+//  6. Check: run it and step LegacyChecked before any other event. Claim: hand it to the
+//     claimer, with the final offsets accepted since the attempt's Check; its reports come back
+//     as LegacyClaimed. No ping goes out while the check or the first round of the claim runs
+//     (the Stops and Starts around them count as pings).
 type LegacyEffects struct {
 	Accepted bool
 	Drops    []LegacyDrop
 	Requests []LegacyRequest
-	Check    *LegacyCheck
-	Claim    *LegacyClaim
 	Blocked  *LegacyBlocked
 	Failed   *LegacyFailure
 	Done     *LegacyRebalance
+	Cancel   uint64
+	Check    *LegacyCheck
+	Claim    *LegacyClaim
 }
 
 // LegacyRequest asks the shell to send one request to a member.
@@ -273,13 +276,14 @@ type LegacyCheck struct {
 
 // LegacyClaim asks the shell for the claim of seed step 4: every member is stopped, every
 // final offset is in.
-type LegacyClaim struct{ Attempt int }
+type LegacyClaim struct {
+	Claim   uint64 // numbers the claims of the machine, from 1
+	Attempt int
+}
 
-// LegacyBlocked says a claim waits for another session's owner znodes; it is retried after
-// RetryIn (or at a LegacyWake).
+// LegacyBlocked says a claim waits for another session's owner znodes (the claimer retries).
 type LegacyBlocked struct {
-	Tries   int // consecutive blocked claims
-	RetryIn time.Duration
+	Tries int // consecutive blocked rounds, over claims until one is written
 }
 
 // LegacyFailure is seed step 5: an attempt failed and is retried after RetryIn.

@@ -26,9 +26,8 @@ import (
 //	leave <id>                              the shell lost the member (connection closed)
 //	answer <id> ping|stop|final|start [timeout|fail|refused]
 //	checked needed|unneeded|fail            the shell's answer to a check
-//	claimed written|blocked|fail            the shell's answer to a claim
+//	claimed written|blocked|fail [claim=N]  the claimer's report on claim N (default: the last)
 //	trigger <words>                         e.g. partitions of a topic changed
-//	wake                                    an owner znode a blocked claim waits for went away
 //	tick +1s | tick wake
 //
 // Every step is also checked against the ordering rules by legacyModel (checkLegacyOrder): a
@@ -49,6 +48,7 @@ func TestLegacyScenarios(t *testing.T) {
 type legacyHarness struct {
 	harness
 	model *legacyModel
+	claim uint64 // the last claim asked for
 }
 
 func runLegacyScenario(t *testing.T, path string) {
@@ -118,7 +118,7 @@ func (h *legacyHarness) legacyStep(line string) string {
 			RetryBackoff:    h.dur(get("backoff", "100ms")),
 			RetryBackoffMax: h.dur(get("backoff-max", "1s")),
 		}
-		h.m, h.now, h.wake = New(h.cfg, "g"), t0, time.Time{}
+		h.m, h.now, h.wake, h.claim = New(h.cfg, "g"), t0, time.Time{}, 0
 		h.model = newLegacyModel()
 		return "ok"
 	case "register":
@@ -151,18 +151,17 @@ func (h *legacyHarness) legacyStep(line string) string {
 			ev = LegacyChecked{Err: errors.New("reading the owners: zk: connection closed")}
 		}
 	case "claimed":
+		n := uint64(h.num(get("claim", fmt.Sprint(h.claim))))
 		switch pos[0] {
 		case "written":
-			ev = LegacyClaimed{Outcome: LegacyClaimWritten}
+			ev = LegacyClaimed{Claim: n, Outcome: LegacyClaimWritten}
 		case "blocked":
-			ev = LegacyClaimed{Outcome: LegacyClaimBlocked}
+			ev = LegacyClaimed{Claim: n, Outcome: LegacyClaimBlocked}
 		default:
-			ev = LegacyClaimed{Outcome: LegacyClaimFailed, Err: errors.New("writing ownership: zk: node exists")}
+			ev = LegacyClaimed{Claim: n, Outcome: LegacyClaimFailed, Err: errors.New("writing ownership: zk: node exists")}
 		}
 	case "trigger":
 		ev = LegacyTrigger{Reason: strings.Join(pos, " ")}
-	case "wake":
-		ev = LegacyWake{}
 	case "tick":
 		switch {
 		case len(pos) == 0:
@@ -181,6 +180,9 @@ func (h *legacyHarness) legacyStep(line string) string {
 	}
 	fx := h.m.Step(h.now, ev)
 	h.wake = fx.WakeAt
+	if fx.Legacy.Claim != nil {
+		h.claim = fx.Legacy.Claim.Claim
+	}
 	if err := h.model.check(ev, fx); err != nil {
 		h.t.Errorf("%s: ordering rule broken: %v", line, err)
 	}
@@ -206,11 +208,14 @@ func (h *legacyHarness) formatLegacy(fx Effects) string {
 	if lx.Check != nil {
 		out = append(out, fmt.Sprintf("check attempt=%d trigger=%q", lx.Check.Attempt, lx.Check.Trigger))
 	}
+	if lx.Cancel != 0 {
+		out = append(out, fmt.Sprintf("cancel claim=%d", lx.Cancel))
+	}
 	if lx.Claim != nil {
-		out = append(out, fmt.Sprintf("claim attempt=%d", lx.Claim.Attempt))
+		out = append(out, fmt.Sprintf("claim claim=%d attempt=%d", lx.Claim.Claim, lx.Claim.Attempt))
 	}
 	if b := lx.Blocked; b != nil {
-		out = append(out, fmt.Sprintf("blocked tries=%d retry-in=%v", b.Tries, b.RetryIn))
+		out = append(out, fmt.Sprintf("blocked tries=%d", b.Tries))
 	}
 	if f := lx.Failed; f != nil {
 		out = append(out, fmt.Sprintf("failed attempt=%d retry-in=%v: %v", f.Attempt, f.RetryIn, f.Err))
@@ -272,8 +277,8 @@ type legacyModel struct {
 	inflight map[MemberID]map[LegacyRequestKind]bool // requests sent, not answered
 	stopped  map[MemberID]bool                       // answered its Stop in this attempt
 	final    map[MemberID]bool                       // answered its final Ping in this attempt
-	written  bool                                    // the claim of this attempt is written
-	asked    string                                  // "check" or "claim": a result is due
+	asked    bool                                    // a check's result is due
+	claim    uint64                                  // the claim running, 0 when none
 }
 
 func newLegacyModel() *legacyModel {
@@ -303,11 +308,11 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 				md.final[ev.Member] = true
 			}
 		}
-	case LegacyChecked, LegacyClaimed:
-		md.asked = ""
+	case LegacyChecked:
+		md.asked = false
 	}
-	if md.asked != "" {
-		errs = append(errs, fmt.Errorf("an event stepped before the result of the %s", md.asked))
+	if md.asked {
+		errs = append(errs, errors.New("an event stepped before the result of the check"))
 	}
 	lx := fx.Legacy
 	for _, d := range lx.Drops {
@@ -317,14 +322,33 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		delete(md.auto, d.Member)
 		delete(md.inflight, d.Member)
 	}
+	written := false
+	if c, ok := ev.(LegacyClaimed); ok && md.claim != 0 && c.Claim == md.claim {
+		written = c.Outcome == LegacyClaimWritten
+		if c.Outcome != LegacyClaimBlocked {
+			md.claim = 0
+		}
+	}
+	if lx.Cancel != 0 {
+		if lx.Cancel != md.claim {
+			errs = append(errs, fmt.Errorf("cancel of claim %d, not the one running (%d)", lx.Cancel, md.claim))
+		}
+		md.claim = 0
+	}
 	if lx.Check != nil {
-		md.stopped, md.final, md.written, md.asked = map[MemberID]bool{}, map[MemberID]bool{}, false, "check"
+		if md.claim != 0 {
+			errs = append(errs, fmt.Errorf("check while claim %d runs and is not cancelled", md.claim))
+		}
+		md.stopped, md.final, md.asked = map[MemberID]bool{}, map[MemberID]bool{}, true
 	}
 	for _, r := range lx.Requests {
-		errs = append(errs, md.sent(ev, r)...)
+		errs = append(errs, md.sent(written, r)...)
+		if md.claim != 0 && r.Kind != LegacyPing {
+			errs = append(errs, fmt.Errorf("%v to %s while claim %d runs", r.Kind, r.Member, md.claim))
+		}
 	}
 	if lx.Claim != nil {
-		md.asked = "claim"
+		md.claim = lx.Claim.Claim
 		for _, id := range slices.Sorted(maps.Keys(md.auto)) {
 			switch {
 			case !md.stopped[id]:
@@ -339,9 +363,6 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 			}
 		}
 	}
-	if c, ok := ev.(LegacyClaimed); ok && c.Outcome == LegacyClaimWritten {
-		md.written = true
-	}
 	if lx.Check != nil && lx.Claim != nil {
 		errs = append(errs, errors.New("check and claim in one step"))
 	}
@@ -349,7 +370,7 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 }
 
 // sent checks one request against the model and records it.
-func (md *legacyModel) sent(ev Event, r LegacyRequest) []error {
+func (md *legacyModel) sent(written bool, r LegacyRequest) []error {
 	var errs []error
 	if _, ok := md.auto[r.Member]; !ok {
 		errs = append(errs, fmt.Errorf("%v to %s, not a member", r.Kind, r.Member))
@@ -365,7 +386,7 @@ func (md *legacyModel) sent(ev Event, r LegacyRequest) []error {
 	md.inflight[r.Member][r.Kind] = true
 	switch r.Kind {
 	case LegacyStart:
-		if c, ok := ev.(LegacyClaimed); !ok || c.Outcome != LegacyClaimWritten {
+		if !written {
 			errs = append(errs, fmt.Errorf("StartRequest to %s before the claim is written (seed step 4.2 follows the ownership write)", r.Member))
 		}
 	case LegacyFinalPing:
@@ -377,16 +398,40 @@ func (md *legacyModel) sent(ev Event, r LegacyRequest) []error {
 }
 
 // TestLegacyOrderProperty steps random sequences of registrations, departures, answers
-// (timeouts, failures, error codes), triggers, clock ticks and check and claim results through
-// the engine, answering every Check and Claim at once as the shell does, and checks every Step
-// against the ordering rules (legacyModel.check), and that every attempt ends: once the events
-// stop and every request is answered, the group is idle or backing off.
+// (timeouts, failures, error codes), triggers, clock ticks, check results (at once, as the shell
+// runs the check) and claim reports (whenever the claimer sends them: blocked rounds, written,
+// failed, and late reports on cancelled claims) through the engine, and checks every Step
+// against the ordering rules (legacyModel.check); then, once the events stop and every request
+// and claim is answered, that the group settles idle.
 func TestLegacyOrderProperty(t *testing.T) {
-	for seed := range uint64(300) {
+	for seed := range uint64(400) {
 		if err := legacyRandomRun(seed); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
+}
+
+type legacyRun struct {
+	rng   *rand.Rand
+	m     *Machine
+	md    *legacyModel
+	now   time.Time
+	trace []string
+	check bool     // a check's result is due at once
+	stale []uint64 // cancelled claims, whose reports may still come
+}
+
+func (r *legacyRun) step(ev Event) error {
+	fx := r.m.Step(r.now, ev)
+	r.trace = append(r.trace, fmt.Sprintf("%T%+v → %v %+v", ev, ev, r.m.LegacyPhase(), fx.Legacy))
+	if err := r.md.check(ev, fx); err != nil {
+		return fmt.Errorf("%w\ntrace:\n%s", err, strings.Join(r.trace, "\n"))
+	}
+	if fx.Legacy.Cancel != 0 {
+		r.stale = append(r.stale, fx.Legacy.Cancel)
+	}
+	r.check = fx.Legacy.Check != nil
+	return nil
 }
 
 func legacyRandomRun(seed uint64) error {
@@ -394,80 +439,62 @@ func legacyRandomRun(seed uint64) error {
 	cfg := DefaultConfig()
 	cfg.Legacy = LegacyConfig{RebalanceDelay: time.Duration(rng.IntN(3)) * 100 * time.Millisecond,
 		RetryBackoff: 100 * time.Millisecond, RetryBackoffMax: time.Second}
-	m, md, now := New(cfg, "g"), newLegacyModel(), t0
-	var trace []string
-	var next Event
-	step := func(ev Event) error {
-		fx := m.Step(now, ev)
-		trace = append(trace, fmt.Sprintf("%T%+v", ev, ev))
-		if err := md.check(ev, fx); err != nil {
-			return fmt.Errorf("%w\ntrace:\n%s", err, strings.Join(trace, "\n"))
-		}
-		next = nil
+	r := &legacyRun{rng: rng, m: New(cfg, "g"), md: newLegacyModel(), now: t0}
+	for i := range 300 {
+		var ev Event
 		switch {
-		case fx.Legacy.Check != nil:
-			next = []Event{LegacyChecked{Needed: true}, LegacyChecked{}, LegacyChecked{Err: errors.New("x")}}[rng.IntN(3)]
-		case fx.Legacy.Claim != nil:
-			next = []Event{LegacyClaimed{Outcome: LegacyClaimWritten}, LegacyClaimed{Outcome: LegacyClaimWritten},
+		case r.check:
+			ev = []Event{LegacyChecked{Needed: true}, LegacyChecked{}, LegacyChecked{Err: errors.New("x")}}[rng.IntN(3)]
+		case r.md.claim != 0 && rng.IntN(4) == 0:
+			ev = []Event{LegacyClaimed{Outcome: LegacyClaimWritten}, LegacyClaimed{Outcome: LegacyClaimWritten},
 				LegacyClaimed{Outcome: LegacyClaimBlocked}, LegacyClaimed{Outcome: LegacyClaimFailed, Err: errors.New("x")}}[rng.IntN(4)]
-		}
-		return nil
-	}
-	for i := range 200 {
-		if next != nil {
-			if err := step(next); err != nil {
-				return err
+			c := ev.(LegacyClaimed)
+			c.Claim = r.md.claim
+			ev = c
+		case len(r.stale) > 0 && rng.IntN(8) == 0:
+			ev = LegacyClaimed{Claim: r.stale[rng.IntN(len(r.stale))], Outcome: LegacyClaimOutcome(rng.IntN(3))}
+		default:
+			ev = legacyRandomEvent(rng, r.md, i)
+			if _, ok := ev.(Tick); ok {
+				r.now = r.now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
 			}
-			continue
 		}
-		ev := legacyRandomEvent(rng, md, i)
-		if _, ok := ev.(Tick); ok {
-			now = now.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
-		}
-		if err := step(ev); err != nil {
+		if err := r.step(ev); err != nil {
 			return err
 		}
 	}
-	// Quiesce: answer everything in flight, results at once, until nothing is left.
-	for range 1000 {
-		if next == nil {
-			ev := legacyAnswerAll(md)
-			if ev == nil {
-				now = now.Add(2 * time.Second)
-				ev = Tick{}
-				if m.LegacyPhase() == LegacyIdle && !m.legacy.want && len(md.inflightAttempt()) == 0 {
-					return nil
-				}
+	return r.settle()
+}
+
+// settle answers everything in time, and every check and claim with success, until the group is
+// idle with nothing in flight.
+func (r *legacyRun) settle() error {
+	for range 2000 {
+		var ev Event
+		switch {
+		case r.check:
+			ev = LegacyChecked{Needed: true}
+		case r.md.claim != 0:
+			ev = LegacyClaimed{Claim: r.md.claim, Outcome: LegacyClaimWritten}
+		default:
+			ev = legacyAnswerOne(r.md)
+		}
+		if ev == nil {
+			if r.m.LegacyPhase() == LegacyIdle && !r.m.legacy.want {
+				return nil
 			}
-			next = ev
+			r.now = r.now.Add(2 * time.Second)
+			ev = Tick{}
 		}
-		if c, ok := next.(LegacyClaimed); ok && c.Outcome != LegacyClaimWritten {
-			next = LegacyClaimed{Outcome: LegacyClaimWritten} // let it end
-		}
-		if c, ok := next.(LegacyChecked); ok && c.Err != nil {
-			next = LegacyChecked{Needed: true}
-		}
-		if err := step(next); err != nil {
+		if err := r.step(ev); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("the group does not settle: phase %v\ntrace:\n%s", m.LegacyPhase(), strings.Join(trace[max(0, len(trace)-30):], "\n"))
+	return fmt.Errorf("the group does not settle: phase %v\ntrace:\n%s", r.m.LegacyPhase(), strings.Join(r.trace[max(0, len(r.trace)-30):], "\n"))
 }
 
-func (md *legacyModel) inflightAttempt() []MemberID {
-	var out []MemberID
-	for id, ks := range md.inflight {
-		for k := range ks {
-			if k != LegacyPing {
-				out = append(out, id)
-			}
-		}
-	}
-	return out
-}
-
-// legacyAnswerAll answers one request in flight, in time, or returns nil when none is.
-func legacyAnswerAll(md *legacyModel) Event {
+// legacyAnswerOne answers one request in flight, in time, or returns nil when none is.
+func legacyAnswerOne(md *legacyModel) Event {
 	for _, id := range slices.Sorted(maps.Keys(md.inflight)) {
 		for _, k := range []LegacyRequestKind{LegacyStop, LegacyFinalPing, LegacyStart, LegacyPing} {
 			if md.inflight[id][k] {
@@ -489,10 +516,8 @@ func legacyRandomEvent(rng *rand.Rand, md *legacyModel, i int) Event {
 		return LegacyLeave{Member: members[rng.IntN(len(members))], Cause: errors.New("closed")}
 	case n == 2:
 		return LegacyTrigger{Reason: fmt.Sprintf("partitions changed %d", i)}
-	case n == 3:
+	case n <= 4:
 		return Tick{}
-	case n == 4:
-		return LegacyWake{}
 	default:
 		var open []LegacyAnswer
 		for _, id := range members {

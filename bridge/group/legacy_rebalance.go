@@ -15,9 +15,10 @@ type legacyState struct {
 	want      bool      // a trigger waits to be served
 	wantSince time.Time // the first trigger not served yet
 	trigger   string    // the latest trigger
-	retryAt   time.Time // claim-wait and backoff
+	retryAt   time.Time // backoff
 	failures  int       // consecutive failed attempts
-	blocked   int       // consecutive blocked claims
+	blocked   int       // consecutive blocked claim rounds
+	claims    uint64    // the number of the last claim asked for
 	// The rebalance being served, from its first trigger over every attempt.
 	since    time.Time
 	attempts int
@@ -35,6 +36,7 @@ type legacyAttempt struct {
 	waiting map[MemberID]bool // members whose answer the current phase waits for
 	failed  error             // the first member that did not answer in time (step 5)
 	dirty   bool              // membership or partitions changed since the attempt began
+	claim   uint64            // the attempt's claim while it runs, else 0
 }
 
 // LegacyPhase returns where the legacy members' rebalance stands.
@@ -63,10 +65,6 @@ func (m *Machine) stepLegacy(ev legacyEvent) {
 		m.legacyChecked(ev)
 	case LegacyClaimed:
 		m.legacyClaimed(ev)
-	case LegacyWake:
-		if m.legacy.phase == LegacyClaimWait {
-			m.legacy.retryAt = m.now
-		}
 	}
 }
 
@@ -104,12 +102,9 @@ func (m *Machine) advanceLegacy() {
 				m.legacyAdvance()
 			}
 		case LegacyClaimWait:
-			if !m.now.Before(l.retryAt) {
-				if l.att.dirty {
-					m.legacyBegin()
-				} else {
-					m.legacyClaim()
-				}
+			if l.att.dirty {
+				// The claim waits for others; a changed group restarts from step 1 instead.
+				m.legacyBegin()
 			}
 		case LegacyBackoff:
 			if !m.now.Before(l.retryAt) {
@@ -135,6 +130,9 @@ func (m *Machine) legacyBegin() {
 		if l.since.IsZero() {
 			l.since = m.now
 		}
+	}
+	if l.att != nil && l.att.claim != 0 {
+		m.fx.Legacy.Cancel = l.att.claim
 	}
 	l.want, l.wantSince = false, time.Time{}
 	l.attempts++
@@ -199,20 +197,21 @@ func (m *Machine) legacyAdvance() {
 // legacyClaim asks for step 4's claim: every member stopped, every final offset in.
 func (m *Machine) legacyClaim() {
 	l := &m.legacy
-	l.phase, l.att.claiming = LegacyClaiming, m.now
-	m.fx.Legacy.Claim = &LegacyClaim{Attempt: l.attempts}
+	l.claims++
+	l.phase, l.att.claiming, l.att.claim = LegacyClaiming, m.now, l.claims
+	m.fx.Legacy.Claim = &LegacyClaim{Claim: l.claims, Attempt: l.attempts}
 }
 
 func (m *Machine) legacyClaimed(ev LegacyClaimed) {
 	l := &m.legacy
-	if l.phase != LegacyClaiming {
-		return // not asked for
+	if l.att == nil || l.att.claim == 0 || ev.Claim != l.att.claim {
+		return // another attempt's claim, or none asked for
 	}
 	switch ev.Outcome {
 	case LegacyClaimWritten:
 		// Step 4.2: a StartRequest to every member, now that the ownership is written.
 		l.assignedAt, l.blocked = m.now, 0
-		l.phase, l.att.starting = LegacyStarting, m.now
+		l.phase, l.att.starting, l.att.claim = LegacyStarting, m.now, 0
 		for _, id := range l.ids {
 			m.legacySend(l.members[id], LegacyStart)
 		}
@@ -220,10 +219,10 @@ func (m *Machine) legacyClaimed(ev LegacyClaimed) {
 		// Another member still owns partitions to claim (0.8 consumers retry a taken owner
 		// znode the same way, ZCC:769-797); ours stay stopped, and keep being pinged.
 		l.blocked++
-		wait := m.cfg.Legacy.backoff(l.blocked)
-		l.phase, l.retryAt = LegacyClaimWait, m.now.Add(wait)
-		m.fx.Legacy.Blocked = &LegacyBlocked{Tries: l.blocked, RetryIn: wait}
+		l.phase = LegacyClaimWait
+		m.fx.Legacy.Blocked = &LegacyBlocked{Tries: l.blocked}
 	default:
+		l.att.claim = 0
 		m.legacyFail(ev.Err)
 	}
 }
@@ -279,8 +278,10 @@ func (m *Machine) legacyWakeAt() time.Time {
 		if l.want {
 			earlier(l.wantSince.Add(m.cfg.Legacy.RebalanceDelay))
 		}
-	case LegacyClaimWait, LegacyBackoff:
+	case LegacyBackoff:
 		earlier(l.retryAt)
+	case LegacyChecking, LegacyClaiming:
+		return wake // no ping before their result (advanceLegacy)
 	}
 	for _, mb := range l.members {
 		if !mb.pinging && !mb.inAttempt {
