@@ -9,37 +9,36 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// claim is step 4 between the Stops and the Starts: the group's claimer reads the owners and
-// offsets again, waits while another session holds an owner znode to claim, then writes
-// everything in one Multi (claimer_legacy.go); its events come back to onClaim, and the
-// StartRequests go out once it is written.
-func (g *legacyGroup) claim(now time.Time) {
-	g.att.claiming = time.Now()
-	g.phase = legacyClaiming
-	in := g.planInput(legacyGroupView{}, g.att.final)
+// claimReq hands the claim numbered n to the group's claimer: step 4 between the Stops and the
+// Starts, which the engine asks for once every member is stopped. The claimer reads the owners
+// and offsets again, waits while another session holds an owner znode to claim, then writes
+// everything in one Multi (claimer_legacy.go); its events come back to onClaim.
+func (g *legacyGroup) claimReq(n uint64) {
+	in := g.planInput(legacyGroupView{}, g.final)
 	in.Session, in.Others, in.Owners, in.Committed, in.OffsetNodes = 0, nil, nil, nil, nil
-	g.claims++
-	g.att.claim = g.claims
-	g.cl.legacyReqs <- legacyClaimReq{attempt: g.claims, in: in}
+	g.claim = n
+	g.cl.legacyReqs <- legacyClaimReq{attempt: int(n), in: in}
 }
 
-// cancelClaim tells the claimer that the attempt's claim, if any, is over.
-func (g *legacyGroup) cancelClaim() {
-	if g.att != nil && g.att.claim != 0 {
-		g.cl.legacyReqs <- legacyCancelReq{attempt: g.att.claim}
-		g.att.claim = 0
+// cancelClaim tells the claimer that the claim numbered n is over: its attempt starts again
+// at the check.
+func (g *legacyGroup) cancelClaim(n uint64) {
+	if g.claim == n {
+		g.cl.legacyReqs <- legacyCancelReq{attempt: int(n)}
+		g.claim = 0
 	}
 }
 
 // onClaim takes an event of the claim (legacyClaimEv). What it says of ZooKeeper is taken in
-// whatever the attempt (an attempt restarted meanwhile replans from it); only the current
-// attempt moves on.
+// whatever the attempt (an attempt restarted meanwhile replans from it); the engine moves on
+// only for the claim it asked for.
 func (g *legacyGroup) onClaim(now time.Time, ev legacyClaimEv) {
-	current := g.att != nil && g.att.claim == ev.attempt && ev.attempt != 0
+	current := g.claim != 0 && uint64(ev.attempt) == g.claim
 	g.countAttempt(ev.count)
 	if ev.regs != nil {
 		g.regs = ev.regs
@@ -50,77 +49,62 @@ func (g *legacyGroup) onClaim(now time.Time, ev legacyClaimEv) {
 	if ev.skipped != nil {
 		g.noteSkipped(ev.skipped)
 	}
+	res := group.LegacyClaimed{Claim: uint64(ev.attempt)}
 	switch ev.state {
 	case legacyClaimFailed:
 		if ev.writtenSession < 0 {
 			g.written, g.writtenSession = nil, 0
 		}
+		res.Outcome, res.Err = group.LegacyClaimFailed, ev.err
 		if current {
-			g.att.claim = 0
-			g.fail(now, ev.err)
+			g.claim = 0
 		}
 	case legacyClaimWaiting:
-		if current {
-			if ev.released {
-				g.released(ev.plan, ev.finals)
-			}
-			g.waitForeign(now, ev)
+		if current && ev.released {
+			g.released(ev.plan, ev.finals)
 		}
+		g.blocked = ev
+		res.Outcome = group.LegacyClaimBlocked
 	case legacyClaimWritten:
 		g.written, g.writtenSession = ev.written, ev.writtenSession
 		g.c.addCommitted(ev.finals)
 		g.assignment, g.owner, g.committed, g.offsetNodes = ev.plan.Assignment, ev.plan.Owner, ev.plan.Offsets, ev.nodes
-		g.assignedAt = time.Now()
+		res.Outcome = group.LegacyClaimWritten
 		if current {
-			g.att.claim = 0
-			g.startAll(ev)
+			g.claim, g.starts, g.foreignLogged = 0, ev.plan.Starts, false
+			g.log.Debug().Int("ops", len(ev.plan.Ops)).Int("partitions", len(ev.plan.Assignment)).
+				Dur("reading", ev.reading).Dur("queued", ev.queued).Dur("writing", ev.writing).
+				Msg("ownership written; starting every member (seed step 4.2)")
 		}
 	}
+	g.step(now, res)
 }
 
-// waitForeign records a round of the claim that must wait: another member (a zk member that has
-// not noticed the change yet, a member of another coordinator, a previous coordinator whose
-// session has not expired) still owns partitions we must claim. Our members stay stopped, and
-// keep being pinged, meanwhile; the claimer retries on its own.
-func (g *legacyGroup) waitForeign(now time.Time, ev legacyClaimEv) {
-	g.claimTries++
+// onBlocked logs a blocked round of the claim, the tries-th in a row: another member (a zk
+// member that has not noticed the change yet, a member of another coordinator, a previous
+// coordinator whose session has not expired) still owns partitions we must claim. Our members
+// stay stopped, and keep being pinged, meanwhile; the claimer retries on its own.
+func (g *legacyGroup) onBlocked(now time.Time, tries int) {
 	g.c.claimWaits.Add(1)
-	if g.claimTries == 1 {
+	if tries == 1 {
 		g.claimWaitSince = now
 	}
 	// Waiting is routine in a group with other members (they release at their own pace):
 	// a warning only when it lasts.
 	e := g.log.Debug()
 	switch {
-	case g.claimTries == 1:
+	case tries == 1:
 		e = g.log.Info()
 	case !g.foreignLogged && now.Sub(g.claimWaitSince) >= legacyClaimWarnAfter:
 		e = g.log.Warn().Dur("waiting", now.Sub(g.claimWaitSince))
 		g.foreignLogged = true
 	}
+	ev := g.blocked
 	if ev.holder.Session >= 0 {
 		e = e.Str("session", fmt.Sprintf("0x%x", ev.holder.Session))
 	}
 	e.Int("partitions", len(ev.plan.Foreign)).Stringer("first", ev.first).Str("held_by", ev.holder.Thread).
 		Int("round", ev.tries).Msg("owner znodes held by another member; waiting to claim")
-	g.phase = legacyClaimWait
-}
-
-// startAll sends every member its StartRequest (seed step 4.2) once the claim is written.
-func (g *legacyGroup) startAll(ev legacyClaimEv) {
-	g.claimTries, g.foreignLogged = 0, false
-	g.phase, g.att.starting = legacyStarting, time.Now()
-	for _, m := range g.members {
-		parts := ev.plan.Starts[m.id]
-		m.pending = make([]legacy.TopicPartition, len(parts))
-		for i, p := range parts {
-			m.pending[i] = legacy.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		}
-		g.send(m, legacyReqStart, parts)
-	}
-	g.log.Debug().Int("ops", len(ev.plan.Ops)).Int("partitions", len(ev.plan.Assignment)).
-		Dur("reading", ev.reading).Dur("queued", ev.queued).Dur("writing", ev.writing).
-		Msg("ownership written; starting every member (seed step 4.2)")
 }
 
 // legacyParentRace reports whether a Multi failed only because a parent it was creating (an
@@ -220,7 +204,7 @@ func (rd legacyReader) refreshOffset(v *legacyGroupView, tp legacy.TopicPartitio
 // whose owner znodes it deleted are no longer ours — their offsets are not taken from pings
 // any more (legacyCheckPing), since their next owner may be consuming them already.
 func (g *legacyGroup) released(plan legacyPlan, finals int) {
-	for tp, off := range g.att.final {
+	for tp, off := range g.final {
 		g.committed[tp], g.offsetNodes[tp] = off, true
 	}
 	g.c.addCommitted(finals)
@@ -234,22 +218,30 @@ func (g *legacyGroup) released(plan legacyPlan, finals int) {
 	g.log.Debug().Int("ops", len(plan.Release)).Msg("released the owner znodes no longer ours before waiting to claim")
 }
 
-// complete ends a rebalance whose every StartResponse came in (seed step 4.3).
-func (g *legacyGroup) complete(now time.Time) {
+// done ends the measurement of a rebalance the engine finished: completed (every StartResponse
+// in, seed step 4.3) or found unnecessary (step 3.5).
+func (g *legacyGroup) done(now time.Time, d *group.LegacyRebalance) {
+	defer func() { g.reads, g.readRequests, g.writes, g.multis = 0, 0, 0, 0 }()
+	if d.Unnecessary {
+		g.log.Debug().Msg("rebalance not necessary (seed step 3.5)")
+		g.c.skipped.Add(1)
+		g.c.metrics.rebalances.WithLabelValues("unnecessary").Inc()
+		return
+	}
 	st := LegacyRebalanceStats{
 		Group:          g.name,
-		Duration:       now.Sub(g.since),
-		Attempts:       g.attempts,
-		Members:        len(g.members),
+		Duration:       d.Duration,
+		Attempts:       d.Attempts,
+		Members:        d.Members,
 		Partitions:     len(g.assignment),
 		ZKReads:        g.reads,
 		ZKReadRequests: g.readRequests,
 		ZKWrites:       g.writes,
 		ZKMultis:       g.multis,
-		Checking:       g.att.stopping.Sub(g.att.began),
-		Stopping:       g.att.claiming.Sub(g.att.stopping),
-		Claiming:       g.att.starting.Sub(g.att.claiming),
-		Starting:       now.Sub(g.att.starting),
+		Checking:       d.Checking,
+		Stopping:       d.Stopping,
+		Claiming:       d.Claiming,
+		Starting:       d.Starting,
 		Completed:      now,
 	}
 	g.c.rebalances.Add(1)
@@ -262,40 +254,17 @@ func (g *legacyGroup) complete(now time.Time) {
 		Int("partitions", st.Partitions).Dur("checking", st.Checking).Dur("stopping", st.Stopping).
 		Dur("claiming", st.Claiming).Dur("starting", st.Starting).Int("zk_reads", st.ZKReads).Int("zk_read_requests", st.ZKReadRequests).Int("zk_writes", st.ZKWrites).
 		Msg("rebalance complete")
-	g.failures = 0
-	g.finish()
 }
 
-// finish returns to idle and ends the measurement of the rebalance.
-func (g *legacyGroup) finish() {
-	g.phase, g.att = legacyIdle, nil
-	g.since, g.attempts, g.reads, g.readRequests, g.writes, g.multis = time.Time{}, 0, 0, 0, 0, 0
-}
-
-// fail is seed step 5: report the failure and retry after a backoff.
-func (g *legacyGroup) fail(now time.Time, err error) {
-	g.failures++
-	wait := g.backoff(g.failures)
+// failed reports seed step 5: the attempt failed, and the engine retries it after a backoff.
+func (g *legacyGroup) failed(f *group.LegacyFailure) {
 	g.c.failures.Add(1)
 	g.c.metrics.rebalances.WithLabelValues("failed").Inc()
 	l := g.log.Warn()
 	if g.lifetime.Err() != nil {
 		l = g.log.Debug() // shutting down: the ZooKeeper calls were cut short on purpose
 	}
-	l.Err(err).Int("attempt", g.attempts).Dur("retry_in", wait).Msg("rebalance attempt failed (seed step 5)")
-	g.phase, g.att, g.retryAt = legacyBackoff, nil, now.Add(wait)
-	if g.trigger == "" {
-		g.trigger = "retry"
-	}
-}
-
-// backoff is RetryBackoff doubled n-1 times, capped at RetryBackoffMax.
-func (g *legacyGroup) backoff(n int) time.Duration {
-	d := g.c.cfg.RetryBackoff
-	for i := 1; i < n && d < g.c.cfg.RetryBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, g.c.cfg.RetryBackoffMax)
+	l.Err(f.Err).Int("attempt", f.Attempt).Dur("retry_in", f.RetryIn).Msg("rebalance attempt failed (seed step 5)")
 }
 
 // planInput gathers what legacyPlanRebalance decides on: our members, the others'

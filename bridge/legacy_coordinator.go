@@ -6,33 +6,36 @@ package bridge
 //
 // One goroutine (actor) per group owns all of the group's state: members, the current
 // assignment, the partitions of its topics (kept current by ZooKeeper watches on
-// /brokers/topics/<t>), the committed offsets it knows, and the rebalance in progress. Sockets
-// never block it: every request to a consumer (Ping, Stop, Start) runs on a goroutine of its
+// /brokers/topics/<t>), the committed offsets it knows, and the group engine (bridge/group) that
+// holds the legacy members' liveness and the rebalance in progress (group/legacy.go): the actor
+// steps it with every event and the time it happened, and carries out its effects. Sockets never
+// block the actor: every request to a consumer (Ping, Stop, Start) runs on a goroutine of its
 // own and comes back as an event, so Registers, closed sockets and topic changes are handled
 // while a rebalance waits for its answers. ZooKeeper calls are made from the actor, bounded by
 // LegacyConfig.ZKTimeout; every ephemeral of ours (registrations, hosted-member znodes, owner
-// znodes) is written by the group's claimer (claimer.go). The decisions are pure functions
-// (legacy_plan.go); this file only gathers their inputs and carries out what they return.
+// znodes) is written by the group's claimer (claimer.go). The decisions are the engine's (the
+// order of a rebalance, liveness, delay and backoff) and pure functions (legacy_plan.go: the
+// ownership); the actor only gathers their inputs and carries out what they return.
 //
 // A rebalance follows seed 001 "rebalance (group)" with the additions of
-// docs/legacy-protocol.md §8:
+// docs/legacy-protocol.md §8 (the engine's phases in brackets):
 //
-//	steps 1-3   read the group (owners), plan; stop here when nothing is necessary (3.5).
-//	            No read when the answer cannot be "not necessary" (certainNeed: a member of
-//	            ours not started, a partition of a member that left)
-//	step 4.1    StopRequest to every member; wait for every StopResponse
-//	§8 Coord. 2 PingRequest to every auto_commit member: its final offsets
-//	step 4      handed to the group's claimer (claimer_legacy.go), shared with its Kafka
-//	            members: read the group again (owners, offsets); while another member holds an owner
-//	            znode we must claim, let go of what is no longer ours (final offsets, our
-//	            owners that moved: legacyPlan.Release) and wait with backoff, then read again
-//	            only the partitions waited for; then ONE Multi: final offsets, released owners
-//	            deleted, new owners created (a Multi that fails after such a partial read
-//	            reads the group in full and tries once more)
-//	step 4.2    StartRequest to every member with its part and starting offsets
+//	steps 1-3   [checking] read the group (owners), plan; stop here when nothing is necessary
+//	            (3.5). No read when the answer cannot be "not necessary" (certainNeed: a
+//	            member of ours not started, a partition of a member that left)
+//	step 4.1    [stopping] StopRequest to every member; wait for every StopResponse
+//	§8 Coord. 2 [collecting] PingRequest to every auto_commit member: its final offsets
+//	step 4      [claiming, claim-wait] handed to the group's claimer (claimer_legacy.go),
+//	            shared with its Kafka members: read the group again (owners, offsets); while
+//	            another member holds an owner znode we must claim, let go of what is no longer
+//	            ours (final offsets, our owners that moved: legacyPlan.Release) and wait with
+//	            backoff, then read again only the partitions waited for; then ONE Multi: final
+//	            offsets, released owners deleted, new owners created (a Multi that fails after
+//	            such a partial read reads the group in full and tries once more)
+//	step 4.2    [starting] StartRequest to every member with its part and starting offsets
 //	step 4.3    wait for every StartResponse
-//	step 5      a member that does not answer in time fails the attempt: log it, retry after a
-//	            backoff that doubles up to RetryBackoffMax
+//	step 5      [backoff] a member that does not answer in time fails the attempt: log it,
+//	            retry after a backoff that doubles up to RetryBackoffMax
 //
 // Each read of the group is a zkstate Snapshot (a handful of multiRead requests for a group of
 // a thousand partitions) plus the stat of every owner znode this actor did not write itself.
@@ -68,8 +71,8 @@ package bridge
 // (step 3.1 or 3.2) and runs a full rebalance that writes them again.
 //
 // Identifiers of this file start with "legacy" (or "Legacy" when exported): package bridge is
-// shared with the Kafka-protocol shell, and the legacy members will later join the common group
-// engine, with this actor's inputs becoming its events.
+// shared with the Kafka-protocol shell. The legacy members are a kind of the common group engine
+// (group.KindLegacy); their actor is still a goroutine of its own beside the Kafka members'.
 
 import (
 	"context"
@@ -85,6 +88,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -534,9 +538,12 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	if g := c.groups[name]; g != nil {
 		return g, nil
 	}
+	cfg := group.DefaultConfig()
+	cfg.Legacy = group.LegacyConfig{RebalanceDelay: c.cfg.RebalanceDelay, RetryBackoff: c.cfg.RetryBackoff, RetryBackoffMax: c.cfg.RetryBackoffMax}
 	g := &legacyGroup{
 		c:           c,
 		name:        name,
+		m:           group.New(cfg, name),
 		log:         c.log.With().Str("group", name).Logger(),
 		lifetime:    c.lifetime,
 		inbox:       make(chan any, legacyInboxSize),

@@ -1,8 +1,11 @@
 package bridge
 
-// A legacy group's actor: its events, its state, its loop, liveness (docs/legacy-protocol.md §8
-// "Liveness") and the phases of a rebalance up to the claim (legacy_coordinator.go describes
-// the whole).
+// A legacy group's actor: the IO shell of the group's legacy members in the group engine
+// (bridge/group, legacy.go). The engine decides — liveness, the phases of a rebalance, the
+// rebalance delay and the retry backoff, all from the now it is stepped with; the actor turns
+// what happens on the members' connections and in ZooKeeper into engine events, and carries out
+// the engine's effects: requests on the connections, the check and the claim against ZooKeeper
+// (legacy_claim.go), the members it drops (legacy_coordinator.go describes the whole).
 
 import (
 	"context"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -36,8 +40,7 @@ type (
 	legacyResultEv struct {
 		member string
 		sess   *legacy.Session
-		kind   legacyReqKind
-		sent   time.Time
+		kind   group.LegacyRequestKind
 		ping   legacy.PingResponse
 		code   legacy.ErrorCode // of a StopResponse or StartResponse
 		err    error
@@ -57,48 +60,12 @@ type (
 	}
 )
 
-type legacyReqKind int
-
-const (
-	legacyReqPing      legacyReqKind = iota // a regular ping (liveness, offsets)
-	legacyReqStop                           // rebalance step 4.1
-	legacyReqFinalPing                      // the ping after a StopResponse: final offsets
-	legacyReqStart                          // rebalance step 4.2
-)
-
-func (k legacyReqKind) String() string {
-	return [...]string{"PingRequest", "StopRequest", "PingRequest (final offsets)", "StartRequest"}[k]
-}
-
-// legacyPhase is where a group's rebalance stands.
-type legacyPhase int
-
-const (
-	legacyIdle       legacyPhase = iota // no rebalance in progress
-	legacyStopping                      // StopRequests sent; waiting for every StopResponse
-	legacyCollecting                    // final PingRequests sent to auto_commit members
-	legacyClaiming                      // the claimer has the claim (claimer_legacy.go)
-	legacyClaimWait                     // an owner znode to claim is another session's; the claimer retries
-	legacyStarting                      // StartRequests sent; waiting for every StartResponse
-	legacyBackoff                       // the attempt failed (step 5); retry at retryAt
-)
-
-func (p legacyPhase) String() string {
-	return [...]string{"idle", "stopping", "collecting", "claiming", "claim-wait", "starting", "backoff"}[p]
-}
-
-// legacyMember is one registered consumer, owned by its group's actor.
+// legacyMember is one registered consumer as the actor knows it: its connection and the part it
+// runs. Its liveness is the engine's.
 type legacyMember struct {
-	id        string
-	sess      *legacy.Session
-	reg       legacy.RegisterRequest
-	interval  time.Duration
-	maxMissed int
-
-	missed    int       // consecutive requests unanswered within the ping interval
-	pinging   bool      // a regular PingRequest is in flight
-	inAttempt bool      // a Stop, final Ping or Start of the current attempt is in flight
-	nextPing  time.Time // when the next regular ping is due
+	id   string
+	sess *legacy.Session
+	reg  legacy.RegisterRequest
 
 	started bool                    // acknowledged a StartRequest, not stopped since
 	running []legacy.TopicPartition // the part it was started with
@@ -111,22 +78,8 @@ type legacyTopic struct {
 	partitions []int32
 }
 
-// legacyAttempt is one rebalance attempt in progress.
-type legacyAttempt struct {
-	// when each phase began: begin, Stops sent, claim started, Starts sent
-	began, stopping, claiming, starting time.Time
-
-	why     string
-	waiting map[string]bool // members whose answer the current phase waits for
-	failed  error           // the first member that did not answer in time (step 5)
-	dirty   bool            // membership or partitions changed since the attempt began
-	final   map[legacy.TopicPartition]int64
-	// claim numbers the claim handed to the claimer (legacyClaimReq); 0 while none is.
-	claim int
-}
-
-// legacyWaited is a claim waiting for other members to release partitions (legacyClaimWait):
-// what its last round read, as its Release left it.
+// legacyWaited is a claim waiting for other members to release partitions (the engine's
+// claim-wait; the claimer's legacyClaimRun): what its last round read, as its Release left it.
 type legacyWaited struct {
 	view    legacyGroupView
 	foreign []legacy.TopicPartition
@@ -146,10 +99,16 @@ type legacyGroup struct {
 	// cl is the group's claimer, shared with the group's Kafka members: it writes every
 	// ephemeral of ours under /consumers/<g> (claimer_legacy.go).
 	cl     *claimer
-	claims int            // numbers the claims handed to cl
 	quit   chan struct{}  // closed when the actor stops: senders give up
 	exited chan struct{}  // closed when run has returned
 	wg     sync.WaitGroup // request goroutines and watch forwarders
+
+	// m is the group's engine: the legacy members' liveness and rebalance; wakeAt is when it
+	// asked to be stepped next.
+	m      *group.Machine
+	wakeAt time.Time
+	// answer is the answer being stepped, whose content an Accepted effect applies.
+	answer *legacyResultEv
 
 	members map[string]*legacyMember
 	topics  map[string]*legacyTopic
@@ -176,26 +135,20 @@ type legacyGroup struct {
 	// (0: none to trust); see readGroup.
 	written        map[legacy.TopicPartition]legacyOwner
 	writtenSession int64
-	// assignedAt is when the current assignment was written. A PingResponse to a ping sent
-	// before it describes the assignment before: its offsets were collected as final offsets
-	// (the member was stopped), and checking them against the new owners would only refuse
-	// partitions that moved.
-	assignedAt time.Time
+	// starts are the StartRequest parts of the last claim written (legacyPlan.Starts).
+	starts map[string][]legacy.PartitionOffset
 
-	phase      legacyPhase
-	att        *legacyAttempt
-	want       bool      // a trigger is waiting to be served
-	wantSince  time.Time // the first trigger not served yet
-	trigger    string    // the latest trigger, for logs
-	retryAt    time.Time // backoff
-	failures   int       // consecutive failed attempts
-	claimTries int       // consecutive blocked claims
-	// The rebalance being measured, from its first trigger over every attempt.
-	since                               time.Time
-	attempts                            int
+	// The attempt in progress, since the engine's last Check: the final offsets accepted, and
+	// the claim handed to the claimer (its number, 0 when none); blocked is the last blocked
+	// round's report, for the log.
+	final   map[legacy.TopicPartition]int64
+	claim   uint64
+	blocked legacyClaimEv
+
+	// The ZooKeeper operations of the rebalance being measured (LegacyRebalanceStats).
 	reads, readRequests, writes, multis int
 	foreignLogged                       bool
-	claimWaitSince                      time.Time // the first blocked claim of claimTries
+	claimWaitSince                      time.Time // the first blocked round of the claims waiting
 	lastRefusalLog                      time.Time
 	suppressedRefusalCount              int
 }
@@ -205,8 +158,6 @@ func (g *legacyGroup) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		now := time.Now()
-		g.step(now)
 		if wake := g.nextWake(); !wake.IsZero() {
 			timer.Reset(max(time.Until(wake), 0))
 		} else {
@@ -214,8 +165,13 @@ func (g *legacyGroup) run() {
 		}
 		select {
 		case ev := <-g.inbox:
-			g.handle(ev)
+			now := time.Now()
+			g.fenceUnvouched(now)
+			g.handle(now, ev)
 		case <-timer.C:
+			now := time.Now()
+			g.fenceUnvouched(now)
+			g.step(now, group.Tick{})
 		case <-g.lifetime.Done():
 			g.shutdown()
 			return
@@ -223,14 +179,13 @@ func (g *legacyGroup) run() {
 	}
 }
 
-func (g *legacyGroup) handle(ev any) {
-	now := time.Now()
+func (g *legacyGroup) handle(now time.Time, ev any) {
 	switch ev := ev.(type) {
 	case legacyRegisterEv:
 		g.onRegister(now, ev)
 	case legacyClosedEv:
 		if m := g.members[ev.member]; m != nil && m.sess == ev.sess {
-			g.remove(now, m, ev.sess.Err())
+			g.step(now, group.LegacyLeave{Member: group.MemberID(m.id), Cause: ev.sess.Err()})
 		}
 	case legacyResultEv:
 		g.onResult(now, ev)
@@ -265,197 +220,6 @@ func (g *legacyGroup) fenceUnvouched(now time.Time) {
 			g.log.Warn().Str("consumer", m.id).Msg("closing a legacy member's connection: the ZooKeeper session cannot be vouched for, so it must stop consuming before its partitions are handed to others")
 			m.sess.Close(errLegacyUnvouched)
 		}
-	}
-}
-
-// step advances the rebalance as far as it can go now, then sends the pings that are due.
-func (g *legacyGroup) step(now time.Time) {
-	g.fenceUnvouched(now)
-	for range 16 { // each pass moves one phase; a rebalance has fewer than 16
-		before, att := g.phase, g.att
-		switch g.phase {
-		case legacyIdle:
-			if g.want && !now.Before(g.wantSince.Add(g.c.cfg.RebalanceDelay)) {
-				g.begin(now)
-			}
-		case legacyStopping, legacyCollecting, legacyStarting:
-			if len(g.att.waiting) == 0 {
-				g.advance(now)
-			}
-		case legacyClaimWait:
-			if g.att.dirty {
-				// The claimer retries on its own; a changed group restarts from step 1.
-				g.begin(now)
-			}
-		case legacyBackoff:
-			if !now.Before(g.retryAt) {
-				g.begin(now)
-			}
-		}
-		if g.phase == before && g.att == att {
-			break
-		}
-	}
-	g.sendPings(now)
-}
-
-// nextWake is when step must run again without an event: a delayed rebalance, a retry, a ping.
-func (g *legacyGroup) nextWake() time.Time {
-	var wake time.Time
-	earlier := func(t time.Time) {
-		if wake.IsZero() || t.Before(wake) {
-			wake = t
-		}
-	}
-	switch g.phase {
-	case legacyIdle:
-		if g.want {
-			earlier(g.wantSince.Add(g.c.cfg.RebalanceDelay))
-		}
-	case legacyBackoff:
-		earlier(g.retryAt)
-	}
-	for _, m := range g.members {
-		if !m.pinging && !m.inAttempt {
-			earlier(m.nextPing)
-		}
-	}
-	if len(g.members) > 0 {
-		if until := g.c.store.LeaseUntil(); !until.IsZero() {
-			earlier(until) // fenceUnvouched, if no probe extends it by then
-		}
-	}
-	return wake
-}
-
-// sendPings pings every member that is due and has no request in flight: a Stop, final Ping or
-// Start of a rebalance is that member's ping (docs §8 "Coordinator" 1), but a member that has
-// answered its part of a slow rebalance phase keeps being pinged, so that neither side takes
-// the other for dead while the group waits for its slowest member.
-func (g *legacyGroup) sendPings(now time.Time) {
-	for _, m := range g.members {
-		if m.pinging || m.inAttempt || now.Before(m.nextPing) {
-			continue
-		}
-		m.pinging = true
-		g.send(m, legacyReqPing, nil)
-	}
-}
-
-// send runs one request to m on a goroutine of its own; the answer (or its absence) comes back
-// to the actor as a legacyResultEv. A rebalance request is added to the attempt's waiting set.
-func (g *legacyGroup) send(m *legacyMember, kind legacyReqKind, parts []legacy.PartitionOffset) {
-	if kind != legacyReqPing {
-		m.inAttempt = true
-		g.att.waiting[m.id] = true
-	}
-	// num_retries is the number of consecutive missed pings so far (docs §8 "Liveness").
-	retries := int16(min(m.missed, math.MaxInt16))
-	id, sess := m.id, m.sess
-	timeout := g.c.cfg.StartTimeout
-	// The time of sending, not the step's now: ZooKeeper calls may have taken a while since.
-	sent := time.Now()
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		ctx := g.lifetime
-		if kind != legacyReqPing && timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, timeout, legacy.ErrTimeout)
-			defer cancel()
-		}
-		res := legacyResultEv{member: id, sess: sess, kind: kind, sent: sent}
-		switch kind {
-		case legacyReqPing, legacyReqFinalPing:
-			res.ping, res.err = sess.Ping(ctx, retries)
-		case legacyReqStop:
-			var r legacy.StopResponse
-			r, res.err = sess.Stop(ctx)
-			res.code = r.ErrorCode
-		case legacyReqStart:
-			var r legacy.StartResponse
-			r, res.err = sess.Start(ctx, parts)
-			res.code = r.ErrorCode
-		}
-		select {
-		case g.inbox <- res:
-		case <-g.quit:
-		}
-	}()
-}
-
-// noteTrigger records a reason to check the group (seed 001 "rebalance (group)" triggers). An
-// attempt in progress is marked dirty: it restarts from step 1 if it has not claimed yet, and
-// a new rebalance check follows it otherwise.
-func (g *legacyGroup) noteTrigger(now time.Time, why string) {
-	if !g.want {
-		g.want = true
-		g.wantSince = now
-	}
-	g.trigger = why
-	if g.att != nil {
-		g.att.dirty = true
-	}
-	g.log.Debug().Str("trigger", why).Stringer("phase", g.phase).Msg("rebalance triggered")
-}
-
-// begin starts an attempt: seed steps 1-3, then StopRequests (4.1) when a rebalance is needed.
-func (g *legacyGroup) begin(now time.Time) {
-	if g.since.IsZero() {
-		g.since = g.wantSince
-		if g.since.IsZero() {
-			g.since = now
-		}
-	}
-	why := g.trigger
-	g.cancelClaim()
-	g.want, g.wantSince = false, time.Time{}
-	g.attempts++
-	g.att = &legacyAttempt{began: time.Now(), why: why, waiting: map[string]bool{}, final: map[legacy.TopicPartition]int64{}}
-
-	// Step 3 is decided without reading when what the actor knows makes the rebalance
-	// necessary whatever ZooKeeper holds: the claim reads the group after the Stops anyway.
-	if reason := g.certainNeed(); reason != "" {
-		g.log.Info().Str("trigger", why).Str("reason", reason).Int("members", len(g.members)).
-			Int("attempt", g.attempts).Msg("rebalancing: stopping every member (seed step 4.1)")
-		g.stopAll()
-		return
-	}
-
-	// Step 3 reads the current ownership from ZooKeeper; the offsets wait for the claim.
-	readStart := time.Now()
-	view, err := g.readGroup(g.lifetime, false)
-	if err != nil {
-		g.fail(now, fmt.Errorf("reading the owners (seed step 3): %w", err))
-		return
-	}
-	plan, err := legacyPlanRebalance(g.planInput(view, nil))
-	if err != nil {
-		g.fail(now, err)
-		return
-	}
-	g.regs, g.lastOthers = view.regs, view.others
-	if !plan.Needed() {
-		// Step 3.5: nothing to do.
-		g.log.Debug().Str("trigger", why).Msg("rebalance not necessary (seed step 3.5)")
-		g.c.skipped.Add(1)
-		g.c.metrics.rebalances.WithLabelValues("unnecessary").Inc()
-		g.finish()
-		return
-	}
-	g.log.Info().Str("trigger", why).Str("reason", plan.Why()).Int("members", len(g.members)).
-		Int("others", len(view.regs)).Int("attempt", g.attempts).Dur("reading", time.Since(readStart)).Dur("queued", view.queued).
-		Msg("rebalancing: stopping every member (seed step 4.1)")
-	g.stopAll()
-}
-
-// stopAll is step 4.1: a StopRequest to every member.
-func (g *legacyGroup) stopAll() {
-	g.phase, g.att.stopping = legacyStopping, time.Now()
-	for _, m := range g.members {
-		// Once a StopRequest is on its way the member is, or soon will be, stopped.
-		m.started, m.running = false, nil
-		g.send(m, legacyReqStop, nil)
 	}
 }
 
@@ -500,35 +264,154 @@ func (g *legacyGroup) certainNeed() string {
 	return reason
 }
 
-// advance moves to the next phase once every answer of the current one is in.
-func (g *legacyGroup) advance(now time.Time) {
-	att := g.att
-	if att.failed != nil {
-		g.fail(now, att.failed)
+// step feeds one event to the engine at now and carries out what it asks; the check's result
+// is fed back at once, at the time it came in.
+func (g *legacyGroup) step(now time.Time, ev group.Event) {
+	for ev != nil {
+		fx := g.m.Step(now, ev)
+		g.wakeAt = fx.WakeAt
+		if ev = g.carry(now, fx); ev != nil {
+			now = time.Now() // after the check's ZooKeeper calls
+		}
+	}
+}
+
+// carry carries out one Step's effects in the order group.LegacyEffects gives, and returns the
+// result of the check it ran, if any.
+func (g *legacyGroup) carry(now time.Time, fx group.Effects) group.Event {
+	for _, l := range fx.Logs {
+		g.log.Debug().Str("member", string(l.Member)).Str("reason", l.Reason).Stringer("phase", g.m.LegacyPhase()).Msg(l.Msg)
+	}
+	lx := fx.Legacy
+	if lx.Accepted && g.answer != nil {
+		g.accept(now, *g.answer)
+	}
+	for _, d := range lx.Drops {
+		g.drop(now, d)
+	}
+	for _, r := range lx.Requests {
+		g.send(r)
+	}
+	if lx.Blocked != nil {
+		g.onBlocked(now, lx.Blocked.Tries)
+	}
+	if lx.Failed != nil {
+		g.failed(lx.Failed)
+	}
+	if lx.Done != nil {
+		g.done(now, lx.Done)
+	}
+	if lx.Cancel != 0 {
+		g.cancelClaim(lx.Cancel)
+	}
+	switch {
+	case lx.Check != nil:
+		return g.check(now, lx.Check)
+	case lx.Claim != nil:
+		g.claimReq(lx.Claim.Claim)
+	}
+	return nil
+}
+
+// nextWake is when the actor must run without an event: the engine's timers, the end of the
+// session's lease.
+func (g *legacyGroup) nextWake() time.Time {
+	wake := g.wakeAt
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	if len(g.members) > 0 {
+		earlier(g.c.store.LeaseUntil()) // fenceUnvouched, if no probe extends it by then
+	}
+	return wake
+}
+
+// noteTrigger hands the engine a reason to check the group (seed 001 "rebalance (group)"
+// triggers).
+func (g *legacyGroup) noteTrigger(now time.Time, why string) {
+	g.step(now, group.LegacyTrigger{Reason: why})
+}
+
+// send runs one request to a member on a goroutine of its own; the answer (or its absence)
+// comes back to the actor as a legacyResultEv. A Stop means the member no longer runs its part;
+// a Start carries the member's part of the last claim.
+func (g *legacyGroup) send(r group.LegacyRequest) {
+	m := g.members[string(r.Member)]
+	if m == nil {
 		return
 	}
-	switch g.phase {
-	case legacyStopping:
-		if att.dirty {
-			g.log.Debug().Msg("group changed while stopping its members: rebalance from step 1")
-			g.begin(now)
-			return
+	var parts []legacy.PartitionOffset
+	switch r.Kind {
+	case group.LegacyStop:
+		// Once a StopRequest is on its way the member is, or soon will be, stopped.
+		m.started, m.running = false, nil
+	case group.LegacyStart:
+		parts = g.starts[m.id]
+		m.pending = make([]legacy.TopicPartition, len(parts))
+		for i, p := range parts {
+			m.pending[i] = legacy.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		}
-		// docs §8 "Coordinator" 2: the offsets reported after a StopResponse are final.
-		g.phase = legacyCollecting
-		for _, m := range g.members {
-			if m.reg.AutoCommit {
-				g.send(m, legacyReqFinalPing, nil)
-			}
-		}
-	case legacyCollecting:
-		if att.dirty {
-			g.log.Debug().Msg("group changed while collecting final offsets: rebalance from step 1")
-			g.begin(now)
-			return
-		}
-		g.claim(now)
-	case legacyStarting:
-		g.complete(now)
 	}
+	// num_retries is the number of consecutive missed pings so far (docs §8 "Liveness").
+	retries := int16(min(r.Retries, math.MaxInt16))
+	id, sess, kind := m.id, m.sess, r.Kind
+	timeout := g.c.cfg.StartTimeout
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx := g.lifetime
+		if kind != group.LegacyPing && timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, timeout, legacy.ErrTimeout)
+			defer cancel()
+		}
+		res := legacyResultEv{member: id, sess: sess, kind: kind}
+		switch kind {
+		case group.LegacyPing, group.LegacyFinalPing:
+			res.ping, res.err = sess.Ping(ctx, retries)
+		case group.LegacyStop:
+			var r legacy.StopResponse
+			r, res.err = sess.Stop(ctx)
+			res.code = r.ErrorCode
+		case group.LegacyStart:
+			var r legacy.StartResponse
+			r, res.err = sess.Start(ctx, parts)
+			res.code = r.ErrorCode
+		}
+		select {
+		case g.inbox <- res:
+		case <-g.quit:
+		}
+	}()
+}
+
+// check is seed steps 1-3, which the engine asks for at the start of each attempt: is a
+// rebalance necessary? It is decided without reading when what the actor knows makes it
+// necessary whatever ZooKeeper holds (certainNeed): the claim reads the group after the Stops
+// anyway. Otherwise it reads the current ownership; the offsets wait for the claim.
+func (g *legacyGroup) check(now time.Time, c *group.LegacyCheck) group.Event {
+	g.final = map[legacy.TopicPartition]int64{}
+	if reason := g.certainNeed(); reason != "" {
+		g.log.Info().Str("trigger", c.Trigger).Str("reason", reason).Int("members", len(g.members)).
+			Int("attempt", c.Attempt).Msg("rebalancing: stopping every member (seed step 4.1)")
+		return group.LegacyChecked{Needed: true, Reason: reason}
+	}
+	view, err := g.readGroup(g.lifetime, false)
+	if err != nil {
+		return group.LegacyChecked{Err: fmt.Errorf("reading the owners (seed step 3): %w", err)}
+	}
+	plan, err := legacyPlanRebalance(g.planInput(view, nil))
+	if err != nil {
+		return group.LegacyChecked{Err: err}
+	}
+	g.regs, g.lastOthers = view.regs, view.others
+	if !plan.Needed() {
+		return group.LegacyChecked{Reason: plan.Why()}
+	}
+	g.log.Info().Str("trigger", c.Trigger).Str("reason", plan.Why()).Int("members", len(g.members)).
+		Int("others", len(view.regs)).Int("attempt", c.Attempt).Dur("reading", time.Since(now)).Dur("queued", view.queued).
+		Msg("rebalancing: stopping every member (seed step 4.1)")
+	return group.LegacyChecked{Needed: true, Reason: plan.Why()}
 }

@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// onRegister admits a registered consumer (legacy.Coordinator.Register).
+// onRegister admits a registered consumer (legacy.Coordinator.Register): its registration in
+// ZooKeeper first, then the engine takes it in (group.LegacyJoin).
 func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 	reg := ev.sess.Register()
 	id := reg.ConsumerID
+	replaced := false
 	if old := g.members[id]; old != nil {
 		if old.sess.Err() == nil {
 			ev.reply <- fmt.Errorf("bridge: legacy group %q: consumer %q is already registered from %s: %w",
@@ -23,23 +26,41 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 			return
 		}
 		// The old connection is closed but its event is still queued behind this one: the
-		// consumer reconnected. Drop the old member first.
-		g.remove(now, old, old.sess.Err())
+		// consumer reconnected. Let the old member go first; the engine replaces it.
+		g.let(old, old.sess.Err())
+		replaced = true
 	}
+	if err := g.admit(now, ev, reg); err != nil {
+		ev.reply <- err
+		if replaced {
+			g.step(now, group.LegacyLeave{Member: group.MemberID(id), Cause: err})
+		}
+		return
+	}
+	ev.reply <- nil
+	g.log.Info().Str("consumer", id).Stringer("remote", ev.sess.RemoteAddr()).Bool("auto_commit", reg.AutoCommit).
+		Int("members", len(g.members)).Msg("legacy consumer registered")
+	// "On Consumer Failover": a new member always triggers a rebalance.
+	g.step(now, group.LegacyJoin{Member: group.MemberID(id), PingInterval: ev.sess.PingInterval(),
+		MaxPingRetries: int(reg.MaxPingRetries), AutoCommit: reg.AutoCommit, Replaced: replaced})
+}
+
+// admit writes a consumer's registration (through the group's claimer) and watches what its
+// group follows; an error is the RegisterResponse's.
+func (g *legacyGroup) admit(now time.Time, ev legacyRegisterEv, reg legacy.RegisterRequest) error {
+	id := reg.ConsumerID
 	for _, s := range reg.Subscription {
 		if err := g.watchTopic(s.Topic); err != nil {
 			g.syncWatches()
-			ev.reply <- fmt.Errorf("bridge: legacy group %q: watching topic %q: %w: %w",
+			return fmt.Errorf("bridge: legacy group %q: watching topic %q: %w: %w",
 				g.name, s.Topic, err, legacy.CodeCoordinatorNotAvailable.Err())
-			return
 		}
 	}
 	// The other members of the group: their registrations count in our assignment.
-	if err := g.watchIDs(); err != nil {
+	if err := g.watchIDs(now); err != nil {
 		g.syncWatches()
-		ev.reply <- fmt.Errorf("bridge: legacy group %q: watching %s: %w: %w",
+		return fmt.Errorf("bridge: legacy group %q: watching %s: %w: %w",
 			g.name, zkstate.IDsPath(g.name), err, legacy.CodeCoordinatorNotAvailable.Err())
-		return
 	}
 	sub := make(map[string]int, len(reg.Subscription))
 	for _, s := range reg.Subscription {
@@ -64,17 +85,9 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 			// member under that consumer id.
 			code = legacy.CodeConsumerIDInUse
 		}
-		ev.reply <- fmt.Errorf("bridge: legacy group %q: registering consumer %q in ZooKeeper: %w: %w", g.name, id, err, code.Err())
-		return
+		return fmt.Errorf("bridge: legacy group %q: registering consumer %q in ZooKeeper: %w: %w", g.name, id, err, code.Err())
 	}
-	m := &legacyMember{
-		id:        id,
-		sess:      ev.sess,
-		reg:       reg,
-		interval:  ev.sess.PingInterval(),
-		maxMissed: max(int(reg.MaxPingRetries), 1),
-		nextPing:  now,
-	}
+	m := &legacyMember{id: id, sess: ev.sess, reg: reg}
 	g.members[id] = m
 	// Seen as another member's registration until now (the children event of our own
 	// create, or an earlier owner of the id): it is ours.
@@ -93,21 +106,29 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 		case <-g.quit:
 		}
 	}()
-	ev.reply <- nil
-	g.log.Info().Str("consumer", id).Stringer("remote", ev.sess.RemoteAddr()).Bool("auto_commit", reg.AutoCommit).
-		Int("members", len(g.members)).Msg("legacy consumer registered")
-	// "On Consumer Failover": a new member always triggers a rebalance.
-	g.noteTrigger(now, "consumer "+id+" registered")
+	return nil
 }
 
-// remove drops a member: its connection is closed, its /ids znode deleted, and the group
-// rebalances (a dead member or a closed socket, seed 001 "On Consumer Failover").
-func (g *legacyGroup) remove(now time.Time, m *legacyMember, cause error) {
+// drop carries out the engine's LegacyDrop: a dead member (max_ping_retries missed in a row,
+// docs §8 "Liveness"), one that broke the protocol or answered with an error code, one whose
+// connection closed. The engine has triggered the rebalance (seed 001 "On Consumer Failover").
+func (g *legacyGroup) drop(now time.Time, d group.LegacyDrop) {
+	m := g.members[string(d.Member)]
+	if m == nil {
+		return // let go already (onRegister)
+	}
+	cause := d.Cause
+	if d.Dead {
+		cause = fmt.Errorf("consumer %q: %w (%d in a row, ping interval %v)", m.id, legacy.ErrDead, d.Missed, d.Interval)
+	}
+	g.let(m, cause)
+}
+
+// let lets a member go: its connection is closed, its /ids znode and hosted-member znode
+// deleted (by the group's claimer).
+func (g *legacyGroup) let(m *legacyMember, cause error) {
 	m.sess.Close(cause)
 	delete(g.members, m.id)
-	if g.att != nil {
-		delete(g.att.waiting, m.id)
-	}
 	g.c.members.Add(-1)
 	g.c.metrics.members.Dec()
 	reply := make(chan legacyZKCount, 1)
@@ -115,78 +136,57 @@ func (g *legacyGroup) remove(now time.Time, m *legacyMember, cause error) {
 	g.countAttempt(<-reply)
 	g.syncWatches()
 	g.log.Info().Str("consumer", m.id).AnErr("cause", cause).Int("members", len(g.members)).Msg("legacy consumer removed")
-	g.noteTrigger(now, "consumer "+m.id+" removed")
 }
 
-// onResult takes the outcome of one request: liveness first (docs §8 "Liveness"), then what the
-// answer means for the ping or the rebalance it belongs to.
+// onResult hands the outcome of one request to the engine, which keeps the liveness and the
+// rebalance's books (docs §8 "Liveness"), and says whether its content counts (accept).
 func (g *legacyGroup) onResult(now time.Time, r legacyResultEv) {
 	m := g.members[r.member]
 	if m == nil || m.sess != r.sess {
 		return // a member removed meanwhile
 	}
-	inAttempt := false
-	if r.kind == legacyReqPing {
-		m.pinging = false
-	} else {
-		m.inAttempt = false
-		if g.att != nil && g.att.waiting[m.id] {
-			delete(g.att.waiting, m.id)
-			inAttempt = true
-		}
-	}
+	ans := group.LegacyAnswer{Member: group.MemberID(r.member), Kind: r.kind, Err: r.err}
 	switch {
+	case r.err == nil && r.code != legacy.CodeNone:
+		ans.Outcome, ans.Err = group.LegacyRefused, r.code.Err()
 	case r.err == nil:
-		m.missed = 0
-		m.nextPing = r.sent.Add(m.interval)
+		ans.Outcome = group.LegacyAnswered
 	case errors.Is(r.err, legacy.ErrTimeout) && g.lifetime.Err() == nil:
-		m.missed++
-		if m.missed >= m.maxMissed {
-			g.remove(now, m, fmt.Errorf("consumer %q: %w (%d in a row, ping interval %v)", m.id, legacy.ErrDead, m.missed, m.interval))
-			return
-		}
-		m.nextPing = now // the next ping goes out at once, with num_retries = missed
-		if inAttempt && g.att.failed == nil {
-			g.att.failed = fmt.Errorf("consumer %q did not answer its %v: %w", m.id, r.kind, r.err)
-		}
-		return
+		ans.Outcome = group.LegacyTimedOut
 	default:
-		g.remove(now, m, r.err)
+		ans.Outcome = group.LegacyFailed
+	}
+	g.answer = &r
+	defer func() { g.answer = nil }()
+	g.step(now, ans)
+}
+
+// accept applies the content of an answer the engine took: a ping's offsets are committed, a
+// final ping's are kept for the claim, a Start's part is what the member runs.
+func (g *legacyGroup) accept(now time.Time, r legacyResultEv) {
+	m := g.members[r.member]
+	if m == nil {
 		return
 	}
-
 	switch r.kind {
-	case legacyReqPing:
-		if r.sent.Before(g.assignedAt) {
-			return // answered for the assignment before; see assignedAt
-		}
-		g.commitPing(m, r.ping)
-	case legacyReqStop, legacyReqStart:
-		if r.code != legacy.CodeNone {
-			// docs §8 "Coordinator" 5: an error code counts as a failed member.
-			g.remove(now, m, fmt.Errorf("consumer %q answered its %v with %w", m.id, r.kind, r.code.Err()))
-			return
-		}
-		if r.kind == legacyReqStart && inAttempt {
-			m.started, m.running, m.pending = true, m.pending, nil
-		}
-	case legacyReqFinalPing:
-		if !inAttempt {
-			return
-		}
+	case group.LegacyPing:
+		g.commitPing(now, m, r.ping)
+	case group.LegacyFinalPing:
 		check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, r.ping)
-		g.countRefused(m, check)
+		g.countRefused(now, m, check)
 		for tp, off := range check.Accepted {
-			g.att.final[tp] = off
+			g.final[tp] = off
 		}
+	case group.LegacyStart:
+		m.started, m.running, m.pending = true, m.pending, nil
 	}
 }
 
 // commitPing writes the offsets of a regular PingResponse in one Multi (seed 001's
 // auto_commit: the offsets ride on the ping; legacyCheckPing validated them).
-func (g *legacyGroup) commitPing(m *legacyMember, resp legacy.PingResponse) {
+func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.PingResponse) {
 	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, resp)
-	g.countRefused(m, check)
+	g.countRefused(now, m, check)
 	if len(check.Accepted) == 0 {
 		return
 	}
@@ -210,14 +210,13 @@ func (g *legacyGroup) commitPing(m *legacyMember, resp legacy.PingResponse) {
 	g.c.addCommitted(len(check.Accepted))
 }
 
-func (g *legacyGroup) countRefused(m *legacyMember, check legacyPingCheck) {
+func (g *legacyGroup) countRefused(now time.Time, m *legacyMember, check legacyPingCheck) {
 	if len(check.Refused) == 0 {
 		return
 	}
 	g.c.refused.Add(uint64(len(check.Refused)))
 	g.c.metrics.offsets.WithLabelValues("refused").Add(float64(len(check.Refused)))
 	// A confused consumer refuses the same offsets at every ping: log once a second at most.
-	now := time.Now()
 	if now.Sub(g.lastRefusalLog) < time.Second {
 		g.suppressedRefusalCount += len(check.Refused)
 		return

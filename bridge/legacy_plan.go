@@ -26,8 +26,8 @@ package bridge
 // partitions of others.
 //
 // Every identifier of this file starts with "legacy": package bridge is shared with the other
-// member kinds' shells, and the names must not collide until the legacy members move into the
-// common group engine (bridge/group), which will then take these functions' inputs as events.
+// member kinds' shells. The group engine (bridge/group) runs the legacy members' rebalance and
+// asks the actor for the check and the claim, which these functions decide.
 
 import (
 	"fmt"

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -23,19 +24,22 @@ func (g *legacyGroup) onTopic(now time.Time, ev legacyTopicEv) {
 	if w == nil || w != ev.watch {
 		return // unwatched since
 	}
+	var why string
 	if ev.ev.Type == zkstate.SessionExpired {
-		g.noteTrigger(now, "ZooKeeper session expired")
+		why = "ZooKeeper session expired"
 	}
 	parts, err := legacyTopicPartitions(ev.ev)
-	if err != nil {
+	switch {
+	case err != nil:
 		// Keep the partitions we knew: a bad write must not unassign the topic.
 		g.log.Warn().Err(err).Str("topic", ev.topic).Msg("topic assignment does not parse; keeping its partitions")
-		return
-	}
-	if !slices.Equal(parts, w.partitions) {
+	case !slices.Equal(parts, w.partitions):
 		g.log.Info().Str("topic", ev.topic).Int("from", len(w.partitions)).Int("to", len(parts)).Msg("partitions changed")
 		w.partitions = parts
-		g.noteTrigger(now, fmt.Sprintf("partitions of topic %s changed to %d", ev.topic, len(parts)))
+		why = fmt.Sprintf("partitions of topic %s changed to %d", ev.topic, len(parts))
+	}
+	if why != "" {
+		g.noteTrigger(now, why) // once: the check after it sees the partitions as they are now
 	}
 }
 
@@ -50,7 +54,8 @@ func (g *legacyGroup) onSession(now time.Time, ev zkstate.SessionEvent) {
 		for _, rc := range ev.ReclaimConflicts() {
 			for _, m := range g.members {
 				if rc.Path == zkstate.IDPath(g.name, m.id) || rc.Path == zkstate.HostedMemberPath(g.c.cfg.Root, g.name, m.id) {
-					g.remove(now, m, fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", rc.Path, rc.Owner, legacy.CodeConsumerIDInUse.Err()))
+					g.step(now, group.LegacyLeave{Member: group.MemberID(m.id),
+						Cause: fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", rc.Path, rc.Owner, legacy.CodeConsumerIDInUse.Err())})
 				}
 			}
 		}
@@ -145,7 +150,7 @@ func (g *legacyGroup) syncWatches() {
 // watchIDs subscribes to the group's registrations watch (claimer_watch.go: the children of
 // /consumers/<g>/ids and the data of every other registration, one watch per group and bridge
 // for every member kind) unless it is subscribed already.
-func (g *legacyGroup) watchIDs() error {
+func (g *legacyGroup) watchIDs(now time.Time) error {
 	if g.ids != nil {
 		return nil
 	}
@@ -156,7 +161,7 @@ func (g *legacyGroup) watchIDs() error {
 	}
 	g.ids = sub
 	// No trigger: the Register that started the watch rebalances anyway.
-	g.syncOthers(time.Now(), first.children, false)
+	g.syncOthers(now, first.children, false)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
