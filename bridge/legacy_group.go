@@ -109,6 +109,8 @@ type legacyGroup struct {
 	wakeAt time.Time
 	// answer is the answer being stepped, whose content an Accepted effect applies.
 	answer *legacyResultEv
+	// unmeasured: the ZooKeeper operations being carried out are not the rebalance's (measuring).
+	unmeasured bool
 
 	members map[string]*legacyMember
 	topics  map[string]*legacyTopic
@@ -286,9 +288,13 @@ func (g *legacyGroup) carry(now time.Time, fx group.Effects) group.Event {
 	if lx.Accepted && g.answer != nil {
 		g.accept(now, *g.answer)
 	}
+	// A drop that made the engine begin an attempt in this Step came before it, as the member's
+	// removal did before the engine: its ZooKeeper operations are not the attempt's.
+	g.unmeasured = lx.Check != nil
 	for _, d := range lx.Drops {
 		g.drop(now, d)
 	}
+	g.unmeasured = false
 	for _, r := range lx.Requests {
 		g.send(r)
 	}

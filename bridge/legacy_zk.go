@@ -238,7 +238,7 @@ func (g *legacyGroup) countReads(znodes, requests int) {
 
 // measuring reports whether a rebalance attempt is being measured (a group built without its
 // engine, by a test, measures nothing).
-func (g *legacyGroup) measuring() bool { return g.m != nil && g.m.LegacyAttempt() }
+func (g *legacyGroup) measuring() bool { return g.m != nil && g.m.LegacyAttempt() && !g.unmeasured }
 
 func (c *LegacyCoordinator) addReads(znodes, requests int) {
 	c.zkReads.Add(uint64(znodes))
