@@ -11,14 +11,12 @@ package bridge_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -226,70 +224,14 @@ func checkOwnership(t *testing.T, zk *zkstate.Store, g, topic string, want map[s
 	})
 }
 
-// kafkaGoMember is one segmentio/kafka-go ConsumerGroup with the generation it was handed last.
-type kafkaGoMember struct {
-	cg    *kafka.ConsumerGroup
-	topic string
-
-	mu  sync.Mutex
-	gen *kafka.Generation
-}
-
-func startKafkaGo(t *testing.T, addr, g, topic, clientID string) *kafkaGoMember {
+// startKafkaGo starts a kafka-go member of g with clientID (kafka-go sends it in every request)
+// and a 5 s rebalance timeout.
+func startKafkaGo(t *testing.T, addr, g, topic, clientID string) *kafkatest.KafkaGoMember {
 	t.Helper()
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID:                g,
-		Brokers:           []string{addr},
-		Dialer:            &kafka.Dialer{ClientID: clientID, Timeout: 10 * time.Second},
-		Topics:            []string{topic},
-		HeartbeatInterval: 100 * time.Millisecond,
-		SessionTimeout:    10 * time.Second,
-		RebalanceTimeout:  5 * time.Second,
-		JoinGroupBackoff:  100 * time.Millisecond,
-		StartOffset:       kafka.FirstOffset,
-	})
-	if err != nil {
-		t.Fatalf("kafka.NewConsumerGroup: %v", err)
-	}
-	m := &kafkaGoMember{cg: cg, topic: topic}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			gen, err := cg.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
-					return
-				}
-				continue // a rebalance or a retry: Next tries again
-			}
-			m.mu.Lock()
-			m.gen = gen
-			m.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		cg.Close()
-		<-done
-	})
-	return m
-}
-
-// current returns the member's latest generation: its id, member id and partitions.
-func (m *kafkaGoMember) current() (*kafka.Generation, int32, string, []int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.gen == nil {
-		return nil, -1, "", nil
-	}
-	var ps []int32
-	for _, a := range m.gen.Assignments[m.topic] {
-		ps = append(ps, int32(a.ID))
-	}
-	slices.Sort(ps)
-	return m.gen, m.gen.ID, m.gen.MemberID, ps
+	cfg := kafkatest.KafkaGoGroupConfig(g, topic, addr)
+	cfg.Dialer = &kafka.Dialer{ClientID: clientID, Timeout: 10 * time.Second}
+	cfg.RebalanceTimeout = 5 * time.Second
+	return kafkatest.StartKafkaGo(t, cfg)
 }
 
 // segmentio/kafka-go's ConsumerGroup (JoinGroup v1/v2, SyncGroup v0, Heartbeat v0, OffsetCommit
@@ -315,14 +257,14 @@ func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
 	c := startKafkaGo(t, addr, g, topic, "billing/worker 2@host-b (github.com/segmentio/kafka-go)")
 
 	zktest.Eventually(t, 20*time.Second, "2 kafka-go members Stable, covering 6 partitions", func() (bool, string) {
-		_, ga, _, pa := a.current()
-		_, gc, _, pc := c.current()
+		_, ga, _, pa := a.Current(topic)
+		_, gc, _, pc := c.Current(topic)
 		d := describe(t, b, g).Group
 		return d.State == group.Stable && len(d.Members) == 2 && ga == gc && ga == int32(d.Generation) && coversOnce(6, pa, pc),
 			fmt.Sprintf("%v gen %d with %d members; a gen %d %v, c gen %d %v", d.State, d.Generation, len(d.Members), ga, pa, gc, pc)
 	})
-	genA, _, idA, pa := a.current()
-	_, _, idC, pc := c.current()
+	genA, _, idA, pa := a.Current(topic)
+	_, _, idC, pc := c.Current(topic)
 	t.Logf("a %q: %v; c %q: %v", idA, pa, idC, pc)
 	for _, id := range []string{idA, idC} {
 		if !strings.ContainsAny(id, "/ @") {
@@ -368,82 +310,6 @@ func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
 	}
 }
 
-// kgoMember is a kgo consumer-group client whose partitions (from OnPartitionsAssigned,
-// -Revoked, -Lost) and group-management errors are recorded.
-type kgoMember struct {
-	*kgo.Client
-	topic string
-
-	mu     sync.Mutex
-	owned  map[int32]bool
-	errors []error
-}
-
-type manageErrorHook func(error)
-
-func (h manageErrorHook) OnGroupManageError(err error) { h(err) }
-
-func startKgo(t *testing.T, addr, g, topic string, opts ...kgo.Opt) *kgoMember {
-	t.Helper()
-	m := &kgoMember{topic: topic, owned: map[int32]bool{}}
-	update := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
-		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			for _, p := range ps[topic] {
-				if add {
-					m.owned[p] = true
-				} else {
-					delete(m.owned, p)
-				}
-			}
-		}
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(addr),
-		kgo.ConsumerGroup(g),
-		kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(),
-		kgo.SessionTimeout(10 * time.Second),
-		kgo.RebalanceTimeout(5 * time.Second),
-		kgo.HeartbeatInterval(100 * time.Millisecond),
-		kgo.RetryTimeout(5 * time.Second),
-		kgo.OnPartitionsAssigned(update(true)),
-		kgo.OnPartitionsRevoked(update(false)),
-		kgo.OnPartitionsLost(update(false)),
-		kgo.WithHooks(manageErrorHook(func(err error) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			m.errors = append(m.errors, err)
-		})),
-	}, opts...)...)
-	if err != nil {
-		t.Fatalf("kgo.NewClient: %v", err)
-	}
-	m.Client = cl
-	t.Cleanup(cl.Close)
-	return m
-}
-
-func (m *kgoMember) partitions() []int32 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Sorted(maps.Keys(m.owned))
-}
-
-// fenced reports whether kgo's group management failed with FENCED_INSTANCE_ID, and the
-// errors it reported.
-func (m *kgoMember) fenced() (bool, []error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, err := range m.errors {
-		if errors.Is(err, kerr.FencedInstanceID) {
-			return true, slices.Clone(m.errors)
-		}
-	}
-	return false, slices.Clone(m.errors)
-}
-
 // kgo and librdkafka (kcat -G, static with group.instance.id) in one group, issue 3 "Test with
 // real clients": both agree on the range assignor (librdkafka offers range and roundrobin,
 // kgo is told to offer range), both members show up in DescribeGroups (kcat with librdkafka's
@@ -460,10 +326,10 @@ func TestIntegration_KgoAndKcatInOneGroup(t *testing.T) {
 	b := startBridge(t, connect, clientsNode, nil)
 	addr := b.Addr().String()
 
-	k := startKgo(t, addr, g, topic, kgo.Balancers(kgo.RangeBalancer()), kgo.ClientID("kgo-member"))
+	k := kafkatest.StartKgo(t, addr, g, topic, kgo.Balancers(kgo.RangeBalancer()), kgo.ClientID("kgo-member"))
 	zktest.Eventually(t, 15*time.Second, "kgo alone Stable", func() (bool, string) {
 		d := describe(t, b, g).Group
-		return d.State == group.Stable && len(d.Members) == 1 && len(k.partitions()) == 6, fmt.Sprintf("%v %d members", d.State, len(d.Members))
+		return d.State == group.Stable && len(d.Members) == 1 && len(k.Partitions()) == 6, fmt.Sprintf("%v %d members", d.State, len(d.Members))
 	})
 	kafkatest.StartKcat(t, addr, g, topic, "-X", "group.instance.id=kcat-static")
 
@@ -493,7 +359,7 @@ func TestIntegration_KgoAndKcatInOneGroup(t *testing.T) {
 	// has them.
 	kid, _ := k.GroupMetadata()
 	zktest.Eventually(t, 5*time.Second, "kgo holds what DescribeGroups says", func() (bool, string) {
-		return slices.Equal(want[kid], k.partitions()), fmt.Sprintf("kgo holds %v, DescribeGroups says %v", k.partitions(), want[kid])
+		return slices.Equal(want[kid], k.Partitions()), fmt.Sprintf("kgo holds %v, DescribeGroups says %v", k.Partitions(), want[kid])
 	})
 	t.Logf("members %+v", members)
 	checkOwnership(t, zk, g, topic, want)
@@ -553,20 +419,20 @@ func TestIntegration_KgoSameInstanceIDFenced(t *testing.T) {
 	b := startBridge(t, connect, clientsNode, nil)
 	addr := b.Addr().String()
 
-	older := startKgo(t, addr, g, topic, kgo.InstanceID(inst))
+	older := kafkatest.StartKgo(t, addr, g, topic, kgo.InstanceID(inst))
 	zktest.Eventually(t, 15*time.Second, "the first client Stable with 6 partitions", func() (bool, string) {
 		d := describe(t, b, g).Group
-		return d.State == group.Stable && len(d.Members) == 1 && len(older.partitions()) == 6,
-			fmt.Sprintf("%v %d members, owns %v", d.State, len(d.Members), older.partitions())
+		return d.State == group.Stable && len(d.Members) == 1 && len(older.Partitions()) == 6,
+			fmt.Sprintf("%v %d members, owns %v", d.State, len(d.Members), older.Partitions())
 	})
 	oldID, oldGen := older.GroupMetadata()
 	before := describe(t, b, g).Group
 	checkOwnership(t, zk, g, topic, map[string][]int32{oldID: {0, 1, 2, 3, 4, 5}})
 
-	newer := startKgo(t, addr, g, topic, kgo.InstanceID(inst))
+	newer := kafkatest.StartKgo(t, addr, g, topic, kgo.InstanceID(inst))
 	zktest.Eventually(t, 15*time.Second, "the older client fenced (82), the newer owning 6 partitions", func() (bool, string) {
-		fenced, errs := older.fenced()
-		return fenced && len(newer.partitions()) == 6, fmt.Sprintf("older errors %v, newer owns %v", errs, newer.partitions())
+		fenced, errs := older.Fenced()
+		return fenced && len(newer.Partitions()) == 6, fmt.Sprintf("older errors %v, newer owns %v", errs, newer.Partitions())
 	})
 	newID, newGen := newer.GroupMetadata()
 	d := describe(t, b, g).Group

@@ -559,14 +559,8 @@ func TestIntegration_DataflowSarama(t *testing.T) {
 	t.Parallel()
 	e := dfStart(t, dfOpts{})
 	const g = "df-sarama"
-	cfg := sarama.NewConfig()
+	cfg := kafkatest.SaramaConfig("df-sarama")
 	cfg.Version = sarama.V2_8_0_0 // static membership needs 2.3+
-	cfg.ClientID = "df-sarama"
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	cfg.Metadata.Retry.Backoff = 50 * time.Millisecond
-	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
 	cfg.Consumer.Group.InstanceId = "sarama-static-1"
@@ -574,27 +568,13 @@ func TestIntegration_DataflowSarama(t *testing.T) {
 	cfg.Consumer.Group.Heartbeat.Interval = 200 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.Timeout = 5 * time.Second
 
-	client, err := sarama.NewClient([]string{e.addr}, cfg)
-	if err != nil {
-		t.Fatalf("sarama client: %v", err)
-	}
-	defer client.Close()
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := kafkatest.SaramaClient(t, cfg, e.addr)
 	const n = 60
 	var values []string
 	for i := range n {
-		v := fmt.Sprintf("s-%d", i)
-		values = append(values, v)
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: dfTopic, Partition: int32(i) % e.parts, Value: sarama.StringEncoder(v)}); err != nil {
-			t.Fatalf("sarama produce through the bridge: %v", err)
-		}
+		values = append(values, fmt.Sprintf("s-%d", i))
 	}
-	if err := prod.Close(); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.SaramaProduce(t, client, dfTopic, values, func(i int) int32 { return int32(i) % e.parts })
 
 	cg, err := sarama.NewConsumerGroup([]string{e.addr}, g, cfg)
 	if err != nil {

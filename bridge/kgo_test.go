@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -27,45 +27,11 @@ func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 	zk := zktest.OpenStore(t, connect)
 	// One topic led by the bridge's own node id, so the client never dials a broker that does
 	// not exist (the bridge does not serve Fetch yet; the client keeps its group regardless).
-	layout := zkstate.Layout{
-		Brokers: []zkstate.BrokerRegistration{{ID: 9000, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1"}},
-		Topics:  map[string]zkstate.TopicAssignment{"orders": {Version: 1, Partitions: map[int32][]int32{}}},
-		States:  map[zkstate.TopicPartition]zkstate.PartitionState{},
-	}
-	for p := range int32(6) {
-		layout.Topics["orders"].Partitions[p] = []int32{9000}
-		layout.States[zkstate.TopicPartition{Topic: "orders", Partition: p}] = zkstate.PartitionState{Version: 1, Leader: 9000, ISR: []int32{9000}}
-	}
-	if err := zkstate.LoadLayout(ctx, zk, layout); err != nil {
-		t.Fatalf("LoadLayout: %v", err)
-	}
+	loadTopics(t, zk, map[string]int32{"orders": 6})
 	b := startBridge(t, connect, 9000, nil)
 
 	newClient := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{
-			kgo.SeedBrokers(b.Addr().String()),
-			kgo.ConsumerGroup("kg"),
-			kgo.ConsumeTopics("orders"),
-			kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(10 * time.Second),
-			kgo.RebalanceTimeout(5 * time.Second),
-			kgo.HeartbeatInterval(200 * time.Millisecond),
-			kgo.RetryTimeout(5 * time.Second),
-		}, opts...)...)
-		if err != nil {
-			t.Fatalf("kgo.NewClient: %v", err)
-		}
-		pctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for pctx.Err() == nil {
-				cl.PollFetches(pctx)
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-		stop := func() { cancel(); <-done; cl.Close() }
-		t.Cleanup(stop)
+		cl, _ := kafkatest.PollKgo(t, append(kafkatest.KgoGroupOpts("kg", "orders", b.Addr().String()), opts...)...)
 		return cl
 	}
 	static := newClient(kgo.InstanceID("static-1"))
@@ -113,22 +79,8 @@ func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
 	})
 
 	// Commit through the wire, read back from ZooKeeper and through OffsetFetch.
-	var commitErr error
-	static.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{"orders": {owned[staticMember(t, b)][0]: {Epoch: -1, Offset: 17}}},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			commitErr = err
-			if err == nil {
-				for _, tp := range resp.Topics {
-					for _, p := range tp.Partitions {
-						if p.ErrorCode != 0 {
-							commitErr = fmt.Errorf("partition %d: error %d", p.Partition, p.ErrorCode)
-						}
-					}
-				}
-			}
-		})
-	if commitErr != nil {
-		t.Fatalf("CommitOffsetsSync: %v", commitErr)
+	if err := kafkatest.KgoCommit(ctx, static, "orders", map[int32]int64{owned[staticMember(t, b)][0]: 17}); err != nil {
+		t.Fatalf("CommitOffsetsSync: %v", err)
 	}
 	p := owned[staticMember(t, b)][0]
 	if d, _, err := zk.Get(ctx, zkstate.OffsetPath("kg", "orders", p)); err != nil || string(d) != "17" {

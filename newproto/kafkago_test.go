@@ -1,16 +1,11 @@
 package newproto_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -25,74 +20,10 @@ import (
 // LeaveGroup v0, and its consumer-protocol member metadata says version 1
 // but leaves out the owned partitions that version 1 has.
 
-// kafkaGoMember runs one kafka-go ConsumerGroup and records each
-// generation it is handed.
-type kafkaGoMember struct {
-	cg *kafka.ConsumerGroup
-
-	mu   sync.Mutex
-	gen  *kafka.Generation
-	errs []error
-}
-
-func startKafkaGoMember(t *testing.T, addr, groupName string) *kafkaGoMember {
+// startKafkaGoMember runs one kafka-go ConsumerGroup of groupName on kgoTopic.
+func startKafkaGoMember(t *testing.T, addr, groupName string) *kafkatest.KafkaGoMember {
 	t.Helper()
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID:                groupName,
-		Brokers:           []string{addr},
-		Topics:            []string{kgoTopic},
-		HeartbeatInterval: 100 * time.Millisecond,
-		SessionTimeout:    10 * time.Second,
-		RebalanceTimeout:  10 * time.Second,
-		JoinGroupBackoff:  100 * time.Millisecond,
-		StartOffset:       kafka.FirstOffset,
-	})
-	if err != nil {
-		t.Fatalf("kafka.NewConsumerGroup: %v", err)
-	}
-	m := &kafkaGoMember{cg: cg}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			gen, err := cg.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
-					return
-				}
-				m.mu.Lock()
-				m.errs = append(m.errs, err)
-				m.mu.Unlock()
-				continue
-			}
-			m.mu.Lock()
-			m.gen = gen
-			m.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		cg.Close()
-		<-done
-	})
-	return m
-}
-
-// current returns the member's latest generation id, member id and
-// partitions of kgoTopic.
-func (m *kafkaGoMember) current() (int32, string, []int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.gen == nil {
-		return -1, "", nil
-	}
-	var ps []int32
-	for _, a := range m.gen.Assignments[kgoTopic] {
-		ps = append(ps, int32(a.ID))
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-	return m.gen.ID, m.gen.MemberID, ps
+	return kafkatest.StartKafkaGo(t, kafkatest.KafkaGoGroupConfig(groupName, kgoTopic, addr))
 }
 
 // coverOnce reports whether the partition lists hold 0..n-1 exactly once,
@@ -128,18 +59,15 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 	b := startKafkaGoMember(t, ts.addr, g)
 
 	zktest.Eventually(t, 20*time.Second, "2 kafka-go members cover 6 partitions", func() bool {
-		ga, _, pa := a.current()
-		gb, _, pb := b.current()
+		_, ga, _, pa := a.Current(kgoTopic)
+		_, gb, _, pb := b.Current(kgoTopic)
 		d := fg.describe(g)
 		return d.State == group.Stable && len(d.Members) == 2 && ga == gb && ga == int32(d.Generation) && coverOnce(6, pa, pb)
 	})
-	_, idA, pa := a.current()
-	_, _, pb := b.current()
+	gen, _, idA, pa := a.Current(kgoTopic)
+	_, _, _, pb := b.Current(kgoTopic)
 	t.Logf("a %v b %v", pa, pb)
 
-	a.mu.Lock()
-	gen := a.gen
-	a.mu.Unlock()
 	if err := gen.CommitOffsets(map[string]map[int]int64{kgoTopic: {int(pa[0]): 77}}); err != nil {
 		t.Fatalf("Generation.CommitOffsets: %v", err)
 	}
@@ -173,7 +101,7 @@ func TestKgoAndKafkaGoMixedGroup(t *testing.T) {
 			ts, fg := kgoGroupServer(t)
 			g := fmt.Sprintf("mixed-%v", kgoLeads)
 			o := newOwnership()
-			var kg *kafkaGoMember
+			var kg *kafkatest.KafkaGoMember
 			startKgo := func() {
 				newGroupMember(t, ts, o, g, "kgo", kgo.Balancers(kgo.RangeBalancer()))
 			}
@@ -188,7 +116,7 @@ func TestKgoAndKafkaGoMixedGroup(t *testing.T) {
 				startKgo()
 			}
 			zktest.Eventually(t, 20*time.Second, "kgo and kafka-go cover 6 partitions", func() bool {
-				gen, _, ps := kg.current()
+				_, gen, _, ps := kg.Current(kgoTopic)
 				d := fg.describe(g)
 				return d.State == group.Stable && len(d.Members) == 2 && gen == int32(d.Generation) && coverOnce(6, ps, o.of("kgo"))
 			})
@@ -196,7 +124,7 @@ func TestKgoAndKafkaGoMixedGroup(t *testing.T) {
 			if d.ProtocolName != "range" || !strings.HasPrefix(string(d.Leader), "kgo-test-") {
 				t.Errorf("protocol %q leader %q, want range and kgo", d.ProtocolName, d.Leader)
 			}
-			_, _, ps := kg.current()
+			_, _, _, ps := kg.Current(kgoTopic)
 			t.Logf("leader %s: kgo %v kafka-go %v", d.Leader, o.of("kgo"), ps)
 		})
 	}

@@ -596,35 +596,18 @@ func TestRelayKcatMetadata(t *testing.T) {
 func TestRelaySarama(t *testing.T) {
 	e := startRelay(t, relayOpts{})
 	e.pinLeaders(t, "orders", 3)
-	cfg := sarama.NewConfig()
-	cfg.ClientID = "relay-sarama"
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
-	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
-	cfg.Metadata.Retry.Backoff = 50 * time.Millisecond
-	client, err := sarama.NewClient([]string{e.addr}, cfg)
-	if err != nil {
-		t.Fatalf("sarama client: %v", err)
-	}
-	defer client.Close()
+	client := kafkatest.SaramaClient(t, kafkatest.SaramaConfig("relay-sarama"), e.addr)
 	for _, b := range client.Brokers() {
 		if !e.bridgeAddrs()[b.Addr()] {
 			t.Errorf("sarama knows broker %d at %s, not a bridge listener", b.ID(), b.Addr())
 		}
 	}
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
 	const n = 30
-	for i := range n {
-		p := int32(i % 3)
-		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "orders", Partition: p, Value: sarama.StringEncoder(fmt.Sprintf("s-%d", i))}); err != nil {
-			t.Fatalf("sarama produce: %v", err)
-		}
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf("s-%d", i)
 	}
+	kafkatest.SaramaProduce(t, client, "orders", values, func(i int) int32 { return int32(i % 3) })
 	cons, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
