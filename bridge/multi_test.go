@@ -84,6 +84,64 @@ func coordinatorsOf(t *testing.T, addr string, groups []string) []string {
 	return out
 }
 
+// ownedGroup returns the first group name prefix-<i> that placement gives owner among ids.
+func ownedGroup(prefix string, owner int32, ids ...int32) string {
+	for i := 0; ; i++ {
+		if o, _ := placement.Owner(fmt.Sprintf("%s-%d", prefix, i), ids); o == owner {
+			return fmt.Sprintf("%s-%d", prefix, i)
+		}
+	}
+}
+
+// epochOf reads the group's epoch; the zero Epoch when there is none.
+func epochOf(ctx context.Context, zk *zkstate.Store, name string) zkstate.Epoch {
+	d, _, err := zk.Get(ctx, zkstate.EpochPath(bridge.DefaultRoot, name))
+	if err != nil {
+		return zkstate.Epoch{}
+	}
+	e, _ := zkstate.ParseEpoch(d)
+	return e
+}
+
+// groupRecord reads the group's record.
+func groupRecord(ctx context.Context, zk *zkstate.Store, name string) (group.Record, error) {
+	var rec group.Record
+	d, _, err := zk.Get(ctx, zkstate.GroupRecordPath(bridge.DefaultRoot, name))
+	if err != nil {
+		return rec, err
+	}
+	err = json.Unmarshal(d, &rec)
+	return rec, err
+}
+
+// childAndSurvivor is the setup of the tests that kill or pause a bridge: the topics of
+// multiLayout, a bridge in a child process (node 9001, a 4 s session) and one in this process
+// (9002), each listing both, and a group named prefix-<i> that the child owns.
+type childAndSurvivor struct {
+	zk      *zkstate.Store
+	child   *childBridge
+	surv    *running
+	name    string
+	session time.Duration
+}
+
+const childNode, survivorNode int32 = 9001, 9002
+
+func startChildAndSurvivor(t *testing.T, prefix string) childAndSurvivor {
+	t.Helper()
+	connect := zktest.Connect(t)
+	e := childAndSurvivor{zk: zktest.OpenStore(t, connect), session: 4 * time.Second}
+	multiLayout(t, e.zk)
+	e.name = ownedGroup(prefix, childNode, childNode, survivorNode)
+	e.child = startChildBridge(t, childSpec{ZKConnect: connect, NodeID: childNode, ZKSessionTimeout: e.session})
+	e.surv = startBridge(t, connect, survivorNode, nil)
+	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
+		got := brokersOf(t, e.surv.Addr().String())
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	return e
+}
+
 func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx := t.Context()
@@ -141,30 +199,9 @@ func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 		seeds = append(seeds, bridges[id].Addr().String())
 	}
 	newClient := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{
-			kgo.SeedBrokers(seeds...),
-			kgo.ConsumerGroup(name),
-			kgo.ConsumeTopics("orders"),
-			kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(10 * time.Second),
-			kgo.RebalanceTimeout(5 * time.Second),
-			kgo.HeartbeatInterval(200 * time.Millisecond),
-			kgo.RetryTimeout(10 * time.Second),
-			kgo.MetadataMinAge(100 * time.Millisecond),
-		}, opts...)...)
-		if err != nil {
-			t.Fatalf("kgo.NewClient: %v", err)
-		}
-		pctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for pctx.Err() == nil {
-				cl.PollFetches(pctx)
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-		t.Cleanup(func() { cancel(); <-done; cl.Close() })
+		base := append(kafkatest.KgoGroupOpts(name, "orders", seeds...),
+			kgo.RetryTimeout(10*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
+		cl, _ := kafkatest.PollKgo(t, append(base, opts...)...)
 		return cl
 	}
 	static := newClient(kgo.InstanceID("static-1"))
@@ -184,24 +221,10 @@ func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 	before := stable(bridges[owner])
 	commitTo := func(off int64) {
 		t.Helper()
-		var commitErr error
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		static.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{"orders": {0: {Epoch: -1, Offset: off}}},
-			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				commitErr = err
-				if err == nil {
-					for _, tp := range resp.Topics {
-						for _, p := range tp.Partitions {
-							if p.ErrorCode != 0 {
-								commitErr = fmt.Errorf("partition %d: error %d", p.Partition, p.ErrorCode)
-							}
-						}
-					}
-				}
-			})
-		if commitErr != nil {
-			t.Fatalf("commit %d: %v", off, commitErr)
+		if err := kafkatest.KgoCommit(cctx, static, "orders", map[int32]int64{0: off}); err != nil {
+			t.Fatalf("commit %d: %v", off, err)
 		}
 		if d, _, err := zk.Get(ctx, zkstate.OffsetPath(name, "orders", 0)); err != nil || string(d) != strconv.FormatInt(off, 10) {
 			t.Fatalf("0.8 offset after committing %d = %q, %v", off, d, err)
@@ -246,79 +269,33 @@ func TestIntegration_SeveralBridgesOneService(t *testing.T) {
 // registration vanishes, and the survivor takes its groups over from the watch, without
 // waiting for a client, restoring the generation; the static member carries on in it.
 func TestIntegration_SeveralBridgesCrashFailover(t *testing.T) {
-	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
+	e := startChildAndSurvivor(t, "crash")
+	zk, child, surv, name, session := e.zk, e.child, e.surv, e.name, e.session
+	const dead, survivor = childNode, survivorNode
 
-	const dead, survivor int32 = 9001, 9002
-	name := ""
-	for i := 0; name == ""; i++ {
-		if o, _ := placement.Owner(fmt.Sprintf("crash-%d", i), []int32{dead, survivor}); o == dead {
-			name = fmt.Sprintf("crash-%d", i)
-		}
-	}
-	const session = 4 * time.Second
-	child := startChildBridge(t, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session})
-	surv := startBridge(t, connect, survivor, nil)
-	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
-		got := brokersOf(t, surv.Addr().String())
-		return len(got) == 2, fmt.Sprint(got)
-	})
-
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(child.addr, surv.Addr().String()),
-		kgo.ConsumerGroup(name),
-		kgo.ConsumeTopics("orders"),
-		kgo.DisableAutoCommit(),
+	cl, _ := kafkatest.PollKgo(t, append(kafkatest.KgoGroupOpts(name, "orders", child.addr, surv.Addr().String()),
 		kgo.InstanceID("static-1"),
 		kgo.SessionTimeout(20*time.Second),
-		kgo.RebalanceTimeout(5*time.Second),
-		kgo.HeartbeatInterval(200*time.Millisecond),
 		kgo.RetryTimeout(20*time.Second),
-		kgo.MetadataMinAge(100*time.Millisecond),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			cl.PollFetches(pctx)
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-polled; cl.Close() })
+		kgo.MetadataMinAge(100*time.Millisecond))...)
 
-	epochOf := func() zkstate.Epoch {
-		d, _, err := zk.Get(ctx, zkstate.EpochPath(bridge.DefaultRoot, name))
-		if err != nil {
-			return zkstate.Epoch{}
-		}
-		e, _ := zkstate.ParseEpoch(d)
-		return e
-	}
+	epoch := func() zkstate.Epoch { return epochOf(ctx, zk, name) }
 	var gen int32
 	zktest.Eventually(t, 20*time.Second, "group stable on the child", func() (bool, string) {
-		d, _, err := zk.Get(ctx, zkstate.GroupRecordPath(bridge.DefaultRoot, name))
+		rec, err := groupRecord(ctx, zk, name)
 		if err != nil {
-			return false, err.Error()
-		}
-		var rec group.Record
-		if err := json.Unmarshal(d, &rec); err != nil {
 			return false, err.Error()
 		}
 		gen = int32(rec.Generation)
-		return epochOf().NodeID == dead && len(rec.Members) == 1 && gen > 0, fmt.Sprintf("epoch %+v, gen %d, %d members", epochOf(), gen, len(rec.Members))
+		return epoch().NodeID == dead && len(rec.Members) == 1 && gen > 0, fmt.Sprintf("epoch %+v, gen %d, %d members", epoch(), gen, len(rec.Members))
 	})
 
 	killed := time.Now()
 	child.kill()
 	// The survivor holds the group's epoch with no request of ours to it.
 	zktest.Eventually(t, session+5*time.Second, "the survivor takes the group over", func() (bool, string) {
-		e := epochOf()
+		e := epoch()
 		return e.NodeID == survivor, fmt.Sprintf("epoch %+v", e)
 	})
 	took := time.Since(killed)
@@ -333,16 +310,9 @@ func TestIntegration_SeveralBridgesCrashFailover(t *testing.T) {
 	// The member carries on: its commits reach the survivor. kgo may first fail one on its
 	// cached connection to the dead bridge ("unable to dial"); an application retries it.
 	zktest.Eventually(t, 20*time.Second, "a commit after the failover", func() (bool, string) {
-		var commitErr error
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
-		cl.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{"orders": {0: {Epoch: -1, Offset: 5}}},
-			func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				commitErr = err
-				if err == nil && resp.Topics[0].Partitions[0].ErrorCode != 0 {
-					commitErr = fmt.Errorf("error %d", resp.Topics[0].Partitions[0].ErrorCode)
-				}
-			})
+		commitErr := kafkatest.KgoCommit(cctx, cl, "orders", map[int32]int64{0: 5})
 		return commitErr == nil, fmt.Sprint(commitErr)
 	})
 	if d, _, err := zk.Get(ctx, zkstate.OffsetPath(name, "orders", 0)); err != nil || string(d) != "5" {
@@ -368,12 +338,7 @@ func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
 	proxy := zktest.StartProxy(t, connect[:i]) // A's way to ZooKeeper (cut)
 
 	const a, b int32 = 9001, 9002
-	name := ""
-	for i := 0; name == ""; i++ {
-		if o, _ := placement.Owner(fmt.Sprintf("lease-%d", i), []int32{a, b}); o == a {
-			name = fmt.Sprintf("lease-%d", i)
-		}
-	}
+	name := ownedGroup("lease", a, a, b)
 	bridgeA := startBridge(t, proxy.Addr()+connect[i:], a, nil)
 	bridgeB := startBridge(t, connect, b, nil)
 	zktest.Eventually(t, 10*time.Second, "A sees B", func() (bool, string) {
@@ -383,12 +348,10 @@ func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
 	stableGroup(t, bridgeA, name, [2]group.InstanceID{"i-a", "i-b"})
 
 	holder := func() int32 {
-		d, _, err := zk.Get(ctx, zkstate.EpochPath(bridge.DefaultRoot, name))
-		if err != nil {
-			return -1
+		if e := epochOf(ctx, zk, name); e != (zkstate.Epoch{}) {
+			return e.NodeID
 		}
-		e, _ := zkstate.ParseEpoch(d)
-		return e.NodeID
+		return -1
 	}
 	if h := holder(); h != a {
 		t.Fatalf("the group's epoch names %d, want A (%d)", h, a)
@@ -430,57 +393,25 @@ func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
 // socket meanwhile is the first thing it reads, before it hears of the expiry. It must not be
 // answered as if the group were still its own: the lease lapsed while it was stopped.
 func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
-	connect := zktest.Connect(t)
 	ctx := t.Context()
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
-
-	const paused, other int32 = 9001, 9002
-	name := ""
-	for i := 0; name == ""; i++ {
-		if o, _ := placement.Owner(fmt.Sprintf("pause-%d", i), []int32{paused, other}); o == paused {
-			name = fmt.Sprintf("pause-%d", i)
-		}
-	}
-	const session = 4 * time.Second
-	child := startChildBridge(t, childSpec{ZKConnect: connect, NodeID: paused, ZKSessionTimeout: session})
-	surv := startBridge(t, connect, other, nil)
-	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
-		got := brokersOf(t, surv.Addr().String())
-		return len(got) == 2, fmt.Sprint(got)
-	})
+	e := startChildAndSurvivor(t, "pause")
+	zk, child, surv, name, session := e.zk, e.child, e.surv, e.name, e.session
+	const other = survivorNode
 
 	// One static member forms the group on the child, then stops heartbeating (closed).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(child.addr), kgo.ConsumerGroup(name), kgo.ConsumeTopics("orders"),
+	_, stopMember := kafkatest.PollKgo(t, kgo.SeedBrokers(child.addr), kgo.ConsumerGroup(name), kgo.ConsumeTopics("orders"),
 		kgo.DisableAutoCommit(), kgo.InstanceID("static-1"), kgo.SessionTimeout(30*time.Second),
 		kgo.HeartbeatInterval(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for pctx.Err() == nil {
-			cl.PollFetches(pctx)
-		}
-	}()
 	var rec group.Record
 	zktest.Eventually(t, 20*time.Second, "group stable on the child", func() (bool, string) {
-		d, _, err := zk.Get(ctx, zkstate.GroupRecordPath(bridge.DefaultRoot, name))
-		if err != nil {
-			return false, err.Error()
-		}
-		rec = group.Record{}
-		if err := json.Unmarshal(d, &rec); err != nil {
+		var err error
+		if rec, err = groupRecord(ctx, zk, name); err != nil {
 			return false, err.Error()
 		}
 		return len(rec.Members) == 1 && rec.Generation > 0, fmt.Sprintf("gen %d, %d members", rec.Generation, len(rec.Members))
 	})
-	cancel()
-	<-polled
 	// Closing a static member sends no LeaveGroup: the group keeps it.
-	cl.Close()
+	stopMember()
 
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.SetVersion(3)
@@ -495,11 +426,7 @@ func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	zktest.Eventually(t, session+10*time.Second, "the other bridge takes the group over", func() (bool, string) {
-		d, _, err := zk.Get(ctx, zkstate.EpochPath(bridge.DefaultRoot, name))
-		if err != nil {
-			return false, err.Error()
-		}
-		e, _ := zkstate.ParseEpoch(d)
+		e := epochOf(ctx, zk, name)
 		return e.NodeID == other, fmt.Sprintf("epoch %+v", e)
 	})
 	wire.Send(hb) // waits in the stopped bridge's socket
