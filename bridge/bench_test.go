@@ -37,7 +37,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,30 +46,6 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
-
-// startBridgeTB is startBridge for benchmarks and fuzz targets: any testing.TB, logging
-// warnings and errors only (a benchmark's debug lines would cost more than what it measures).
-func startBridgeTB(tb testing.TB, connect string, mod func(*bridge.Config)) *running {
-	tb.Helper()
-	cfg := bridge.Config{
-		ZKConnect:        connect,
-		ZKSessionTimeout: 10 * time.Second,
-		KafkaListen:      "127.0.0.1:0",
-		AdminListen:      "127.0.0.1:0",
-		NodeID:           clientsNode,
-		Group:            testGroupConfig(),
-		WriteTimeout:     10 * time.Second,
-		DrainTimeout:     time.Second,
-		Logger:           newLogger(tb).Level(zerolog.WarnLevel),
-	}
-	if os.Getenv("ZKBRIDGE_BENCH_LOG") == "debug" { // diagnosis: every line of the bridge
-		cfg.Logger = newLogger(tb)
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	return runBridge(tb, cfg)
-}
 
 // wireConn is one Kafka connection speaking kmsg directly, with pipelining: send writes a
 // request, recv reads the next response (Kafka answers a connection's requests in order).

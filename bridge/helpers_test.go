@@ -80,7 +80,7 @@ type running struct {
 
 // startBridge runs a bridge on loopback ports against connect and waits until it is ready; it
 // is stopped at cleanup.
-func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Config)) *running {
+func startBridge(t testing.TB, connect string, node int32, mod func(*bridge.Config)) *running {
 	t.Helper()
 	cfg := testBridgeConfig(connect, node, newLogger(t).With().Int32("test_node", node).Logger())
 	if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_TEST_HEARTBEAT_HOLD")); err == nil {
@@ -91,6 +91,23 @@ func startBridge(t *testing.T, connect string, node int32, mod func(*bridge.Conf
 		mod(&cfg)
 	}
 	return runBridge(t, cfg)
+}
+
+// startBridgeTB is startBridge for benchmarks and fuzz targets: node clientsNode, logging
+// warnings and errors only (a benchmark's debug lines would cost more than what it measures), and
+// 10 s session and write timeouts, which a loaded measurement needs.
+func startBridgeTB(tb testing.TB, connect string, mod func(*bridge.Config)) *running {
+	tb.Helper()
+	return startBridge(tb, connect, clientsNode, func(c *bridge.Config) {
+		c.ZKSessionTimeout, c.WriteTimeout, c.MirrorRetry = 10*time.Second, 10*time.Second, 0
+		c.Logger = newLogger(tb).Level(zerolog.WarnLevel)
+		if os.Getenv("ZKBRIDGE_BENCH_LOG") == "debug" { // diagnosis: every line of the bridge
+			c.Logger = newLogger(tb)
+		}
+		if mod != nil {
+			mod(c)
+		}
+	})
 }
 
 // testBridgeConfig is a bridge on loopback ports with a 4 s ZooKeeper session and the test
@@ -220,7 +237,9 @@ func joinAll(t *testing.T, g groups, name string, joins ...func(group.Token) gro
 			}
 			out[i] = r.(group.JoinReply)
 		}()
-		time.Sleep(20 * time.Millisecond) // keep the join order, so the first is the leader
+		if i < len(joins)-1 {
+			awaitJoined(t, g, name, j) // keep the join order, so that the first is the leader
+		}
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -229,6 +248,29 @@ func joinAll(t *testing.T, g groups, name string, joins ...func(group.Token) gro
 		}
 	}
 	return out
+}
+
+// awaitJoined waits until the group's engine has taken in the JoinGroup join builds: a heartbeat
+// of its member is answered as the member's (REBALANCE_IN_PROGRESS while the group rebalances,
+// ILLEGAL_GENERATION once the rebalance is over), not UNKNOWN_MEMBER_ID. The group's actor steps
+// one request at a time, so a JoinGroup sent after this is stepped after that one. (Describe
+// cannot tell: a group with nothing persisted yet is described Dead.)
+func awaitJoined(t *testing.T, g groups, name string, join func(group.Token) group.Event) {
+	t.Helper()
+	ev := join(0).(group.JoinGroup)
+	id := ev.MemberID
+	if id == "" {
+		id = ev.NewMemberID
+	}
+	gen := describe(t, g, name).Group.Generation
+	zktest.Eventually(t, 10*time.Second, fmt.Sprintf("the engine has %s's JoinGroup", id), func() (bool, string) {
+		switch r := heartbeat(t, g, name, id, ev.InstanceID, gen); r.Err {
+		case group.ErrRebalanceInProgress, group.ErrIllegalGeneration, group.ErrNone:
+			return true, ""
+		default:
+			return false, fmt.Sprintf("heartbeat: %v", r.Err)
+		}
+	})
 }
 
 // syncAll sends the members' SyncGroups concurrently (the leader's carries assignments) and
