@@ -148,7 +148,7 @@ func TestIntegration_OwnerConflictRetriesWithBackoff(t *testing.T) {
 		c.RebalanceMaxRetries = 1000
 		c.RebalanceBackoff = 100 * time.Millisecond
 	})
-	waitFor(t, 10*time.Second, "three conflicting attempts", func() bool { return m.c.Stats().Conflicts >= 3 })
+	zktest.Eventually(t, 10*time.Second, "three conflicting attempts", func() bool { return m.c.Stats().Conflicts >= 3 })
 	start := time.Now()
 	if a := m.c.Assignment(); len(a) != 0 {
 		t.Errorf("assignment while blocked = %v, want none", a)
@@ -191,7 +191,7 @@ func TestIntegration_OwnerConflictFailsAfterMaxRetries(t *testing.T) {
 		c.RebalanceMaxRetries = 3
 		c.RebalanceBackoff = 50 * time.Millisecond
 	})
-	waitFor(t, 10*time.Second, "the rebalance failure", func() bool { return len(tr.errors("g_c1")) > 0 })
+	zktest.Eventually(t, 10*time.Second, "the rebalance failure", func() bool { return len(tr.errors("g_c1")) > 0 })
 	err := tr.errors("g_c1")[0]
 	var rf *zkconsumer.RebalanceFailedError
 	if !errors.Is(err, zkconsumer.ErrRebalanceFailed) || !errors.As(err, &rf) || rf.Retries != 3 ||
@@ -237,7 +237,7 @@ func TestIntegration_QuirkOwnerWithOurThreadIDIsTakenAsOurs(t *testing.T) {
 	}
 	m := cl.start(newTracker(), "c1")
 	want := cl.expected(legacy.StrategyRange, m)
-	waitFor(t, 10*time.Second, "the assignment", func() bool { return len(m.c.Assignment()) == len(want) })
+	zktest.Eventually(t, 10*time.Second, "the assignment", func() bool { return len(m.c.Assignment()) == len(want) })
 	if s := m.c.Stats(); s.Conflicts != 0 {
 		t.Errorf("stats = %+v, want no conflict", s)
 	}
@@ -253,7 +253,7 @@ func TestIntegration_QuirkOwnerWithOurThreadIDIsTakenAsOurs(t *testing.T) {
 	if err := foreign.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the foreign owner to vanish", func() bool {
+	zktest.Eventually(t, 10*time.Second, "the foreign owner to vanish", func() bool {
 		ok, _, err := cl.admin.Exists(ctx, zkstate.OwnerPath(group, p.Topic, p.Partition))
 		return err == nil && !ok
 	})
@@ -297,7 +297,7 @@ func TestIntegration_OffsetsCommittedAndResumed(t *testing.T) {
 	// c2 starts payments-4 at 7 — unless its attempt read the offsets before c1 committed and
 	// created the owner after c1 released: 0.8.2 reads offsets before owning (ZCC:667, then
 	// 684), so that interleaving restarts from the reset offset. Both are the real program.
-	waitFor(t, 5*time.Second, "c2 to start payments-4", func() bool {
+	zktest.Eventually(t, 5*time.Second, "c2 to start payments-4", func() bool {
 		off, ok := tr.lastAssigned("g_c2")[p4]
 		return ok && (off == 7 || off == zkconsumer.OffsetLatest)
 	})
@@ -383,7 +383,7 @@ func TestIntegration_NoBrokersWaitsForOne(t *testing.T) {
 	cl := newCluster(t, 0, twoTopics)
 	tr := newTracker()
 	m := cl.start(tr, "c1")
-	waitFor(t, 10*time.Second, "the first rebalance", func() bool { return m.c.Stats().Attempts >= 1 })
+	zktest.Eventually(t, 10*time.Second, "the first rebalance", func() bool { return m.c.Stats().Attempts >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	tr.mu.Lock()
 	assigns, revokes := tr.assigns["g_c1"], tr.revokes["g_c1"]
@@ -421,7 +421,7 @@ func TestIntegration_CloseWaitsForRebalance(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, 10*time.Second, "a conflicting attempt", func() bool { return m.c.Stats().Conflicts >= 1 })
+	zktest.Eventually(t, 10*time.Second, "a conflicting attempt", func() bool { return m.c.Stats().Conflicts >= 1 })
 	mu.Lock()
 	closing = true
 	mu.Unlock()

@@ -371,18 +371,6 @@ func (cl *cluster) waitConverged(d time.Duration, want legacy.Assignment, member
 	cl.t.Fatalf("not converged after %v: %s", d, why)
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s", d, what)
-}
-
 // readOffset reads /consumers/g/offsets/<t>/<p>; ok false when missing.
 func readOffset(t *testing.T, s *zkstate.Store, p tp) (int64, bool) {
 	t.Helper()
@@ -475,15 +463,10 @@ func (smp *ownerSampler) result() (int, []string) {
 // precede it.
 func (tr *tracker) waitStartOffset(t *testing.T, id string, p tp, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if got, ok := tr.lastAssigned(id)[p]; ok && got == want {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	got, ok := tr.lastAssigned(id)[p]
-	t.Fatalf("%s was last handed %s-%d at %d (assigned: %v), want %d", id, p.Topic, p.Partition, got, ok, want)
+	zktest.Eventually(t, 5*time.Second, fmt.Sprintf("%s handed %s-%d at %d", id, p.Topic, p.Partition, want), func() (bool, string) {
+		got, ok := tr.lastAssigned(id)[p]
+		return ok && got == want, fmt.Sprintf("last handed at %d (assigned: %v)", got, ok)
+	})
 }
 
 // withLogger makes zktest.OpenStore's Store log to l.

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -26,22 +27,9 @@ func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
 
 	b := startBridgeOnKfake(t, zkc, func(gc *group.Config) { gc.MinSessionTimeout = 100 * time.Millisecond })
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.ConsumerGroup(g), kgo.ConsumeTopics("orders"),
+	_, stopMember := kafkatest.PollKgo(t, kgo.SeedBrokers(b.Addr().String()), kgo.ConsumerGroup(g), kgo.ConsumeTopics("orders"),
 		kgo.Balancers(kgo.RangeBalancer()), // mixed groups take eager assignors only
 		kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(200*time.Millisecond), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cons.Close)
-	polling, stopPoll := context.WithCancel(context.Background())
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		for polling.Err() == nil {
-			cons.PollFetches(polling)
-		}
-	}()
-	t.Cleanup(func() { stopPoll(); <-pollDone })
 
 	status := func() statusRow {
 		t.Helper()
@@ -54,17 +42,12 @@ func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(statusRow) bool) statusRow {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			row := status()
-			if ok(row) {
-				return row
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: never; last status %+v", what, row)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		var row statusRow
+		zktest.Eventually(t, 20*time.Second, what, func() (bool, string) {
+			row = status()
+			return ok(row), fmt.Sprintf("status %+v", row)
+		})
+		return row
 	}
 	// The member is in the group record first, then the mirror registers it in /ids, a moment
 	// before its hosted znode: in between the registration reads as a zk member beside the
@@ -88,9 +71,7 @@ func TestIntegration_MigrateWithRunningBridge(t *testing.T) {
 	// The bridge rebalances the member out and refuses it.
 	waitFor("the Kafka member rebalanced out", func(r statusRow) bool { return r.Members.Kafka == 0 })
 
-	stopPoll()
-	<-pollDone
-	cons.Close()
+	stopMember()
 	r = runCLI(t, "migrate", "apply", "--group", g, "--to", "kafka", "--zk", zkc, "--who", "ops@test", "--execute")
 	if r.code != exitOK || !strings.Contains(r.stdout, "legacy→mixed, mixed→kafka") {
 		t.Fatalf("apply to kafka: exit %d\n%s%s", r.code, r.stdout, r.stderr)
