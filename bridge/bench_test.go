@@ -461,15 +461,18 @@ func BenchmarkJoinToStable(b *testing.B) {
 					defer adm.Close()
 					var total, cpu time.Duration
 					var gens, metadata, joins int64
+					var zkReqs float64
 					b.ResetTimer()
 					for i := range b.N {
 						name := fmt.Sprintf("join-%d-%d", n, i)
+						zk0 := t.counterSum(b, "zkbridge_zk_requests_total")
 						start, cpu0 := time.Now(), cpuTime()
 						g := startGroup(b, t.addr, name, topic, n)
 						g.waitStable(b, adm, int32(n), 10*time.Minute)
 						total += time.Since(start)
 						cpu += cpuTime() - cpu0
 						b.StopTimer()
+						zkReqs += t.counterSum(b, "zkbridge_zk_requests_total") - zk0
 						_, gen := g.clients[0].GroupMetadata()
 						gens += int64(gen)
 						if os.Getenv("ZKBRIDGE_BENCH_KEYS") != "" {
@@ -492,6 +495,10 @@ func BenchmarkJoinToStable(b *testing.B) {
 					b.ReportMetric(float64(gens)/float64(b.N), "generations")
 					// CPU of the whole process (clients and coordinator) meanwhile.
 					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/stable")
+					if t.bridge != nil {
+						// The bridge's ZooKeeper requests from the first client to Stable.
+						b.ReportMetric(zkReqs/float64(b.N), "zk-reqs/stable")
+					}
 					// The protocol work it took: Metadata requests (each a topic of N
 					// partitions, which the clients decode and index) and JoinGroups.
 					b.ReportMetric(float64(metadata)/float64(b.N), "metadata-reqs")
