@@ -231,11 +231,15 @@ func (s *Store) deliver(ev SessionEvent) {
 }
 
 // ephemerals remembers what CreateEphemeral created, to re-create it after a session expiry.
-// sem serialises every operation on the set (create, delete, reclaim) so that a reclaim never
-// re-creates a node DeleteEphemeral is removing, nor races CreateEphemeral for the same path.
+// Every operation on one path (create, delete, its reclaim) holds that path's lock, so that a
+// reclaim never re-creates a node DeleteEphemeral is removing, nor races CreateEphemeral for
+// the same path. Operations on different paths run at once: each costs a round trip or two,
+// and a bridge handing over many groups deletes their mirrors' ephemerals together (one lock
+// for the whole set made a drain of 30 groups take seconds on a loaded ZooKeeper).
 type ephemerals struct {
-	sem   chan struct{}
-	nodes map[string]*ephemeral // by caller path; read and written only while holding sem
+	mu    sync.Mutex
+	nodes map[string]*ephemeral // by caller path; read and written under mu
+	paths map[string]*pathLock  // the paths being operated on, under mu
 }
 
 type ephemeral struct {
@@ -248,21 +252,67 @@ type ephemeral struct {
 	conflictIn int64
 }
 
-func (e *ephemerals) init() {
-	e.sem = make(chan struct{}, 1)
-	e.nodes = make(map[string]*ephemeral)
+// pathLock is one path's lock: a one-slot semaphore, and how many hold or wait for it.
+type pathLock struct {
+	sem  chan struct{}
+	refs int
 }
 
-func (e *ephemerals) lock(ctx context.Context) error {
+func (e *ephemerals) init() {
+	e.nodes = make(map[string]*ephemeral)
+	e.paths = make(map[string]*pathLock)
+}
+
+// lock takes p's lock, or returns ctx's error.
+func (e *ephemerals) lock(ctx context.Context, p string) error {
+	e.mu.Lock()
+	l := e.paths[p]
+	if l == nil {
+		l = &pathLock{sem: make(chan struct{}, 1)}
+		e.paths[p] = l
+	}
+	l.refs++
+	e.mu.Unlock()
 	select {
-	case e.sem <- struct{}{}:
+	case l.sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
+		e.release(p, l)
 		return ctx.Err()
 	}
 }
 
-func (e *ephemerals) unlock() { <-e.sem }
+func (e *ephemerals) unlock(p string) {
+	e.mu.Lock()
+	l := e.paths[p]
+	e.mu.Unlock()
+	<-l.sem
+	e.release(p, l)
+}
+
+func (e *ephemerals) release(p string, l *pathLock) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l.refs--; l.refs == 0 {
+		delete(e.paths, p)
+	}
+}
+
+func (e *ephemerals) get(p string) *ephemeral {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nodes[p]
+}
+
+func (e *ephemerals) set(p string, n *ephemeral) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n == nil {
+		delete(e.nodes, p)
+		return
+	}
+	e.nodes[p] = n
+}
 
 // CreateEphemeral creates an ephemeral node (and any missing persistent parents) and remembers
 // it: when the session expires, the Store re-creates it with the same data in the new session,
@@ -275,10 +325,10 @@ func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) erro
 		}
 		return pathErr("create ephemeral", p, err)
 	}
-	if err := s.eph.lock(ctx); err != nil {
+	if err := s.eph.lock(ctx, p); err != nil {
 		return pathErr("create ephemeral", p, err)
 	}
-	defer s.eph.unlock()
+	defer s.eph.unlock(p)
 	data = slices.Clone(data)
 	before := s.SessionID()
 	err := s.createRaw(ctx, s.full(p), data, zk.FlagEphemeral, s.aclFor(p), true)
@@ -297,7 +347,7 @@ func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) erro
 	if before == after {
 		e.owner = before
 	}
-	s.eph.nodes[p] = e
+	s.eph.set(p, e)
 	if e.owner == 0 {
 		s.kickReclaim() // the session changed under us: let the reclaimer check the node
 	}
@@ -311,11 +361,11 @@ func (s *Store) DeleteEphemeral(ctx context.Context, p string) error {
 	if err := validatePath(p); err != nil {
 		return pathErr("delete ephemeral", p, err)
 	}
-	if err := s.eph.lock(ctx); err != nil {
+	if err := s.eph.lock(ctx, p); err != nil {
 		return pathErr("delete ephemeral", p, err)
 	}
-	defer s.eph.unlock()
-	delete(s.eph.nodes, p)
+	defer s.eph.unlock(p)
+	s.eph.set(p, nil)
 	ok, st, err := s.Exists(ctx, p)
 	if err != nil || !ok {
 		return err
@@ -338,12 +388,12 @@ func (s *Store) SetEphemeral(ctx context.Context, p string, data []byte) error {
 	if err := validatePath(p); err != nil {
 		return pathErr("set ephemeral", p, err)
 	}
-	if err := s.eph.lock(ctx); err != nil {
+	if err := s.eph.lock(ctx, p); err != nil {
 		return pathErr("set ephemeral", p, err)
 	}
-	defer s.eph.unlock()
-	e, ok := s.eph.nodes[p]
-	if !ok {
+	defer s.eph.unlock(p)
+	e := s.eph.get(p) // its data is read and written under p's lock only
+	if e == nil {
 		return pathErr("set ephemeral", p, errors.New("not an ephemeral this Store created"))
 	}
 	e.data = slices.Clone(data)
@@ -399,20 +449,18 @@ func (s *Store) reclaimLoop(ctx context.Context) {
 }
 
 func (s *Store) reclaim(ctx context.Context) {
-	if err := s.eph.lock(ctx); err != nil {
-		return
-	}
-	defer s.eph.unlock()
 	cur := s.SessionID()
 	if cur == 0 {
 		return // no session now: the next Connected triggers us again
 	}
+	s.eph.mu.Lock()
 	paths := make([]string, 0, len(s.eph.nodes))
 	for p, e := range s.eph.nodes {
 		if e.owner != cur {
 			paths = append(paths, p)
 		}
 	}
+	s.eph.mu.Unlock()
 	if len(paths) == 0 {
 		return
 	}
@@ -420,29 +468,12 @@ func (s *Store) reclaim(ctx context.Context) {
 	var errs []error
 	reclaimed := 0
 	for _, p := range paths {
-		e := s.eph.nodes[p]
-		before := s.SessionID()
-		created, owner, err := s.reclaimOne(ctx, p, e.data)
-		after := s.SessionID()
-		if ctx.Err() != nil {
+		ok, err := s.reclaimPath(ctx, p, cur, &reclaimed)
+		if !ok {
 			return
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, err)
-		case created && before == cur && after == cur:
-			e.owner = cur
-			reclaimed++
-		case created:
-			// The session changed while we created the node: whichever session made it, the
-			// Connected event of the newer one brings us back to check.
-		case owner == after && after != 0:
-			e.owner = after // already ours: CreateEphemeral won a race with us
-		default:
-			if e.conflictIn != cur {
-				e.conflictIn = cur
-				errs = append(errs, &ReclaimConflictError{Path: p, Owner: owner})
-			}
 		}
 	}
 	if len(errs) == 0 && reclaimed == 0 {
@@ -456,6 +487,45 @@ func (s *Store) reclaim(ctx context.Context) {
 	l.Int("reclaimed", reclaimed).Int("failed", len(errs)).Str("session", fmt.Sprintf("0x%x", cur)).
 		Msg("re-created our ephemerals in the new session")
 	s.deliver(ev)
+}
+
+// reclaimPath re-creates p, under its lock, if it is still remembered and not ours in session
+// cur; ok is false when ctx ended.
+func (s *Store) reclaimPath(ctx context.Context, p string, cur int64, reclaimed *int) (ok bool, err error) {
+	if s.eph.lock(ctx, p) != nil {
+		return false, nil
+	}
+	defer s.eph.unlock(p)
+	e := s.eph.get(p)
+	if e == nil || e.owner == cur {
+		return true, nil // deleted, or created in this session, since the list was taken
+	}
+	before := s.SessionID()
+	created, owner, err := s.reclaimOne(ctx, p, e.data)
+	after := s.SessionID()
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	s.eph.mu.Lock()
+	defer s.eph.mu.Unlock()
+	switch {
+	case err != nil:
+		return true, err
+	case created && before == cur && after == cur:
+		e.owner = cur
+		*reclaimed++
+	case created:
+		// The session changed while we created the node: whichever session made it, the
+		// Connected event of the newer one brings us back to check.
+	case owner == after && after != 0:
+		e.owner = after // already ours: CreateEphemeral won a race with us
+	default:
+		if e.conflictIn != cur {
+			e.conflictIn = cur
+			return true, &ReclaimConflictError{Path: p, Owner: owner}
+		}
+	}
+	return true, nil
 }
 
 // reclaimOne creates p as our ephemeral unless a node is there. created says it made the node;
