@@ -3,11 +3,14 @@ package bridge_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/placement"
@@ -20,14 +23,31 @@ import (
 // started again (the groups that map to it handed back). Reported: per group, the longest gap
 // between two successful commits, median and p99, and the groups whose member was refused as
 // stale (a rebalance: ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID), which must be 0.
+//
+// With ZKBRIDGE_ROLL_LOG=<file>, the bridges log (JSON, millisecond times) into that file and
+// every request of each group's longest stall over 900 ms is written to <file>.trace (when,
+// which bridge, how long it took, what it answered): how the stall found in the 2026-12-03
+// measurements was traced to its cause.
 func BenchmarkRollingRestart(b *testing.B) {
 	const groups = 60
 	connect := zktest.Connect(b)
 	ids := []int32{9001, 9002, 9003}
 	var mu sync.Mutex
 	bridges := map[int32]*running{}
+	logOf := func(id int32) zerolog.Logger {
+		if f := os.Getenv("ZKBRIDGE_ROLL_LOG"); f != "" {
+			w, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { w.Close() })
+			zerolog.TimeFieldFormat = "15:04:05.000"
+			return zerolog.New(w).With().Timestamp().Int32("test_node", id).Logger()
+		}
+		return newLogger(b)
+	}
 	for _, id := range ids {
-		bridges[id] = runBridge(b, testBridgeConfig(connect, id, newLogger(b)))
+		bridges[id] = runBridge(b, testBridgeConfig(connect, id, logOf(id)))
 	}
 	time.Sleep(500 * time.Millisecond) // every bridge sees the others
 	get := func(id int32) *running {
@@ -66,6 +86,15 @@ func BenchmarkRollingRestart(b *testing.B) {
 		ctx, stop := context.WithCancel(context.Background())
 		stalls := make([]time.Duration, groups)
 		stale := make([]bool, groups)
+		type attempt struct {
+			at     time.Time
+			took   time.Duration
+			bridge int32
+			code   group.ErrorCode
+		}
+		traces := make([][]attempt, groups)
+		worst := make([][]attempt, groups)
+		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i, nm := range names {
 			name, member, _ := strings.Cut(nm, "\x00")
@@ -73,6 +102,7 @@ func BenchmarkRollingRestart(b *testing.B) {
 				at := ids[0]
 				last := time.Now()
 				for off := int64(1); ctx.Err() == nil; {
+					began := time.Now()
 					r := doOn(at, name, func(tok group.Token) group.Event {
 						return group.OffsetCommit{Token: tok, MemberID: group.MemberID(member), InstanceID: "i-a", Generation: 1,
 							Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}}
@@ -81,9 +111,14 @@ func BenchmarkRollingRestart(b *testing.B) {
 					if oc, ok := r.(group.OffsetCommitReply); ok && len(oc.Partitions) == 1 {
 						code = oc.Partitions[0].Err
 					}
+					traces[i] = append(traces[i], attempt{began, time.Since(began), at, code})
 					switch code {
 					case group.ErrNone:
 						now := time.Now()
+						if now.Sub(last) > stalls[i] {
+							worst[i] = traces[i]
+						}
+						traces[i] = nil
 						stalls[i] = max(stalls[i], now.Sub(last))
 						last = now
 						off++
@@ -104,7 +139,7 @@ func BenchmarkRollingRestart(b *testing.B) {
 				b.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
-			r := runBridge(b, testBridgeConfig(connect, id, newLogger(b)))
+			r := runBridge(b, testBridgeConfig(connect, id, logOf(id)))
 			mu.Lock()
 			bridges[id] = r
 			mu.Unlock()
@@ -112,6 +147,23 @@ func BenchmarkRollingRestart(b *testing.B) {
 		}
 		stop()
 		wg.Wait()
+		if f := os.Getenv("ZKBRIDGE_ROLL_LOG"); f != "" {
+			tf, err := os.Create(f + ".trace")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i, tr := range worst {
+				if stalls[i] < 900*time.Millisecond {
+					continue
+				}
+				name, _, _ := strings.Cut(names[i], "\x00")
+				fmt.Fprintf(tf, "group %s stall %v:\n", name, stalls[i])
+				for _, a := range tr {
+					fmt.Fprintf(tf, "  %s +%v bridge %d took %v -> %v\n", a.at.Format("15:04:05.000"), a.at.Sub(t0).Round(time.Millisecond), a.bridge, a.took.Round(time.Millisecond), a.code)
+				}
+			}
+			tf.Close()
+		}
 		slices.Sort(stalls)
 		n := 0
 		for _, s := range stale {

@@ -102,12 +102,13 @@ func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog
 func (g *groupStore) acquire(ctx context.Context) error {
 	p := zkstate.EpochPath(g.root, g.group)
 	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
-	waits := 0
-	for range 5 + maxReleaseWaits {
+	conflicts := 0
+	for conflicts < 5 {
 		data, st, err := g.store.Get(ctx, p)
 		if errors.Is(err, zkstate.ErrNoNode) {
 			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
 			if errors.Is(err, zkstate.ErrNodeExists) {
+				conflicts++
 				continue // another bridge created it first: look at it
 			}
 			if err != nil {
@@ -127,12 +128,14 @@ func (g *groupStore) acquire(ctx context.Context) error {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
 			}
 			if alive {
-				if g.placed == nil || !g.placed() || waits >= maxReleaseWaits {
+				if g.placed == nil || !g.placed() {
 					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
 				}
 				// The group maps to us and its holder is handing it over (or will, once it
-				// sees the bridge set we see): wait for its release.
-				waits++
+				// sees the bridge set we see): wait for its release, for as long as the load
+				// may take. A handover takes longer than a second on a loaded ZooKeeper, and
+				// giving up then only made the group unavailable for longer: refused for a
+				// second, then loaded again by a later request.
 				wctx, cancel := context.WithTimeout(ctx, releaseWait)
 				err := g.awaitRelease(wctx, p, st.Version, owner.NodeID)
 				cancel()
@@ -145,6 +148,7 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		}
 		nst, err := g.store.Set(ctx, p, mine, st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
+			conflicts++
 			continue
 		}
 		if err != nil {
@@ -156,13 +160,10 @@ func (g *groupStore) acquire(ctx context.Context) error {
 	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
 }
 
-// maxReleaseWaits bounds how often acquire waits for a live holder's release, and releaseWait
-// how long each wait lasts: a holder that sees the bridge set we see hands a group over in
-// milliseconds (handover.go), one that does not is answered NOT_COORDINATOR meanwhile.
-const (
-	maxReleaseWaits = 2
-	releaseWait     = time.Second
-)
+// releaseWait is how long acquire waits for a live holder's release before it looks again
+// whether the group still maps to us and its holder is still alive; the load's own timeout
+// (Config.LoadTimeout) bounds the whole wait.
+const releaseWait = time.Second
 
 // load reads the group's record; nil when it has none. A group with a record is taken over
 // first and the record read again, so that nothing the previous owner wrote is missed.
