@@ -480,8 +480,19 @@ func (c *Client) consult(ctx context.Context, addr string) (net.Conn, *ConsultRe
 	return conn, resp, nil
 }
 
+// consultOn asks with the group named (version ConsultVersionGroup), so that a bridge of
+// several names the group's own coordinator; a bridge that answers UNSUPPORTED_VERSION (one
+// before several bridges) is asked again at version 0 on the same connection (docs §5).
 func (c *Client) consultOn(conn net.Conn) (*ConsultResponse, error) {
-	c.wbuf = AppendFrame(c.wbuf[:0], &ConsultRequest{})
+	resp, err := c.consultAs(conn, &ConsultRequest{GroupID: c.reg.GroupID})
+	if err != nil || resp.ErrorCode != CodeUnsupportedVersion {
+		return resp, err
+	}
+	return c.consultAs(conn, &ConsultRequest{})
+}
+
+func (c *Client) consultAs(conn net.Conn, req *ConsultRequest) (*ConsultResponse, error) {
+	c.wbuf = AppendFrame(c.wbuf[:0], req)
 	if _, err := conn.Write(c.wbuf); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ var goldenCases = []struct {
 	msg  Message
 }{
 	{"consult_request", "ConsultRequest: no body", &ConsultRequest{}},
+	{"consult_request_group", "ConsultRequest version 1: the coordinator of group g1, please", &ConsultRequest{GroupID: "g1"}},
 	{"consult_response", "ConsultResponse: bridge 2 coordinates; two bridges listen on port 9099", &ConsultResponse{
 		ErrorCode:     CodeNone,
 		CoordinatorID: 2,
@@ -291,6 +292,10 @@ var malformedCases = []struct {
 	{"unknown response type", frameOf(TypeStartResponse+1, 0), ErrUnknownType, "request_type_id", TypeStartResponse + 1, "0x8069"},
 	{"version 1", frameOf(TypePingRequest, 1, i16(0)), ErrUnsupportedVersion, "version", TypePingRequest, "version 1"},
 	{"version -1", frameOf(TypeStopRequest, -1), ErrUnsupportedVersion, "version", TypeStopRequest, ""},
+	{"consult version 2", frameOf(TypeConsultRequest, 2, i16(1), []byte("g")), ErrUnsupportedVersion, "version", TypeConsultRequest, "versions 0 to 1"},
+	{"consult version 1 without group", frameOf(TypeConsultRequest, 1), ErrMalformed, "group_id", TypeConsultRequest, "needs 2 bytes"},
+	{"consult version 1 empty group", frameOf(TypeConsultRequest, 1, i16(0)), ErrMalformed, "group_id", TypeConsultRequest, "empty group_id"},
+	{"consult version 0 with a body", frameOf(TypeConsultRequest, 0, i16(1), []byte("g")), ErrMalformed, "", TypeConsultRequest, "3 trailing"},
 	{"trailing byte after empty body", frameOf(TypeStopRequest, 0, []byte{0}), ErrMalformed, "", TypeStopRequest, "1 trailing bytes"},
 	{"trailing bytes after ping", frameOf(TypePingRequest, 0, i16(1), []byte{1, 2}), ErrMalformed, "", TypePingRequest, "2 trailing"},
 	{"short int16", frameOf(TypeStopResponse, 0, []byte{0}), ErrMalformed, "error_code", TypeStopResponse, "needs 2 bytes, 1 left"},

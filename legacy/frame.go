@@ -18,10 +18,21 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the only protocol version this codec speaks. It travels in every frame, right
-// after the type id, as Kafka 0.8 carries api_version after api_key; the seed's 0.7-style frames
-// had no such field, which is why docs/legacy-protocol.md adds it ("so it can evolve", DESIGN §5).
+// Version is the protocol version of every message but ConsultRequest, which also has version
+// ConsultVersionGroup. It travels in every frame, right after the type id, as Kafka 0.8
+// carries api_version after api_key; the seed's 0.7-style frames had no such field, which is
+// why docs/legacy-protocol.md adds it ("so it can evolve", DESIGN §5).
 const Version int16 = 0
+
+// ConsultVersionGroup is the version of ConsultRequest that names the consumer's group, so that
+// a bridge of several can name the group's own coordinator (docs/legacy-protocol.md §5).
+const ConsultVersionGroup int16 = 1
+
+// versioned is a message whose frame may carry a version other than Version.
+type versioned interface {
+	version() int16
+	maxVersion() int16
+}
 
 // DefaultMaxFrame is the frame size limit ReadFrame applies when given max <= 0 (1 MiB). A
 // StartRequest for 10,000 partitions of 100-byte topic names is about 1.2 MB, so coordinators of
@@ -160,7 +171,11 @@ func AppendFrame(dst []byte, m Message) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // size, patched below
 	dst = appendInt16(dst, int16(m.Type()))
-	dst = appendInt16(dst, Version)
+	v := Version
+	if vm, ok := m.(versioned); ok {
+		v = vm.version()
+	}
+	dst = appendInt16(dst, v)
 	dst = m.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-sizePrefixLen))
 	return dst
@@ -189,10 +204,16 @@ func (r *reader) decode() (Message, error) {
 		return nil, &DecodeError{Type: t, Version: v, Field: "request_type_id", Offset: 0,
 			Err: fmt.Errorf("%w: %d (0x%04x)", ErrUnknownType, t, uint16(t))}
 	}
-	if v != Version {
-		return nil, &DecodeError{Type: t, Version: v, Field: "version", Offset: 2,
-			Err: fmt.Errorf("%w: %v version %d (this codec speaks only version %d)", ErrUnsupportedVersion, t, v, Version)}
+	top := Version
+	vm, isVersioned := m.(versioned)
+	if isVersioned {
+		top = vm.maxVersion()
 	}
+	if v < Version || v > top {
+		return nil, &DecodeError{Type: t, Version: v, Field: "version", Offset: 2,
+			Err: fmt.Errorf("%w: %v version %d (this codec speaks versions %d to %d)", ErrUnsupportedVersion, t, v, Version, top)}
+	}
+	r.version = v
 	m.readFrom(r)
 	if r.err != nil {
 		r.err.Type, r.err.Version = t, v
@@ -208,10 +229,11 @@ func (r *reader) decode() (Message, error) {
 // reader is the sticky-error decoder. Reads past a failure return zero values; the first
 // failure is kept in err with the wire name of the field (including array indexes) that caused it.
 type reader struct {
-	src   []byte
-	off   int
-	err   *DecodeError
-	scope []scope // enclosing array elements, outermost first
+	version int16 // the frame's
+	src     []byte
+	off     int
+	err     *DecodeError
+	scope   []scope // enclosing array elements, outermost first
 
 	// trace, when set (tests only), is told about every field read successfully: its path,
 	// its kind ("int8" for booleans, "int16", "int32", "int64", "string", "count") and its span.

@@ -57,13 +57,44 @@ func ResetOffset(reset string) (offset int64, ok bool) {
 }
 
 // ConsultRequest asks any bridge for the broker list and the coordinator's id (seed 001
-// "ConsultRequest", sent at step 2 of consumerStartup). It has no body.
-type ConsultRequest struct{}
+// "ConsultRequest", sent at step 2 of consumerStartup). Version 0 has no body; version 1
+// (ConsultVersionGroup) names the consumer's group, so that one of several bridges can name
+// that group's coordinator. A ConsultRequest with a GroupID is encoded at version 1, one
+// without at version 0.
+type ConsultRequest struct {
+	GroupID string
+}
 
-func (*ConsultRequest) Type() Type                 { return TypeConsultRequest }
-func (*ConsultRequest) AppendTo(dst []byte) []byte { return dst }
-func (*ConsultRequest) Validate() error            { return nil }
-func (*ConsultRequest) readFrom(*reader)           {}
+func (*ConsultRequest) Type() Type { return TypeConsultRequest }
+
+func (m *ConsultRequest) AppendTo(dst []byte) []byte {
+	if m.GroupID == "" {
+		return dst
+	}
+	return appendString(dst, m.GroupID)
+}
+
+func (m *ConsultRequest) Validate() error {
+	return checkString(m.Type(), "group_id", m.GroupID)
+}
+
+func (m *ConsultRequest) readFrom(r *reader) {
+	if r.version < ConsultVersionGroup {
+		return
+	}
+	if m.GroupID = r.string("group_id"); m.GroupID == "" && r.err == nil {
+		r.fail("group_id", "version %d names a group, and an empty group_id names none", ConsultVersionGroup)
+	}
+}
+
+func (m *ConsultRequest) version() int16 {
+	if m.GroupID == "" {
+		return Version
+	}
+	return ConsultVersionGroup
+}
+
+func (*ConsultRequest) maxVersion() int16 { return ConsultVersionGroup }
 
 // ConsultResponse answers ConsultRequest (seed 001 "ConsultResponse").
 type ConsultResponse struct {

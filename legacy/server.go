@@ -58,6 +58,15 @@ type Coordinator interface {
 	Register(ctx context.Context, s *Session) error
 }
 
+// GroupConsulter is a Coordinator that can name each group's own coordinator: several bridges
+// serving one ZooKeeper root place every group on one of them. A ConsultRequest of version
+// ConsultVersionGroup (it names the group) goes to ConsultGroup when the Coordinator has it,
+// to Consult otherwise.
+type GroupConsulter interface {
+	// ConsultGroup answers a ConsultRequest naming group, as Consult does.
+	ConsultGroup(ctx context.Context, group string) ConsultResponse
+}
+
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
 	// Logger receives connection and protocol events.
@@ -326,7 +335,12 @@ func (c *serverConn) serve(ctx context.Context) (handedOver bool) {
 		}
 		switch m := m.(type) {
 		case *ConsultRequest:
-			resp := c.srv.coord.Consult(ctx)
+			var resp ConsultResponse
+			if gc, ok := c.srv.coord.(GroupConsulter); ok && m.GroupID != "" {
+				resp = gc.ConsultGroup(ctx, m.GroupID)
+			} else {
+				resp = c.srv.coord.Consult(ctx)
+			}
 			if err := resp.Validate(); err != nil {
 				// A coordinator bug: answer something the consumer can act on (consult
 				// again later) rather than a frame it would reject.
