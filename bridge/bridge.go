@@ -499,11 +499,14 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		}
 	}
 	coord, err := NewLegacyCoordinator(LegacyConfig{Store: store, Logger: b.cfg.Logger, NodeID: b.cfg.NodeID, Root: b.cfg.Root, Strategy: b.cfg.Strategy,
-		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg, SessionCheck: b.cfg.MixedSessionCheck})
+		AdvertisedHost: host, AdvertisedPort: int32(tcp.Port), Registerer: b.reg, SessionCheck: b.cfg.MixedSessionCheck,
+		Bridges: b.peers.legacyBrokers})
 	if err != nil {
 		ln.Close()
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
+	coord.peers = b.peers // legacy_placement.go: the live bridges place legacy groups too
+	b.peers.subscribe(coord.placementChanged)
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	coord.claimers = b.claimers
 	maxConns := b.cfg.MaxConnections // the Kafka listeners' limits apply here too (issue 17)

@@ -75,6 +75,7 @@ package bridge
 // (group.KindLegacy); their actor is still a goroutine of its own beside the Kafka members'.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -330,6 +331,9 @@ type LegacyCoordinator struct {
 	claimers *claimers
 	// badOffsets logs each malformed offset znode once (limits.go).
 	badOffsets onceLog
+	// peers places groups on the live bridges (legacy_placement.go); set by Bridge.newLegacy,
+	// nil outside a Bridge: every group is this coordinator's.
+	peers *peerSet
 
 	rebalances, failures, skipped, claimWaits   atomic.Uint64
 	committed, refused                          atomic.Uint64
@@ -342,8 +346,14 @@ type LegacyCoordinator struct {
 	lifetime context.Context
 	state    int // legacyNew, legacyRunning, legacyStopped
 	groups   map[string]*legacyGroup
-	last     LegacyRebalanceStats
-	actorWG  sync.WaitGroup
+	// lifetimes ends each group's own lifetime (a handover, legacy_placement.go), and
+	// handingOver names the groups being handed over; gathers holds the registrations of
+	// groups handed over to us (legacy_placement.go).
+	lifetimes   map[string]context.CancelFunc
+	handingOver map[string]bool
+	gathers     map[string]*legacyGather
+	last        LegacyRebalanceStats
+	actorWG     sync.WaitGroup
 }
 
 const (
@@ -363,11 +373,14 @@ func NewLegacyCoordinator(cfg LegacyConfig) (*LegacyCoordinator, error) {
 		return nil, err
 	}
 	return &LegacyCoordinator{
-		cfg:     cfg,
-		log:     cfg.Logger.With().Str("component", "legacy-coordinator").Int32("node_id", cfg.NodeID).Logger(),
-		store:   cfg.Store,
-		metrics: m,
-		groups:  map[string]*legacyGroup{},
+		cfg:         cfg,
+		log:         cfg.Logger.With().Str("component", "legacy-coordinator").Int32("node_id", cfg.NodeID).Logger(),
+		store:       cfg.Store,
+		metrics:     m,
+		groups:      map[string]*legacyGroup{},
+		lifetimes:   map[string]context.CancelFunc{},
+		handingOver: map[string]bool{},
+		gathers:     map[string]*legacyGather{},
 	}, nil
 }
 
@@ -420,6 +433,7 @@ func (c *LegacyCoordinator) Stats() LegacyStats {
 
 // Consult answers a ConsultRequest (seed 001 "ConsultResponse"): this bridge coordinates every
 // legacy group it is asked about, and brokers_info lists the bridges serving the legacy port.
+// ConsultGroup (legacy_placement.go) answers one that names its group.
 func (c *LegacyCoordinator) Consult(ctx context.Context) legacy.ConsultResponse {
 	c.mu.Lock()
 	running := c.state == legacyRunning
@@ -434,6 +448,8 @@ func (c *LegacyCoordinator) Consult(ctx context.Context) legacy.ConsultResponse 
 		if !slices.ContainsFunc(brokers, func(b legacy.Broker) bool { return b.ID == self.ID }) {
 			brokers = append(brokers, self)
 		}
+		// The same list from every bridge.
+		slices.SortFunc(brokers, func(a, b legacy.Broker) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return legacy.ConsultResponse{ErrorCode: legacy.CodeNone, CoordinatorID: c.cfg.NodeID, Brokers: brokers}
 }
@@ -444,6 +460,9 @@ func (c *LegacyCoordinator) Consult(ctx context.Context) legacy.ConsultResponse 
 // /consumers/<g>/ids/<id> for 0.8 tools, and rebalances.
 func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) error {
 	reg := s.Register()
+	if owner, elsewhere := c.placedElsewhere(reg.GroupID); elsewhere { // legacy_placement.go
+		return fmt.Errorf("bridge: legacy group %q is coordinated by bridge %d: %w", reg.GroupID, owner, legacy.CodeNotCoordinator.Err())
+	}
 	// Group modes (modes.go): kafka and finalized groups refuse legacy consumers with
 	// GROUP_MODE_REFUSED; a new group's default mode is persisted first.
 	if err := c.modes.admitLegacy(ctx, reg.GroupID); err != nil {
@@ -457,6 +476,10 @@ func (c *LegacyCoordinator) Register(ctx context.Context, s *legacy.Session) err
 		// consults again.
 		return fmt.Errorf("bridge: the ZooKeeper session of the coordinator of group %q cannot be vouched for: %w", reg.GroupID, legacy.CodeCoordinatorNotAvailable.Err())
 	}
+	if err := c.awaitPrevious(ctx, s); err != nil { // legacy_placement.go
+		return err
+	}
+	c.gather(ctx, s)
 	g, err := c.group(reg.GroupID)
 	if err != nil {
 		return err
@@ -540,12 +563,14 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	}
 	cfg := group.DefaultConfig()
 	cfg.Legacy = group.LegacyConfig{RebalanceDelay: c.cfg.RebalanceDelay, RetryBackoff: c.cfg.RetryBackoff, RetryBackoffMax: c.cfg.RetryBackoffMax}
+	lifetime, stop := context.WithCancel(c.lifetime)
+	c.lifetimes[name] = stop
 	g := &legacyGroup{
 		c:           c,
 		name:        name,
 		m:           group.New(cfg, name),
 		log:         c.log.With().Str("group", name).Logger(),
-		lifetime:    c.lifetime,
+		lifetime:    lifetime,
 		inbox:       make(chan any, legacyInboxSize),
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -566,7 +591,10 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		g.run()
 		c.mu.Lock()
 		delete(c.groups, name)
+		delete(c.lifetimes, name)
+		delete(c.handingOver, name)
 		c.mu.Unlock()
+		stop()
 	}()
 	return g, nil
 }
