@@ -10,9 +10,13 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/legacy"
@@ -23,6 +27,7 @@ import (
 
 // legacyRound is a legacy.Handler that counts its Starts and keeps the last one.
 type legacyRound struct {
+	inUse  inUseCounter
 	mu     sync.Mutex
 	starts int
 	parts  []legacy.PartitionOffset
@@ -92,6 +97,88 @@ func hostedBy(t *testing.T, zk *zkstate.Store, group string, ids ...string) []in
 	return out
 }
 
+// runLegacyConsumer runs a legacy.Client of group subscribed to events (500 ms pings, 3
+// retries) with cfg's brokers and backoff; it stops at cleanup. Its log lines go to the test's
+// log, and those naming CONSUMER_ID_IN_USE are counted in the returned round.
+func runLegacyConsumer(t *testing.T, group, id string, cfg legacy.ClientConfig) *legacyRound {
+	t.Helper()
+	r := &legacyRound{}
+	cfg.GroupID, cfg.ConsumerID = group, id
+	cfg.Subscription = map[string]int{"events": 1}
+	cfg.AutoOffsetReset = legacy.ResetSmallest
+	cfg.PingInterval, cfg.MaxPingRetries = 500*time.Millisecond, 3
+	cfg.Handler = r
+	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(&testLog{t: t}, &r.inUse)).With().Timestamp().Logger()
+	cl, err := legacy.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = cl.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return r
+}
+
+// inUseCounter counts the log lines that name CONSUMER_ID_IN_USE.
+type inUseCounter struct{ n atomic.Int32 }
+
+func (c *inUseCounter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "CONSUMER_ID_IN_USE") {
+		c.n.Add(1)
+	}
+	return len(p), nil
+}
+
+// legacySettled waits until consumers are started on disjoint parts covering events' 4
+// partitions, hosted by node, with 4 owner znodes, each started more often than in since
+// (nil: at least once), and returns their Start counts.
+func legacySettled(t *testing.T, zk *zkstate.Store, name string, consumers []string, rounds []*legacyRound, node int32, since []int) []int {
+	t.Helper()
+	var starts []int
+	zktest.Eventually(t, 20*time.Second, fmt.Sprintf("the consumers started, hosted by %d", node), func() (bool, string) {
+		starts = starts[:0]
+		seen := map[int32]bool{}
+		for i, r := range rounds {
+			n, parts := r.state()
+			starts = append(starts, n)
+			if since != nil && n <= since[i] {
+				return false, fmt.Sprintf("%s not started again", consumers[i])
+			}
+			for _, p := range parts {
+				if seen[p.Partition] {
+					return false, fmt.Sprintf("partition %d started twice", p.Partition)
+				}
+				seen[p.Partition] = true
+			}
+		}
+		if len(seen) != 4 {
+			return false, fmt.Sprintf("partitions started: %v", seen)
+		}
+		for i, h := range hostedBy(t, zk, name, consumers...) {
+			if h != node {
+				return false, fmt.Sprintf("%s hosted by %d", consumers[i], h)
+			}
+		}
+		snap, err := zk.Snapshot(t.Context(), name)
+		if err != nil || len(snap.Owners) != 4 {
+			return false, fmt.Sprintf("owner znodes %v (%v)", snap.Owners, err)
+		}
+		return true, ""
+	})
+	return slices.Clone(starts)
+}
+
+// Every bridge names the group's owner in a version 1 Consult and lists every live bridge's
+// legacy listener; a Register on another bridge is NOT_COORDINATOR; when the owner drains
+// (SIGTERM) its consumers move to the next owner, each started once there (one Stop/Start
+// round: the new owner gathers the consumers the old one noted).
 func TestIntegration_SeveralBridgesLegacyConsumers(t *testing.T) {
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
@@ -133,70 +220,23 @@ func TestIntegration_SeveralBridgesLegacyConsumers(t *testing.T) {
 	// Two consumers that know only B: they consult B, which sends them to A. c2 comes back
 	// later than c1 after losing its coordinator (a longer backoff), as consumers do.
 	consumers := []string{"c1", "c2"}
-	backoff := []time.Duration{0, 600 * time.Millisecond}
-	rounds := make([]*legacyRound, len(consumers))
-	for i, id := range consumers {
-		rounds[i] = &legacyRound{}
-		cl, err := legacy.NewClient(legacy.ClientConfig{
-			Brokers: []string{bAddr}, GroupID: name, ConsumerID: id,
-			Subscription: map[string]int{"events": 1}, AutoOffsetReset: legacy.ResetSmallest,
-			PingInterval: 500 * time.Millisecond, MaxPingRetries: 3, Handler: rounds[i], Logger: newLogger(t),
-			BackoffMin: backoff[i],
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = cl.Run(ctx)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+	rounds := []*legacyRound{
+		runLegacyConsumer(t, name, "c1", legacy.ClientConfig{Brokers: []string{bAddr}}),
+		runLegacyConsumer(t, name, "c2", legacy.ClientConfig{Brokers: []string{bAddr}, BackoffMin: 600 * time.Millisecond}),
 	}
-	// settled waits until both consumers are started on disjoint halves of events, hosted by
-	// node, and returns their Start counts.
-	settled := func(node int32) []int {
-		t.Helper()
-		var starts []int
-		zktest.Eventually(t, 20*time.Second, fmt.Sprintf("both consumers started, hosted by %d", node), func() (bool, string) {
-			starts = starts[:0]
-			seen := map[int32]bool{}
-			for _, r := range rounds {
-				n, parts := r.state()
-				starts = append(starts, n)
-				for _, p := range parts {
-					seen[p.Partition] = true
-				}
-				if len(parts) != 2 {
-					return false, fmt.Sprintf("a consumer has %d partitions", len(parts))
-				}
-			}
-			if len(seen) != 4 {
-				return false, fmt.Sprintf("partitions started: %v", seen)
-			}
-			if h := hostedBy(t, zk, name, consumers...); h[0] != node || h[1] != node {
-				return false, fmt.Sprintf("hosted by %v", h)
-			}
-			snap, err := zk.Snapshot(t.Context(), name)
-			if err != nil || len(snap.Owners) != 4 {
-				return false, fmt.Sprintf("owner znodes %v (%v)", snap.Owners, err)
-			}
-			return true, ""
-		})
-		return slices.Clone(starts)
+	settled := func(node int32, since []int) []int {
+		return legacySettled(t, zk, name, consumers, rounds, node, since)
 	}
-	before := settled(9001)
+	before := settled(9001, nil)
 
 	// A drains (SIGTERM): the group moves to B, and each consumer is started once there.
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	after := settled(9002)
+	after := settled(9002, before)
+	time.Sleep(time.Second) // a second round would come now
 	for i := range consumers {
+		after[i], _ = rounds[i].state()
 		if got := after[i] - before[i]; got != 1 {
 			t.Errorf("consumer %s was started %d times by the handover, want 1 (one Stop/Start round)", consumers[i], got)
 		}
@@ -204,5 +244,55 @@ func TestIntegration_SeveralBridgesLegacyConsumers(t *testing.T) {
 	if r := legacyExchange(t, bAddr, &legacy.ConsultRequest{GroupID: name}).(*legacy.ConsultResponse); r.CoordinatorID != 9002 ||
 		!slices.Equal(brokersInfo(r.Brokers), wantBrokers[1:]) {
 		t.Errorf("after A left, B answers coordinator %d brokers %v", r.CoordinatorID, brokersInfo(r.Brokers))
+	}
+}
+
+// A legacy group's owner killed with SIGKILL (a child process): its consumers take it for dead
+// after (max_ping_retries + 1) × ping_interval and consult again; once ZooKeeper expires the
+// dead bridge's session (its registration, hosted-member and /ids znodes go together) the
+// survivor coordinates the group and registers them, with no CONSUMER_ID_IN_USE refusal.
+func TestIntegration_SeveralBridgesLegacyCrash(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
+		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}, 2: {1}, 3: {1}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	const dead, survivor int32 = 9001, 9002
+	name := ""
+	for i := 0; name == ""; i++ {
+		if o, _ := placement.Owner(fmt.Sprintf("old-crash-%d", i), []int32{dead, survivor}); o == dead {
+			name = fmt.Sprintf("old-crash-%d", i)
+		}
+	}
+	const session = 4 * time.Second
+	child := startChildBridge(t, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session})
+	surv := startBridge(t, connect, survivor, func(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" })
+	brokers := []string{child.legacy, surv.LegacyAddr().String()}
+	zktest.Eventually(t, 10*time.Second, "the survivor names the child for the group", func() (bool, string) {
+		r := legacyExchange(t, brokers[1], &legacy.ConsultRequest{GroupID: name}).(*legacy.ConsultResponse)
+		return r.CoordinatorID == dead && len(r.Brokers) == 2, fmt.Sprintf("coordinator %d, brokers %v", r.CoordinatorID, brokersInfo(r.Brokers))
+	})
+	consumers := []string{"c1", "c2"}
+	var rounds []*legacyRound
+	for _, id := range consumers {
+		rounds = append(rounds, runLegacyConsumer(t, name, id, legacy.ClientConfig{Brokers: brokers, BackoffMax: 500 * time.Millisecond}))
+	}
+	before := legacySettled(t, zk, name, consumers, rounds, dead, nil)
+
+	killed := time.Now()
+	child.kill()
+	zktest.Eventually(t, session+2*time.Second, "the dead bridge's registration is gone", func() bool {
+		ok, _, err := zk.Exists(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, dead))
+		return err == nil && !ok
+	})
+	expired := time.Since(killed)
+	legacySettled(t, zk, name, consumers, rounds, survivor, before)
+	t.Logf("kill -9: session expired after %v, consumers started on the survivor after %v", expired, time.Since(killed))
+	for i, r := range rounds {
+		if n := r.inUse.n.Load(); n != 0 {
+			t.Errorf("consumer %s was refused CONSUMER_ID_IN_USE %d times", consumers[i], n)
+		}
 	}
 }
