@@ -1083,7 +1083,7 @@ func legacyStartWaiting(t *testing.T) *legacyWaiting {
 }
 
 // TestLegacyConsult: seed 001 "ConsultResponse" — this bridge names itself coordinator and lists
-// the bridges serving the legacy port (itself added when the list lacks it); before Run and
+// the bridges serving the legacy port by node id (itself added when the list lacks it); before Run and
 // after it, COORDINATOR_NOT_AVAILABLE (docs §6 ConsultResponse).
 func TestLegacyConsult(t *testing.T) {
 	others := []legacy.Broker{{CreatorID: "zkbridge-7", ID: 7, Host: "10.0.0.7", Port: 9190}}
@@ -1102,7 +1102,8 @@ func TestLegacyConsult(t *testing.T) {
 	go func() { done <- c.Run(ctx) }()
 	legacyEventually(t, "Run started", func() (bool, string) { return c.Consult(ctx).ErrorCode == legacy.CodeNone, "" })
 	got := c.Consult(ctx)
-	want := append(slices.Clone(others), legacy.Broker{CreatorID: "zkbridge-3", ID: 3, Host: "10.0.0.3", Port: 9190})
+	// By node id: the same list from every bridge.
+	want := append([]legacy.Broker{{CreatorID: "zkbridge-3", ID: 3, Host: "10.0.0.3", Port: 9190}}, others...)
 	if got.CoordinatorID != 3 || !slices.Equal(got.Brokers, want) {
 		t.Errorf("Consult = %+v, want coordinator 3 and brokers %v", got, want)
 	}
