@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,11 +130,8 @@ type claimer struct {
 
 	kafka  kafkaPart
 	legacy legacyPart
-	// The one owner-znode wait: a watch on the first foreign owner znode the last blocked claim
-	// waits for; its going away retries every waiting claim.
-	watched string
-	gone    <-chan zkstate.WatchEvent
-	unwatch context.CancelFunc
+	// armed are the waits of claims holding a watch on an owner znode (claimWait.watch).
+	armed []*claimWait
 }
 
 // kafkaPart is what the claimer holds and does for the group's Kafka members.
@@ -203,7 +201,7 @@ func (cl *claimer) leave(legacy, release bool) {
 
 func (cl *claimer) run(ctx context.Context) {
 	defer close(cl.done)
-	defer cl.stopWatch()
+	defer cl.sweepWatches(true)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -212,6 +210,7 @@ func (cl *claimer) run(ctx context.Context) {
 	for {
 		cl.drainLegacy(ctx) // a cancel must be seen before the claim's next round
 		cl.runDue(ctx)
+		cl.sweepWatches(false)
 		if next := cl.nextDue(); !next.IsZero() {
 			due.Reset(max(time.Until(next), 0))
 		} else {
@@ -235,13 +234,11 @@ func (cl *claimer) run(ctx context.Context) {
 		case <-cl.kafkaDone():
 			cl.kafka.run = nil // the generation is over
 			continue
-		case ev, ok := <-cl.gone:
-			if !ok {
-				cl.gone = nil
-			} else if !ev.Exists {
-				cl.stopWatch()
-				cl.wakeAll()
-			}
+		case ev, ok := <-cl.kafka.run.waitOf().gone():
+			cl.ownerEvent(cl.kafka.run.waitOf(), ev, ok)
+			continue
+		case ev, ok := <-cl.legacy.run.waitOf().gone():
+			cl.ownerEvent(cl.legacy.run.waitOf(), ev, ok)
 			continue
 		case <-due.C:
 			continue
@@ -271,8 +268,9 @@ func (cl *claimer) onKafka(ctx context.Context, r mirrorRequest) bool {
 		cl.kafka.run = cl.newClaimRun(r.claim)
 		return true
 	case r.release != nil:
+		// Threads of members that rejoined or left: the claim in progress, if any, goes on
+		// (its next round reads the group again).
 		cl.kafka.want = nil
-		cl.kafka.run = nil
 		cl.releaseThreads(ctx, r.release)
 		return true
 	}
@@ -321,9 +319,6 @@ func (cl *claimer) runDue(ctx context.Context) {
 		if !ran {
 			break
 		}
-		if cl.kafka.run == nil && cl.legacy.run == nil {
-			cl.stopWatch()
-		}
 	}
 }
 
@@ -339,35 +334,77 @@ func (cl *claimer) nextDue() time.Time {
 }
 
 // claimWait is a claim's place in the one backoff policy: its next round is due at due, and a
-// blocked round waits backoff (doubled each time, up to claimBackoffMax) for the one after.
+// blocked round waits backoff (doubled each time, up to the claimer's backoffMax) for the one
+// after, or until the owner znode it waits for (watched) goes away.
 type claimWait struct {
 	due     time.Time
 	backoff time.Duration
+	watched string
+	watch   <-chan zkstate.WatchEvent
+	unwatch context.CancelFunc
+}
+
+// gone is the watch on the owner znode waited for; nil (never ready) without one.
+func (w *claimWait) gone() <-chan zkstate.WatchEvent {
+	if w == nil {
+		return nil
+	}
+	return w.watch
+}
+
+func (w *claimWait) stopWatch() {
+	if w.unwatch != nil {
+		w.unwatch()
+	}
+	w.watched, w.watch, w.unwatch = "", nil, nil
 }
 
 // blocked schedules the round after a blocked one, and watches owner, the first foreign owner
-// znode it waits for, so that its release retries at once.
+// znode it waits for, so that its release retries at once (one watch per waiting claim, the
+// same path for every member kind).
 func (cl *claimer) blocked(ctx context.Context, w *claimWait, owner string) {
 	w.due = time.Now().Add(w.backoff)
 	w.backoff = min(2*w.backoff, cl.backoffMax)
-	if owner == "" || owner == cl.watched {
+	if owner == "" || owner == w.watched {
 		return
 	}
-	cl.stopWatch()
+	w.stopWatch()
 	wctx, cancel := context.WithCancel(ctx)
 	ch, err := cl.store.WatchData(wctx, owner)
 	if err != nil {
 		cancel()
 		return // the backoff still retries
 	}
-	cl.watched, cl.gone, cl.unwatch = owner, ch, cancel
+	w.watched, w.watch, w.unwatch = owner, ch, cancel
+	if !slices.Contains(cl.armed, w) {
+		cl.armed = append(cl.armed, w)
+	}
 }
 
-func (cl *claimer) stopWatch() {
-	if cl.unwatch != nil {
-		cl.unwatch()
+// ownerEvent takes a firing of a waiting claim's watch: the owner znode gone retries every
+// waiting claim (what the other kind waits for may have gone with it).
+func (cl *claimer) ownerEvent(w *claimWait, ev zkstate.WatchEvent, ok bool) {
+	switch {
+	case !ok:
+		w.watch = nil
+	case !ev.Exists:
+		w.stopWatch()
+		cl.wakeAll()
 	}
-	cl.watched, cl.gone, cl.unwatch = "", nil, nil
+}
+
+// sweepWatches ends the watches of claims that are over (all of them with all).
+func (cl *claimer) sweepWatches(all bool) {
+	kept := cl.armed[:0]
+	for _, w := range cl.armed {
+		live := !all && (w == cl.kafka.run.waitOf() || w == cl.legacy.run.waitOf())
+		if live && w.unwatch != nil {
+			kept = append(kept, w)
+			continue
+		}
+		w.stopWatch()
+	}
+	cl.armed = kept
 }
 
 // wakeAll retries every waiting claim now.
