@@ -137,8 +137,14 @@ type claimer struct {
 // kafkaPart is what the claimer holds and does for the group's Kafka members.
 type kafkaPart struct {
 	held mirrorState
-	want *mirrorState // a state still to reconcile
-	run  *claimRun    // the claim in progress
+	// unsure are znodes, path → data, whose create reported an error but may have been
+	// applied: the connection or the request's deadline went while it was in flight. Neither
+	// held nor forgotten: a release would never delete such a znode, and held by our session it
+	// would keep its partition from the group's next owner for as long as this bridge lives.
+	// sweepUnsure settles them.
+	unsure map[string][]byte
+	want   *mirrorState // a state still to reconcile
+	run    *claimRun    // the claim in progress
 }
 
 // claimerLeave is a kind leaving the claimer: with release, what it holds is deleted first
@@ -158,7 +164,7 @@ func newClaimer(cfg claimerConfig) *claimer {
 		leaves:     make(chan claimerLeave),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
-		kafka:      kafkaPart{held: mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}},
+		kafka:      kafkaPart{held: mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}, unsure: map[string][]byte{}},
 		legacy:     newLegacyPart(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -450,6 +456,7 @@ func untilClosed(ctx context.Context, chs ...<-chan struct{}) (context.Context, 
 // come are created, as a 0.8 consumer registers before it claims. It reports whether held
 // equals want.
 func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirrorState) bool {
+	cl.sweepUnsure(ctx, held.ids, held.owners, want.ids, want.owners)
 	ok := true
 	drop := func(have, keep map[string][]byte) {
 		for _, p := range sortedPaths(have) {
@@ -470,7 +477,9 @@ func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirror
 			if _, there := have[p]; there {
 				continue
 			}
-			if err := cl.store.CreateEphemeral(ctx, p, wanted[p]); err != nil {
+			err := cl.store.CreateEphemeral(ctx, p, wanted[p])
+			cl.noteCreate(err, map[string][]byte{p: wanted[p]})
+			if err != nil {
 				cl.failed(err, p, "creating")
 				ok = false
 				continue
@@ -489,6 +498,55 @@ func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirror
 	add(held.owners, want.owners)
 	cl.publishOurs(held.ids, nil)
 	return ok
+}
+
+// createUnsettled reports whether a create that failed with err may have been applied all the
+// same: the request was sent, and its answer lost or given up on. A session that expired took
+// any ephemeral it made with it.
+func createUnsettled(err error) bool {
+	return errors.Is(err, zkstate.ErrConnLoss) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled)
+}
+
+// noteCreate records the outcome of creating the znodes made (path → data).
+func (cl *claimer) noteCreate(err error, made map[string][]byte) {
+	for p, d := range made {
+		switch {
+		case err == nil:
+			delete(cl.kafka.unsure, p)
+		case createUnsettled(err):
+			if cl.kafka.unsure == nil {
+				cl.kafka.unsure = map[string][]byte{}
+			}
+			cl.kafka.unsure[p] = d
+		}
+	}
+}
+
+// sweepUnsure deletes the znodes of unsettled creates that nothing in keep holds or wants any
+// more, if they are there as we wrote them: our session's, with our data (an owner znode of the
+// same path may be another kind's or another session's since). One still kept stays unsure: the
+// create that comes next settles it (CreateEphemeral takes a node of our session as made).
+func (cl *claimer) sweepUnsure(ctx context.Context, keep ...map[string][]byte) {
+	for _, p := range sortedPaths(cl.kafka.unsure) {
+		if slices.ContainsFunc(keep, func(m map[string][]byte) bool { _, in := m[p]; return in }) {
+			continue
+		}
+		data, st, err := cl.store.Get(ctx, p)
+		switch {
+		case errors.Is(err, zkstate.ErrNoNode):
+		case err != nil:
+			continue // settled on a later pass
+		case st.EphemeralOwner != cl.store.SessionID() || !bytes.Equal(data, cl.kafka.unsure[p]):
+			// not ours: never applied, or gone and made again by someone else
+		default:
+			if err := cl.store.Delete(ctx, p, st.Version); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+				cl.failed(err, p, "removing the unsettled")
+				continue
+			}
+		}
+		delete(cl.kafka.unsure, p)
+	}
 }
 
 // publishOurs sets ours to the consumer ids registered in have or about to be in want: a superset

@@ -108,6 +108,7 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 	// Members that left give up their partitions before their registrations go: an owner
 	// znode whose consumer is not registered would look like nobody's.
 	t0 := time.Now()
+	cl.sweepUnsure(ctx, held.ids, held.owners, r.c.ids)
 	cl.releaseDeparted(ctx, held, r.c.ids)
 	if !cl.claimRegistrations(ctx, held, r.c.ids) {
 		return nil, claimNext{}
@@ -287,7 +288,9 @@ func (cl *claimer) claimRegistrations(ctx context.Context, held *mirrorState, wa
 		if _, there := held.ids[p]; there {
 			continue
 		}
-		if err := cl.store.CreateEphemeral(ctx, p, want[p]); err != nil {
+		err := cl.store.CreateEphemeral(ctx, p, want[p])
+		cl.noteCreate(err, map[string][]byte{p: want[p]})
+		if err != nil {
 			cl.failed(err, p, "creating")
 			ok = false
 			continue
@@ -307,7 +310,13 @@ func (cl *claimer) claimOwners(ctx context.Context, held *mirrorState, claim map
 	for _, p := range sortedKeys(claim) {
 		ops = append(ops, zkstate.CreateOp(p, []byte(claim[p]), zkstate.CreateOptions{Ephemeral: true, Parents: true}))
 	}
-	if err := cl.store.MultiAtomic(ctx, ops...); err != nil {
+	err := cl.store.MultiAtomic(ctx, ops...)
+	made := make(map[string][]byte, len(claim))
+	for p, th := range claim {
+		made[p] = []byte(th)
+	}
+	cl.noteCreate(err, made)
+	if err != nil {
 		return err
 	}
 	for p, th := range claim {

@@ -15,6 +15,9 @@ type Proxy struct {
 	mu     sync.Mutex
 	frozen bool
 	conns  []net.Conn
+	// muted holds the server's replies back (Mute); unmuted is signalled on each change.
+	muted   bool
+	unmuted *sync.Cond
 }
 
 // StartProxy listens on a loopback port and forwards to backend (host:port) until the test ends.
@@ -25,6 +28,7 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{ln: ln}
+	p.unmuted = sync.NewCond(&p.mu)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -48,7 +52,7 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 			p.conns = append(p.conns, c, b)
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(b, c); b.Close(); c.Close() }()
-			go func() { _, _ = io.Copy(c, b); b.Close(); c.Close() }()
+			go func() { p.reply(c, b); b.Close(); c.Close() }()
 		}
 	}()
 	t.Cleanup(func() {
@@ -62,11 +66,51 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 // Addr is the proxy's host:port, to connect to instead of the server.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
+// reply copies the server's bytes to the client, holding each read back while the proxy is
+// muted.
+func (p *Proxy) reply(c, b net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := b.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.muted && !p.frozen {
+				p.unmuted.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Mute holds every answer of the server back until Unmute, while requests still reach it: a
+// write is applied and its answer comes too late for the client, as on a link that stalls one
+// way. Keep it shorter than the session timeout, or the server expires the session too.
+func (p *Proxy) Mute() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.muted = true
+}
+
+// Unmute lets the answers held back by Mute through, in order.
+func (p *Proxy) Unmute() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.muted = false
+	p.unmuted.Broadcast()
+}
+
 // Freeze cuts every forwarded connection and refuses new ones until Thaw.
 func (p *Proxy) Freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
+	p.unmuted.Broadcast()
 	for _, c := range p.conns {
 		c.Close()
 	}
