@@ -326,6 +326,18 @@ func (s *dfSeen) n() int {
 	return s.total
 }
 
+// onceEach fails t for each of values consumed more than once.
+func (s *dfSeen) onceEach(t *testing.T, values []string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range values {
+		if n := s.count[v]; n > 1 {
+			t.Errorf("%s consumed %d times although committed before: %v", v, n, s.where[v])
+		}
+	}
+}
+
 // waitAll waits until every value has been consumed; exact also demands each exactly once.
 func (s *dfSeen) waitAll(t *testing.T, values []string, exact bool) {
 	t.Helper()

@@ -156,15 +156,19 @@ func startDpMember(t *testing.T, seeds []string, g string, seen *dfSeen, opts ..
 			for _, r := range recs {
 				seen.add(string(r.Value), fmt.Sprintf("%s %s@%d/%d", g, name, r.Partition, r.Offset))
 			}
-			for attempt := 0; len(recs) > 0; attempt++ {
+			// Until the dead bridge's session expires and a survivor takes the group over,
+			// kgo may dial the coordinator it knew and fail at once: retry for longer than
+			// the failover takes, not a number of times.
+			giveUp := time.Now().Add(30 * time.Second)
+			for len(recs) > 0 {
 				cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				err := cl.CommitRecords(cctx, recs...)
 				ccancel()
 				if err == nil {
 					break
 				}
-				if attempt == 10 {
-					t.Errorf("group %s: commit of %d records failed 10 times: %v", g, len(recs), err)
+				if time.Now().After(giveUp) {
+					t.Errorf("group %s: commit of %d records failed for 30 s: %v", g, len(recs), err)
 					break
 				}
 				t.Logf("group %s: commit of %d records: %v; retrying", g, len(recs), err)
@@ -347,8 +351,14 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 	child.kill()
 	after := dfProduce(t, producer, "after", 60, all)
 	t.Logf("60 records produced through the survivors %v after the kill", time.Since(killed).Round(time.Millisecond))
-	seenStatic.waitAll(t, slices.Concat(before, after), true)
-	seenDynamic.waitAll(t, slices.Concat(before, after), true)
+	// Records polled after the kill may come again: a commit kgo sent to the bridge being
+	// killed is lost with it or refused while the group moves, and a member the rebalance
+	// timeout removes meanwhile hands its partitions over at the last committed offset, as a
+	// broker's crash does (at least once). The records committed before the kill must not.
+	seenStatic.waitAll(t, slices.Concat(before, after), false)
+	seenDynamic.waitAll(t, slices.Concat(before, after), false)
+	seenStatic.onceEach(t, before)
+	seenDynamic.onceEach(t, before)
 	t.Logf("every record consumed by both groups %v after the kill", time.Since(killed).Round(time.Millisecond))
 	end = e.endOffsets(t)
 	e.waitZKOffsets(t, static, end)
@@ -362,8 +372,9 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 	}
 	// The survivor restored the static group's generation (TestIntegration_SeveralBridgesCrashFailover
 	// asserts it); kgo's static leader, whose heartbeats failed against the dead bridge, may still
-	// rejoin, which the engine answers with a rebalance (Kafka ≥ 3.2 does not: KIP-814). Reported,
-	// not asserted: the records above were consumed exactly once either way.
+	// rejoin, which the engine answers with a rebalance, as Kafka's coordinators do for a leader
+	// rejoining with its member id (bridge/group/testdata static_leader.txt). Reported, not
+	// asserted.
 	next, _ := placement.Owner(static, []int32{a, b})
 	d := describe(t, map[int32]*running{a: e.b, b: second}[next], static).Group
 	if d.State != group.Stable {
