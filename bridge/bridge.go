@@ -402,7 +402,8 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 			s.errc <- fmt.Errorf("bridge: Kafka listener: %w", err)
 		}
 	})
-	// Keep-alive connections of scrapers and probes expire (issue 17: they never did).
+	// Keep-alive connections of scrapers and probes expire: without IdleTimeout a scraper that
+	// never closes its connection holds a goroutine and a socket for ever.
 	s.admin = &http.Server{Handler: withAdminToken(cfg.AdminToken, b.adminHandler()), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: adminIdleTimeout, MaxHeaderBytes: 64 << 10}
 	s.serveWG.Go(func() {
@@ -509,7 +510,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 	b.peers.subscribe(coord.placementChanged)
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	coord.claimers = b.claimers
-	maxConns := b.cfg.MaxConnections // the Kafka listeners' limits apply here too (issue 17)
+	maxConns := b.cfg.MaxConnections // the Kafka listeners' connection limits apply here too
 	if maxConns == 0 {
 		maxConns = newproto.DefaultMaxConnections
 	}

@@ -1,6 +1,6 @@
 package bridge
 
-// No silent bypass (issue 17 §1). Without the relay, Metadata lists the brokers registered in
+// No silent bypass of the bridge. Without the relay, Metadata lists the brokers registered in
 // ZooKeeper next to the bridge, and a client may send FindCoordinator to one of them: its group
 // is then coordinated by the real cluster (no 0.8 mirror, no mixed group, nothing logged). So:
 //

@@ -12,7 +12,7 @@ import (
 // consumers of this or another bridge, 0.8 consumers: all are registered in
 // /consumers/<g>/ids) NON_EMPTY_GROUP, and reports whether it answered. The engine only knows
 // the group's Kafka members: without this an Empty engine group was "deleted" (its offsets
-// removed, success answered) under consumers that still used it (issue 17 §7). Kafka answers
+// removed, success answered) under consumers that still used it. Kafka answers
 // NON_EMPTY_GROUP for a group with members, and its 0.8 tool (kafka-consumer-groups --delete
 // --zookeeper) refuses a group whose consumers are active.
 func (a *actor) deleteBlocked(ctx context.Context, req *request) bool {

@@ -1,6 +1,6 @@
 package bridge
 
-// Groups moving between bridges (issue 15, DESIGN §7), on top of the live view (peers.go):
+// Groups moving between bridges (DESIGN §7, docs/several-bridges.md), on top of the live view (peers.go):
 //
 //   - A request for a group that maps to another bridge is answered NOT_COORDINATOR, and no
 //     actor is started for it: a group is never loaded twice.

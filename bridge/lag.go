@@ -1,6 +1,6 @@
 package bridge
 
-// Lag for /metrics (issue 18 item 6), in kafka_exporter's names, so the dashboards and alerts
+// Lag for /metrics, in kafka_exporter's names, so the dashboards and alerts
 // operators already have keep working:
 //
 //	kafka_consumergroup_current_offset{consumergroup,topic,partition}  the committed offset

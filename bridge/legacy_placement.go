@@ -1,6 +1,6 @@
 package bridge
 
-// Legacy consumers across several bridges (issue 15, docs/several-bridges.md): a legacy group
+// Legacy consumers across several bridges (docs/several-bridges.md): a legacy group
 // lives where placement puts the group's Kafka side, on its owner among the live bridges.
 //
 //   - Consult: a version 1 ConsultRequest names the group (docs/legacy-protocol.md §5), and is

@@ -1,7 +1,7 @@
 package bridge
 
 // Limits like a broker's on what clients may make the bridge write into the ZooKeeper the Kafka
-// cluster depends on (issue 17):
+// cluster depends on, so that no client can fill it:
 //
 //   - An offset for a topic or partition the cluster does not have (/brokers/topics) is answered
 //     UNKNOWN_TOPIC_OR_PARTITION and not written, as Kafka's coordinator answers it

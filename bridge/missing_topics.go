@@ -7,7 +7,7 @@ import (
 )
 
 // warnMissingTopics logs, once per group and topic (onceLog), a consumer's JoinGroup that
-// subscribes to a topic /brokers/topics does not list (issue 17 §4): its assignor then hands
+// subscribes to a topic /brokers/topics does not list: its assignor then hands
 // out nothing of it and the consumer waits for data that never comes, which the client itself
 // reports only at debug level. Nothing is refused: Kafka accepts such a subscription too (the
 // topic may be created later). Topics come from the cluster's cache, so a join costs no read;

@@ -1,6 +1,6 @@
 package bridge
 
-// Several bridges as one service (issue 15, DESIGN §7). Every bridge keeps the registrations
+// Several bridges as one service (DESIGN §7, docs/several-bridges.md). Every bridge keeps the registrations
 // under <root>/bridges as its live view, and every bridge computes a group's owner from it
 // with the same rule (package placement: rendezvous hashing over the live node ids), so that
 // each names the same coordinator to every client (newproto.Peers) and a group lives on one

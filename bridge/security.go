@@ -1,6 +1,6 @@
 package bridge
 
-// Security (issue 16): TLS per listener, from PEM files reloaded on change; Kafka's ACLs from
+// Security: TLS per listener, from PEM files reloaded on change; Kafka's ACLs from
 // ZooKeeper (acls.go) enforced on the Kafka listener (newproto/authorize.go).
 
 import (

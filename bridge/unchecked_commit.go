@@ -1,6 +1,6 @@
 package bridge
 
-// The commits of ZooKeeper-era clients (issue 18 item 2): OffsetCommit v0, and v1 with no
+// The commits of ZooKeeper-era clients: OffsetCommit v0, and v1 with no
 // generation, member id nor instance id (newproto/08_offset_commit.go). Kafka 0.8.2 to 2.x
 // brokers wrote them to /consumers/<g>/offsets/<t>/<p> with no member check at all, and the
 // clients that still send them (kafka-node's HighLevelConsumer) ignore the error code of a

@@ -93,7 +93,7 @@ type Config struct {
 	PingIntervalMin, PingIntervalMax time.Duration
 	// MaxConnections and MaxConnectionsPerIP bound the open connections, in all and from one
 	// client address (0 or negative: no limit); one more is closed at once, as Kafka's
-	// max.connections and max.connections.per.ip do (issue 17).
+	// max.connections and max.connections.per.ip do.
 	MaxConnections, MaxConnectionsPerIP int
 
 	// PingRetriesMax bounds the max_ping_retries a consumer may register with (zero: no bound

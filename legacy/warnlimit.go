@@ -12,7 +12,7 @@ import (
 
 // Warnings about single connections (an undecodable frame, an idle or refused connection) are
 // rate limited: a scanner or a broken client fleet opening thousands of connections must not
-// flood the log (issue 17: 5,000 warn lines in a minute). At most warnBurst such lines are
+// flood the log (one such fleet wrote 5,000 warn lines in a minute). At most warnBurst such lines are
 // written per warnPeriod; the first line of the next period says how many were suppressed.
 const (
 	warnBurst  = 10

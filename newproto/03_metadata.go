@@ -117,7 +117,7 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		// Metadata (v0-v12) has no top-level error code, and a closed
 		// connection makes clients reconnect in a loop, so the answer is
 		// our node alone with every topic asked for LEADER_NOT_AVAILABLE,
-		// which clients retry after their backoff (issue 17).
+		// which clients retry after their backoff (retry.backoff.ms).
 		if ctx.Err() != nil {
 			return nil, err
 		}

@@ -290,7 +290,7 @@ func (c *conn) busy() bool {
 
 // warn starts a warning about this connection alone (a rejected frame, a failed request):
 // sampled across the server's connections, so that a scanner or a broken fleet cannot flood
-// the log (issue 17); the metrics count every one.
+// the log; the metrics count every one.
 func (c *conn) warn() *zerolog.Event {
 	l := c.log.Sample(c.s.connWarns)
 	return l.Warn()

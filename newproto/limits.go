@@ -1,6 +1,6 @@
 package newproto
 
-// Limits on what clients can make the server hold (issue 17), as a broker has them:
+// Limits on what clients can make the server hold, as a broker has them:
 //
 //   - Frame bytes: every frame's declared size is taken from a budget shared by all the
 //     server's connections before its bytes are allocated, and given back once the frame is

@@ -1,6 +1,6 @@
 package newproto
 
-// Several bridges as one service (issue 15): every bridge must give a client the same answers,
+// Several bridges as one service (docs/several-bridges.md): every bridge must give a client the same answers,
 // or the client swaps its broker set on every Metadata refresh and cannot find its coordinator.
 // The bridge tells the router who the others are through Peers; the router then
 //   - answers FindCoordinator for a group (every version, each key of a batched v4) with the

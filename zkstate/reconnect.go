@@ -10,7 +10,7 @@ import (
 )
 
 // reconnect is go-zookeeper's default HostProvider with one change, so that a bridge serves
-// again as soon as ZooKeeper does (issue 17: recovery after a quorum loss).
+// again as soon as ZooKeeper does after a quorum loss.
 //
 // go-zookeeper sleeps a second each time it has tried every server since its last session
 // was established (HostProvider.Next's retryStart), and flushes the requests waiting for a

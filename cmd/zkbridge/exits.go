@@ -1,6 +1,6 @@
 package main
 
-// Exit codes per command (issue 18 item 7), stated once: the table below feeds every command's
+// Exit codes per command, stated once: the table below feeds every command's
 // --help (documentExits appends it to the description) and the README's table is checked
 // against it (TestExitCodesDocumented).
 

@@ -1,6 +1,6 @@
 package main
 
-// zkbridge groups delete and offsets delete (issue 18 item 7): kafka-consumer-groups --delete
+// zkbridge groups delete and offsets delete: kafka-consumer-groups --delete
 // and --delete-offsets on the groups the bridge knows, in ZooKeeper. As Kafka refuses to delete
 // a group that is not empty, both refuse a group with members of any kind (a 0.8 or legacy
 // consumer registered, a Kafka member in a bridge's record): their next commit would bring the

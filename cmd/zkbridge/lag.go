@@ -1,6 +1,6 @@
 package main
 
-// Lag in `groups describe` (issue 18 item 6): LOG-END-OFFSET and LAG per partition, as
+// Lag in `groups describe`: LOG-END-OFFSET and LAG per partition, as
 // kafka-consumer-groups --describe shows them, and a LAG column (each group's total) in
 // `groups list`, whenever the brokers are known: --bootstrap, or
 // the brokers registered in /brokers/ids when one of them answers. The log end is ListOffsets

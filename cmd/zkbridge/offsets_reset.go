@@ -1,6 +1,6 @@
 package main
 
-// zkbridge offsets reset (issue 18 item 7): kafka-consumer-groups --reset-offsets, with its
+// zkbridge offsets reset: kafka-consumer-groups --reset-offsets, with its
 // options and its rule that a group with live members is not reset (here: unless --force), on
 // every group the bridge knows, written where OffsetFetch reads in the group's mode
 // (migrate.WriteOffsets: the 0.8 znodes, or a finalized group's own offset records).

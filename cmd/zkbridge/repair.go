@@ -1,6 +1,6 @@
 package main
 
-// zkbridge repair (issue 17 build item 3): a garbage mode record stops its group for ever (every
+// zkbridge repair: a garbage mode record stops its group for ever (every
 // bridge answers COORDINATOR_NOT_AVAILABLE, retriable), and a garbage group record makes every
 // load of the group fail. repair shows which of the group's own records do not parse and
 // rewrites them, compare-and-set against the version it read, a dry run unless --execute.

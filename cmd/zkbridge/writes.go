@@ -1,6 +1,6 @@
 package main
 
-// One convention for every command that writes (issue 18 item 7): a dry run by default, writes
+// One convention for every command that writes: a dry run by default, writes
 // only with --execute — kafka-consumer-groups's convention, which `offsets import` already
 // followed. --dry-run stays on every such command: it is the default spelled out (as
 // kafka-consumer-groups keeps it), so the scripts written when `migrate apply`, `rollback` and
