@@ -227,10 +227,20 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	case m := <-c.resp:
 		return m, nil
 	case <-ctx.Done():
-		return nil, s.ctxError(ctx, req, "waiting for its response")
 	case <-s.done:
-		return nil, s.closedError(req)
 	}
+	// An answer read before the hang-up (or just as ctx ended) is still the consumer's answer:
+	// a consumer that leaves right after a ping has reported its last offsets in it, which a
+	// random pick among the ready cases above would lose.
+	select {
+	case m := <-c.resp:
+		return m, nil
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil, s.ctxError(ctx, req, "waiting for its response")
+	}
+	return nil, s.closedError(req)
 }
 
 func (s *Session) ctxError(ctx context.Context, req Message, doing string) error {
