@@ -37,7 +37,7 @@ func (g *legacyGroup) cancelClaim(n uint64) {
 // onClaim takes an event of the claim (legacyClaimEv). What it says of ZooKeeper is taken in
 // whatever the attempt (an attempt restarted meanwhile replans from it); the engine moves on
 // only for the claim it asked for.
-func (g *legacyGroup) onClaim(now time.Time, ev legacyClaimEv) {
+func (g *legacyGroup) onClaim(ctx context.Context, now time.Time, ev legacyClaimEv) {
 	current := g.claim != 0 && uint64(ev.attempt) == g.claim
 	g.countAttempt(ev.count)
 	if ev.regs != nil {
@@ -77,7 +77,7 @@ func (g *legacyGroup) onClaim(now time.Time, ev legacyClaimEv) {
 				Msg("ownership written; starting every member (seed step 4.2)")
 		}
 	}
-	g.step(now, res)
+	g.step(ctx, now, res)
 }
 
 // onBlocked logs a blocked round of the claim, the tries-th in a row: another member (a zk
@@ -257,11 +257,11 @@ func (g *legacyGroup) done(now time.Time, d *group.LegacyRebalance) {
 }
 
 // failed reports seed step 5: the attempt failed, and the engine retries it after a backoff.
-func (g *legacyGroup) failed(f *group.LegacyFailure) {
+func (g *legacyGroup) failed(ctx context.Context, f *group.LegacyFailure) {
 	g.c.failures.Add(1)
 	g.c.metrics.rebalances.WithLabelValues("failed").Inc()
 	l := g.log.Warn()
-	if g.lifetime.Err() != nil {
+	if ctx.Err() != nil {
 		l = g.log.Debug() // shutting down: the ZooKeeper calls were cut short on purpose
 	}
 	l.Err(f.Err).Int("attempt", f.Attempt).Dur("retry_in", f.RetryIn).Msg("rebalance attempt failed (seed step 5)")

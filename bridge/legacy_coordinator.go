@@ -340,15 +340,14 @@ type LegacyCoordinator struct {
 	zkReads, zkReadRequests, zkWrites, zkMultis atomic.Uint64
 	members                                     atomic.Int64
 
-	mu sync.Mutex
-	// lifetime is Run's ctx while it runs: it bounds the actors' own work (rebalances, pings,
-	// ZooKeeper calls), which belongs to no caller's request, as zkstate.Store's lifetime does.
-	lifetime context.Context
-	state    int // legacyNew, legacyRunning, legacyStopped
-	groups   map[string]*legacyGroup
-	// lifetimes ends each group's own lifetime (a handover, legacy_placement.go), and
-	// handingOver names the groups being handed over; gathers holds the registrations of
-	// groups handed over to us (legacy_placement.go).
+	mu     sync.Mutex
+	state  int // legacyNew, legacyRunning, legacyStopped
+	groups map[string]*legacyGroup
+	// lifetimes ends each group's actor: the group's ctx, which bounds its own work (requests
+	// to members, watches), belongs to no caller's request, and ends when Run's ctx ends (Run
+	// cancels them all) or the group is handed over (legacy_placement.go). handingOver names
+	// the groups being handed over; gathers holds the registrations of groups handed over to
+	// us (legacy_placement.go).
 	lifetimes   map[string]context.CancelFunc
 	handingOver map[string]bool
 	gathers     map[string]*legacyGather
@@ -395,7 +394,7 @@ func (c *LegacyCoordinator) Run(ctx context.Context) error {
 		c.mu.Unlock()
 		return errors.New("bridge: LegacyCoordinator.Run called twice")
 	}
-	c.state, c.lifetime = legacyRunning, ctx
+	c.state = legacyRunning
 	c.mu.Unlock()
 	c.log.Info().Str("advertised", c.cfg.AdvertisedHost+":"+strconv.Itoa(int(c.cfg.AdvertisedPort))).
 		Str("strategy", string(c.cfg.Strategy)).Msg("legacy coordinator running")
@@ -403,8 +402,11 @@ func (c *LegacyCoordinator) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.mu.Lock()
 	c.state = legacyStopped
+	for _, stop := range c.lifetimes {
+		stop() // the actors end
+	}
 	c.mu.Unlock()
-	c.actorWG.Wait() // the actors end with ctx
+	c.actorWG.Wait()
 	c.log.Info().Msg("legacy coordinator stopped")
 	return nil
 }
@@ -563,14 +565,14 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	}
 	cfg := group.DefaultConfig()
 	cfg.Legacy = group.LegacyConfig{RebalanceDelay: c.cfg.RebalanceDelay, RetryBackoff: c.cfg.RetryBackoff, RetryBackoffMax: c.cfg.RetryBackoffMax}
-	lifetime, stop := context.WithCancel(c.lifetime)
+	// The group's own ctx: Run (at its end) and a handover cancel it through lifetimes.
+	ctx, stop := context.WithCancel(context.Background())
 	c.lifetimes[name] = stop
 	g := &legacyGroup{
 		c:           c,
 		name:        name,
 		m:           group.New(cfg, name),
 		log:         c.log.With().Str("group", name).Logger(),
-		lifetime:    lifetime,
 		inbox:       make(chan any, legacyInboxSize),
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -588,7 +590,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	c.actorWG.Add(1)
 	go func() {
 		defer c.actorWG.Done()
-		g.run()
+		g.run(ctx)
 		c.mu.Lock()
 		delete(c.groups, name)
 		delete(c.lifetimes, name)

@@ -91,11 +91,10 @@ type legacyWaited struct {
 
 // legacyGroup is the actor of one group. Every field below quit is owned by run's goroutine.
 type legacyGroup struct {
-	c        *LegacyCoordinator
-	name     string
-	log      zerolog.Logger
-	lifetime context.Context // the coordinator's, see LegacyCoordinator.lifetime
-	inbox    chan any
+	c     *LegacyCoordinator
+	name  string
+	log   zerolog.Logger
+	inbox chan any
 	// cl is the group's claimer, shared with the group's Kafka members: it writes every
 	// ephemeral of ours under /consumers/<g> (claimer_legacy.go).
 	cl     *claimer
@@ -155,7 +154,9 @@ type legacyGroup struct {
 	suppressedRefusalCount              int
 }
 
-func (g *legacyGroup) run() {
+// run is the actor's goroutine; ctx ends with the group (a handover, the coordinator's Run
+// ending), and bounds the group's own work: its requests to members, its watches.
+func (g *legacyGroup) run(ctx context.Context) {
 	defer close(g.exited)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -169,36 +170,36 @@ func (g *legacyGroup) run() {
 		case ev := <-g.inbox:
 			now := time.Now()
 			g.fenceUnvouched(now)
-			g.handle(now, ev)
+			g.handle(ctx, now, ev)
 		case <-timer.C:
 			now := time.Now()
 			g.fenceUnvouched(now)
-			g.step(now, group.Tick{})
-		case <-g.lifetime.Done():
+			g.step(ctx, now, group.Tick{})
+		case <-ctx.Done():
 			g.shutdown()
 			return
 		}
 	}
 }
 
-func (g *legacyGroup) handle(now time.Time, ev any) {
+func (g *legacyGroup) handle(ctx context.Context, now time.Time, ev any) {
 	switch ev := ev.(type) {
 	case legacyRegisterEv:
-		g.onRegister(now, ev)
+		g.onRegister(ctx, now, ev)
 	case legacyClosedEv:
 		if m := g.members[ev.member]; m != nil && m.sess == ev.sess {
-			g.step(now, group.LegacyLeave{Member: group.MemberID(m.id), Cause: ev.sess.Err()})
+			g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(m.id), Cause: ev.sess.Err()})
 		}
 	case legacyResultEv:
-		g.onResult(now, ev)
+		g.onResult(ctx, now, ev)
 	case legacyTopicEv:
-		g.onTopic(now, ev)
+		g.onTopic(ctx, now, ev)
 	case legacySessionEv:
-		g.onSession(now, ev.ev)
+		g.onSession(ctx, now, ev.ev)
 	case legacyIDsEv:
-		g.onIDs(now, ev)
+		g.onIDs(ctx, now, ev)
 	case legacyClaimEv:
-		g.onClaim(now, ev)
+		g.onClaim(ctx, now, ev)
 	}
 }
 
@@ -268,11 +269,11 @@ func (g *legacyGroup) certainNeed() string {
 
 // step feeds one event to the engine at now and carries out what it asks; the check's result
 // is fed back at once, at the time it came in.
-func (g *legacyGroup) step(now time.Time, ev group.Event) {
+func (g *legacyGroup) step(ctx context.Context, now time.Time, ev group.Event) {
 	for ev != nil {
 		fx := g.m.Step(now, ev)
 		g.wakeAt = fx.WakeAt
-		if ev = g.carry(now, fx); ev != nil {
+		if ev = g.carry(ctx, now, fx); ev != nil {
 			now = time.Now() // after the check's ZooKeeper calls
 		}
 	}
@@ -280,13 +281,13 @@ func (g *legacyGroup) step(now time.Time, ev group.Event) {
 
 // carry carries out one Step's effects in the order group.LegacyEffects gives, and returns the
 // result of the check it ran, if any.
-func (g *legacyGroup) carry(now time.Time, fx group.Effects) group.Event {
+func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects) group.Event {
 	for _, l := range fx.Logs {
 		g.log.Debug().Str("member", string(l.Member)).Str("reason", l.Reason).Stringer("phase", g.m.LegacyPhase()).Msg(l.Msg)
 	}
 	lx := fx.Legacy
 	if lx.Accepted && g.answer != nil {
-		g.accept(now, *g.answer)
+		g.accept(ctx, now, *g.answer)
 	}
 	// A drop that made the engine begin an attempt in this Step came before it, as the member's
 	// removal did before the engine: its ZooKeeper operations are not the attempt's.
@@ -296,13 +297,13 @@ func (g *legacyGroup) carry(now time.Time, fx group.Effects) group.Event {
 	}
 	g.unmeasured = false
 	for _, r := range lx.Requests {
-		g.send(r)
+		g.send(ctx, r)
 	}
 	if lx.Blocked != nil {
 		g.onBlocked(now, lx.Blocked.Tries)
 	}
 	if lx.Failed != nil {
-		g.failed(lx.Failed)
+		g.failed(ctx, lx.Failed)
 	}
 	if lx.Done != nil {
 		g.done(now, lx.Done)
@@ -312,7 +313,7 @@ func (g *legacyGroup) carry(now time.Time, fx group.Effects) group.Event {
 	}
 	switch {
 	case lx.Check != nil:
-		return g.check(now, lx.Check)
+		return g.check(ctx, now, lx.Check)
 	case lx.Claim != nil:
 		g.claimReq(lx.Claim.Claim)
 	}
@@ -336,14 +337,14 @@ func (g *legacyGroup) nextWake() time.Time {
 
 // noteTrigger hands the engine a reason to check the group (seed 001 "rebalance (group)"
 // triggers).
-func (g *legacyGroup) noteTrigger(now time.Time, why string) {
-	g.step(now, group.LegacyTrigger{Reason: why})
+func (g *legacyGroup) noteTrigger(ctx context.Context, now time.Time, why string) {
+	g.step(ctx, now, group.LegacyTrigger{Reason: why})
 }
 
 // send runs one request to a member on a goroutine of its own; the answer (or its absence)
 // comes back to the actor as a legacyResultEv. A Stop means the member no longer runs its part;
 // a Start carries the member's part of the last claim.
-func (g *legacyGroup) send(r group.LegacyRequest) {
+func (g *legacyGroup) send(ctx context.Context, r group.LegacyRequest) {
 	m := g.members[string(r.Member)]
 	if m == nil {
 		return
@@ -367,7 +368,6 @@ func (g *legacyGroup) send(r group.LegacyRequest) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		ctx := g.lifetime
 		if kind != group.LegacyPing && timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeoutCause(ctx, timeout, legacy.ErrTimeout)
@@ -397,14 +397,14 @@ func (g *legacyGroup) send(r group.LegacyRequest) {
 // rebalance necessary? It is decided without reading when what the actor knows makes it
 // necessary whatever ZooKeeper holds (certainNeed): the claim reads the group after the Stops
 // anyway. Otherwise it reads the current ownership; the offsets wait for the claim.
-func (g *legacyGroup) check(now time.Time, c *group.LegacyCheck) group.Event {
+func (g *legacyGroup) check(ctx context.Context, now time.Time, c *group.LegacyCheck) group.Event {
 	g.final = map[legacy.TopicPartition]int64{}
 	if reason := g.certainNeed(); reason != "" {
 		g.log.Info().Str("trigger", c.Trigger).Str("reason", reason).Int("members", len(g.members)).
 			Int("attempt", c.Attempt).Msg("rebalancing: stopping every member (seed step 4.1)")
 		return group.LegacyChecked{Needed: true, Reason: reason}
 	}
-	view, err := g.readGroup(g.lifetime, false)
+	view, err := g.readGroup(ctx, false)
 	if err != nil {
 		return group.LegacyChecked{Err: fmt.Errorf("reading the owners (seed step 3): %w", err)}
 	}

@@ -4,6 +4,7 @@ package bridge
 // (Ping, Stop, Start), with the offsets their PingResponses report.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // onRegister admits a registered consumer (legacy.Coordinator.Register): its registration in
 // ZooKeeper first, then the engine takes it in (group.LegacyJoin).
-func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
+func (g *legacyGroup) onRegister(ctx context.Context, now time.Time, ev legacyRegisterEv) {
 	reg := ev.sess.Register()
 	id := reg.ConsumerID
 	replaced := false
@@ -30,10 +31,10 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 		g.let(old, old.sess.Err())
 		replaced = true
 	}
-	if err := g.admit(now, ev, reg); err != nil {
+	if err := g.admit(ctx, now, ev, reg); err != nil {
 		ev.reply <- err
 		if replaced {
-			g.step(now, group.LegacyLeave{Member: group.MemberID(id), Cause: err})
+			g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(id), Cause: err})
 		}
 		return
 	}
@@ -41,23 +42,23 @@ func (g *legacyGroup) onRegister(now time.Time, ev legacyRegisterEv) {
 	g.log.Info().Str("consumer", id).Stringer("remote", ev.sess.RemoteAddr()).Bool("auto_commit", reg.AutoCommit).
 		Int("members", len(g.members)).Msg("legacy consumer registered")
 	// "On Consumer Failover": a new member always triggers a rebalance.
-	g.step(now, group.LegacyJoin{Member: group.MemberID(id), PingInterval: ev.sess.PingInterval(),
+	g.step(ctx, now, group.LegacyJoin{Member: group.MemberID(id), PingInterval: ev.sess.PingInterval(),
 		MaxPingRetries: int(reg.MaxPingRetries), AutoCommit: reg.AutoCommit, Replaced: replaced})
 }
 
 // admit writes a consumer's registration (through the group's claimer) and watches what its
 // group follows; an error is the RegisterResponse's.
-func (g *legacyGroup) admit(now time.Time, ev legacyRegisterEv, reg legacy.RegisterRequest) error {
+func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegisterEv, reg legacy.RegisterRequest) error {
 	id := reg.ConsumerID
 	for _, s := range reg.Subscription {
-		if err := g.watchTopic(s.Topic); err != nil {
+		if err := g.watchTopic(ctx, s.Topic); err != nil {
 			g.syncWatches()
 			return fmt.Errorf("bridge: legacy group %q: watching topic %q: %w: %w",
 				g.name, s.Topic, err, legacy.CodeCoordinatorNotAvailable.Err())
 		}
 	}
 	// The other members of the group: their registrations count in our assignment.
-	if err := g.watchIDs(now); err != nil {
+	if err := g.watchIDs(ctx, now); err != nil {
 		g.syncWatches()
 		return fmt.Errorf("bridge: legacy group %q: watching %s: %w: %w",
 			g.name, zkstate.IDsPath(g.name), err, legacy.CodeCoordinatorNotAvailable.Err())
@@ -140,7 +141,7 @@ func (g *legacyGroup) let(m *legacyMember, cause error) {
 
 // onResult hands the outcome of one request to the engine, which keeps the liveness and the
 // rebalance's books (docs §8 "Liveness"), and says whether its content counts (accept).
-func (g *legacyGroup) onResult(now time.Time, r legacyResultEv) {
+func (g *legacyGroup) onResult(ctx context.Context, now time.Time, r legacyResultEv) {
 	m := g.members[r.member]
 	if m == nil || m.sess != r.sess {
 		return // a member removed meanwhile
@@ -151,26 +152,26 @@ func (g *legacyGroup) onResult(now time.Time, r legacyResultEv) {
 		ans.Outcome, ans.Err = group.LegacyRefused, r.code.Err()
 	case r.err == nil:
 		ans.Outcome = group.LegacyAnswered
-	case errors.Is(r.err, legacy.ErrTimeout) && g.lifetime.Err() == nil:
+	case errors.Is(r.err, legacy.ErrTimeout) && ctx.Err() == nil:
 		ans.Outcome = group.LegacyTimedOut
 	default:
 		ans.Outcome = group.LegacyFailed
 	}
 	g.answer = &r
 	defer func() { g.answer = nil }()
-	g.step(now, ans)
+	g.step(ctx, now, ans)
 }
 
 // accept applies the content of an answer the engine took: a ping's offsets are committed, a
 // final ping's are kept for the claim, a Start's part is what the member runs.
-func (g *legacyGroup) accept(now time.Time, r legacyResultEv) {
+func (g *legacyGroup) accept(ctx context.Context, now time.Time, r legacyResultEv) {
 	m := g.members[r.member]
 	if m == nil {
 		return
 	}
 	switch r.kind {
 	case group.LegacyPing:
-		g.commitPing(now, m, r.ping)
+		g.commitPing(ctx, now, m, r.ping)
 	case group.LegacyFinalPing:
 		check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, r.ping)
 		g.countRefused(now, m, check)
@@ -184,19 +185,19 @@ func (g *legacyGroup) accept(now time.Time, r legacyResultEv) {
 
 // commitPing writes the offsets of a regular PingResponse in one Multi (seed 001's
 // auto_commit: the offsets ride on the ping; legacyCheckPing validated them).
-func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.PingResponse) {
+func (g *legacyGroup) commitPing(ctx context.Context, now time.Time, m *legacyMember, resp legacy.PingResponse) {
 	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, resp)
 	g.countRefused(now, m, check)
 	if len(check.Accepted) == 0 {
 		return
 	}
 	ops := legacyOffsetOps(g.name, check.Accepted, g.offsetNodes)
-	err := g.multiPing(ops)
+	err := g.multiPing(ctx, ops)
 	if errors.Is(err, zkstate.ErrNoNode) || errors.Is(err, zkstate.ErrNodeExists) {
 		// Our idea of which offset znodes exist is stale (an operator deleted or created
 		// one): look again and retry once.
-		if nerr := g.refreshOffsetNodes(check.Accepted); nerr == nil {
-			err = g.multiPing(legacyOffsetOps(g.name, check.Accepted, g.offsetNodes))
+		if nerr := g.refreshOffsetNodes(ctx, check.Accepted); nerr == nil {
+			err = g.multiPing(ctx, legacyOffsetOps(g.name, check.Accepted, g.offsetNodes))
 		}
 	}
 	if err != nil {

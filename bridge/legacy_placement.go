@@ -127,7 +127,7 @@ const legacyGatherWait = 3 * time.Second
 // consuming) and deletes their registrations and our owner znodes (legacyGroup.shutdown).
 func (c *LegacyCoordinator) handOver(name string, to int32, stop context.CancelFunc) {
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.lifetime), c.cfg.ZKTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ZKTimeout)
 	defer cancel()
 	ids, err := c.hostedHere(ctx, name)
 	if err == nil && len(ids) > 0 {
@@ -273,7 +273,7 @@ func (c *LegacyCoordinator) openGather(group string, g *legacyGather) {
 
 // dropNote deletes the group's legacyHandover note.
 func (c *LegacyCoordinator) dropNote(group string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.lifetime), c.cfg.ZKTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ZKTimeout)
 	defer cancel()
 	if err := c.store.Delete(ctx, legacyHandoverPath(c.cfg.Root, group), -1); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
 		c.log.Debug().Err(err).Str("group", group).Msg("deleting the legacy handover note failed")

@@ -19,7 +19,7 @@ import (
 
 // onTopic takes a firing of the watch on /brokers/topics/<t>: a change of a subscribed topic's
 // partitions triggers a rebalance; a session expiry (every owner znode of ours is gone) a check.
-func (g *legacyGroup) onTopic(now time.Time, ev legacyTopicEv) {
+func (g *legacyGroup) onTopic(ctx context.Context, now time.Time, ev legacyTopicEv) {
 	w := g.topics[ev.topic]
 	if w == nil || w != ev.watch {
 		return // unwatched since
@@ -39,14 +39,14 @@ func (g *legacyGroup) onTopic(now time.Time, ev legacyTopicEv) {
 		why = fmt.Sprintf("partitions of topic %s changed to %d", ev.topic, len(parts))
 	}
 	if why != "" {
-		g.noteTrigger(now, why) // once: the check after it sees the partitions as they are now
+		g.noteTrigger(ctx, now, why) // once: the check after it sees the partitions as they are now
 	}
 }
 
-func (g *legacyGroup) onSession(now time.Time, ev zkstate.SessionEvent) {
+func (g *legacyGroup) onSession(ctx context.Context, now time.Time, ev zkstate.SessionEvent) {
 	switch ev.State {
 	case zkstate.Expired:
-		g.noteTrigger(now, "ZooKeeper session expired")
+		g.noteTrigger(ctx, now, "ZooKeeper session expired")
 	case zkstate.Reclaimed:
 		// An /ids znode (or its hosted-member znode) another session took while ours was
 		// gone: that consumer id is now someone else's in the group (0.8 would have failed to
@@ -54,7 +54,7 @@ func (g *legacyGroup) onSession(now time.Time, ev zkstate.SessionEvent) {
 		for _, rc := range ev.ReclaimConflicts() {
 			for _, m := range g.members {
 				if rc.Path == zkstate.IDPath(g.name, m.id) || rc.Path == zkstate.HostedMemberPath(g.c.cfg.Root, g.name, m.id) {
-					g.step(now, group.LegacyLeave{Member: group.MemberID(m.id),
+					g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(m.id),
 						Cause: fmt.Errorf("%s is held by ZooKeeper session 0x%x: %w", rc.Path, rc.Owner, legacy.CodeConsumerIDInUse.Err())})
 				}
 			}
@@ -74,11 +74,11 @@ func legacyTopicPartitions(ev zkstate.WatchEvent) ([]int32, error) {
 }
 
 // watchTopic starts watching /brokers/topics/<t> unless it is watched already.
-func (g *legacyGroup) watchTopic(topic string) error {
+func (g *legacyGroup) watchTopic(ctx context.Context, topic string) error {
 	if g.topics[topic] != nil {
 		return nil
 	}
-	wctx, cancel := context.WithCancel(g.lifetime)
+	wctx, cancel := context.WithCancel(ctx)
 	ch, err := g.c.store.WatchData(wctx, zkstate.TopicPath(topic))
 	g.countReads(1, 1)
 	if err != nil {
@@ -88,9 +88,9 @@ func (g *legacyGroup) watchTopic(topic string) error {
 	var first zkstate.WatchEvent
 	select {
 	case first = <-ch: // the Initial event is delivered at once
-	case <-g.lifetime.Done():
+	case <-ctx.Done():
 		cancel()
-		return g.lifetime.Err()
+		return ctx.Err()
 	}
 	parts, err := legacyTopicPartitions(first)
 	if err != nil {
@@ -150,18 +150,18 @@ func (g *legacyGroup) syncWatches() {
 // watchIDs subscribes to the group's registrations watch (claimer_watch.go: the children of
 // /consumers/<g>/ids and the data of every other registration, one watch per group and bridge
 // for every member kind) unless it is subscribed already.
-func (g *legacyGroup) watchIDs(now time.Time) error {
+func (g *legacyGroup) watchIDs(ctx context.Context, now time.Time) error {
 	if g.ids != nil {
 		return nil
 	}
-	sub, first, err := g.cl.subscribeIDs(g.lifetime)
+	sub, first, err := g.cl.subscribeIDs(ctx)
 	g.countReads(1, 1)
 	if err != nil {
 		return err
 	}
 	g.ids = sub
 	// No trigger: the Register that started the watch rebalances anyway.
-	g.syncOthers(now, first.children, false)
+	g.syncOthers(ctx, now, first.children, false)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -188,11 +188,11 @@ func (g *legacyGroup) watchIDs(now time.Time) error {
 // changed — our own members' registrations are ours to know, and their Register and removal
 // trigger already — or when another registration changed in place: 0.8.2 consumers only watch
 // the children, but the assignment depends on its subscription.
-func (g *legacyGroup) onIDs(now time.Time, ev legacyIDsEv) {
+func (g *legacyGroup) onIDs(ctx context.Context, now time.Time, ev legacyIDsEv) {
 	if g.ids == nil || ev.sub != g.ids {
 		return // unwatched since
 	}
-	g.syncOthers(now, ev.view.children, true)
+	g.syncOthers(ctx, now, ev.view.children, true)
 	for _, id := range slices.Sorted(maps.Keys(ev.view.keys)) {
 		key := ev.view.keys[id]
 		if !g.others[id] {
@@ -201,14 +201,14 @@ func (g *legacyGroup) onIDs(now time.Time, ev legacyIDsEv) {
 		if seen, ok := g.regs[id]; ok && seen != key {
 			g.regs[id] = key
 			g.log.Info().Str("consumer", id).Str("registration", key).Msg("another member's registration changed")
-			g.noteTrigger(now, "registration of "+id+" changed")
+			g.noteTrigger(ctx, now, "registration of "+id+" changed")
 		}
 	}
 }
 
 // syncOthers makes the other registrations those of children that are not our members', and
 // with trigger, checks the group when they changed.
-func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool) {
+func (g *legacyGroup) syncOthers(ctx context.Context, now time.Time, children []string, trigger bool) {
 	present := make(map[string]bool, len(children))
 	var added, removed []string
 	for _, id := range children {
@@ -234,7 +234,7 @@ func (g *legacyGroup) syncOthers(now time.Time, children []string, trigger bool)
 	slices.Sort(removed)
 	g.log.Info().Strs("registered", legacyFirst(added, 10)).Strs("left", legacyFirst(removed, 10)).
 		Int("others", len(g.others)).Msg("other members' registrations in /ids changed")
-	g.noteTrigger(now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
+	g.noteTrigger(ctx, now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
 }
 
 // legacyRegKey is what of a registration the assignment depends on: the pattern and the

@@ -193,8 +193,8 @@ func (rd legacyReader) warnBadOffset(tp legacy.TopicPartition, err error) {
 }
 
 // refreshOffsetNodes looks up which offset znodes of tps exist.
-func (g *legacyGroup) refreshOffsetNodes(tps map[legacy.TopicPartition]int64) error {
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
+func (g *legacyGroup) refreshOffsetNodes(ctx context.Context, tps map[legacy.TopicPartition]int64) error {
+	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
 	defer cancel()
 	list := legacySortedTPs(tps)
 	ok := make([]bool, len(list))
@@ -215,8 +215,8 @@ func (g *legacyGroup) refreshOffsetNodes(tps map[legacy.TopicPartition]int64) er
 
 // multiPing runs the Multi of a PingResponse's offsets; its operations are not the
 // rebalance's.
-func (g *legacyGroup) multiPing(ops []zkstate.Op) error {
-	ctx, cancel := context.WithTimeout(g.lifetime, g.c.cfg.ZKTimeout)
+func (g *legacyGroup) multiPing(ctx context.Context, ops []zkstate.Op) error {
+	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
 	defer cancel()
 	g.c.zkWrites.Add(uint64(len(ops)))
 	g.c.zkMultis.Add(1)
