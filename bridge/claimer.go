@@ -296,6 +296,9 @@ func (cl *claimer) onLeave(l claimerLeave) {
 	rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if l.legacy {
+		// What the legacy actor sent before it left is served first: a ping's offsets written
+		// after our owner znodes are released could move back the next owner's.
+		cl.drainLegacy(rctx)
 		cl.legacyLeave(rctx, l.release)
 	} else {
 		cl.kafka.run, cl.kafka.want = nil, nil

@@ -3,16 +3,22 @@ package bridge
 // The claimer's part for a group's legacy members: what the legacy actor (legacy_group.go) asks
 // of it and gets back. The actor keeps the rebalance's orchestration — seed 001 "rebalance
 // (group)": Stop every member, the final Pings, and the Starts once the claim is written — and
-// hands the claimer everything that writes an ephemeral of the bridge under /consumers/<g>:
+// hands the claimer everything that writes an ephemeral of the bridge under /consumers/<g>, and
+// every other ZooKeeper read or write of the group, so that the actor does no ZooKeeper IO but
+// its watches:
 //
 //	legacyRegisterReq   a member's hosted-member znode, then its registration (Register)
 //	legacyDeregisterReq its registration, then its hosted-member znode (a member removed)
+//	legacyCheckReq      step 3's read of the group (owners, registrations): legacyCheckEv back
+//	legacyCommitReq     the offsets of a regular PingResponse, one Multi: legacyCommitEv back
 //	legacyClaimReq      step 4's claim: read, plan (legacyPlanRebalance), release and wait
 //	                    while a foreign owner holds a partition to claim, then the one Multi
 //	legacyCancelReq     the attempt the claim belongs to is over (restarted from step 1)
 //
 // A claim answers with legacyClaimEv events on the actor's inbox: waiting (after each blocked
 // round: what was released, what is waited for), then written (the Multi is in) or failed.
+// Requests are served in the order sent, and their events come back in that order: a ping's
+// offsets sent before a claim are written before the claim reads the group.
 
 import (
 	"context"
@@ -56,7 +62,39 @@ type (
 		in      legacyPlanInput
 	}
 	legacyCancelReq struct{ attempt int }
+	// legacyCheckReq is seed step 3's read of the group (owners and registrations, not the
+	// offsets); own are the consumer ids of the group's legacy members when it was asked for.
+	legacyCheckReq struct{ own map[string]bool }
+	// legacyCommitReq writes the offsets a regular PingResponse of member reported, which the
+	// actor validated (legacyCheckPing); exists says which of their offset znodes are known to
+	// exist.
+	legacyCommitReq struct {
+		member  string
+		offsets map[legacy.TopicPartition]int64
+		exists  map[legacy.TopicPartition]bool
+	}
 )
+
+// legacyCheckEv answers a legacyCheckReq: the view of the group, the registrations it could not
+// read, or the error; count is what it read, took how long.
+type legacyCheckEv struct {
+	view    legacyGroupView
+	skipped []zkstate.Problem
+	err     error
+	count   legacyZKCount
+	took    time.Duration
+}
+
+// legacyCommitEv answers a legacyCommitReq: the offsets are in unless err. nodes, when set, is
+// which of their offset znodes exist, looked up again after a Multi that found them otherwise
+// than known (an operator deleted or created one); count is what that lookup read.
+type legacyCommitEv struct {
+	member  string
+	offsets map[legacy.TopicPartition]int64
+	nodes   map[legacy.TopicPartition]bool
+	err     error
+	count   legacyZKCount
+}
 
 type legacyRegistered struct {
 	err   error
@@ -103,11 +141,10 @@ type legacyClaimEv struct {
 	first    legacy.TopicPartition
 	holder   legacyOwner
 	tries    int
-	// written: the offset znodes that exist now, the owner znodes the claimer holds for the
-	// members (all of session writtenSession, 0 when none is to be trusted), and the times of
-	// the read and the Multi.
+	// written: the offset znodes that exist now, the session of the owner znodes the claimer
+	// holds for the members (0 when none is to be trusted), and the times of the read and the
+	// Multi.
 	nodes            map[legacy.TopicPartition]bool
-	written          map[legacy.TopicPartition]legacyOwner
 	writtenSession   int64
 	reading, writing time.Duration
 	queued           time.Duration
@@ -180,7 +217,7 @@ func (cl *claimer) deliver() {
 	}
 }
 
-func (cl *claimer) emit(ev legacyClaimEv) {
+func (cl *claimer) emit(ev any) {
 	cl.legacy.outbox = append(cl.legacy.outbox, ev)
 	cl.deliver()
 }
@@ -212,7 +249,42 @@ func (cl *claimer) onLegacy(ctx context.Context, r any) {
 		if lp.run != nil && lp.run.req.attempt == r.attempt {
 			lp.run = nil
 		}
+	case legacyCheckReq:
+		ev := legacyCheckEv{}
+		rd := legacyReader{c: lp.c, name: cl.group, log: lp.log, n: &ev.count}
+		start := time.Now()
+		ev.view, ev.skipped, ev.err = rd.readGroup(ctx, func(id string) bool { return r.own[id] }, lp.written, lp.writtenSession, false)
+		ev.took = time.Since(start)
+		cl.emit(ev)
+	case legacyCommitReq:
+		cl.emit(cl.legacyCommit(ctx, r))
 	}
+}
+
+// legacyCommit writes a PingResponse's offsets in one Multi (seed 001's auto_commit: the offsets
+// ride on the ping). When the Multi finds an offset znode missing or present against what the
+// actor knew, it looks again which exist and tries once more. Its operations are not the
+// rebalance's, but for that lookup's reads (as when the actor ran it).
+func (cl *claimer) legacyCommit(ctx context.Context, r legacyCommitReq) legacyCommitEv {
+	ev := legacyCommitEv{member: r.member, offsets: r.offsets}
+	ev.err = cl.legacyPingMulti(ctx, legacyOffsetOps(cl.group, r.offsets, r.exists))
+	if errors.Is(ev.err, zkstate.ErrNoNode) || errors.Is(ev.err, zkstate.ErrNodeExists) {
+		rd := legacyReader{c: cl.legacy.c, name: cl.group, log: cl.legacy.log, n: &ev.count}
+		nodes, err := rd.offsetNodes(ctx, r.offsets)
+		if err == nil {
+			ev.nodes = nodes
+			ev.err = cl.legacyPingMulti(ctx, legacyOffsetOps(cl.group, r.offsets, nodes))
+		}
+	}
+	return ev
+}
+
+// legacyPingMulti runs the Multi of a PingResponse's offsets.
+func (cl *claimer) legacyPingMulti(ctx context.Context, ops []zkstate.Op) error {
+	ctx, cancel := context.WithTimeout(ctx, cl.legacy.c.cfg.ZKTimeout)
+	defer cancel()
+	cl.legacy.c.addWrites(len(ops), 1)
+	return cl.store.Multi(ctx, ops...)
 }
 
 // legacyRegister writes the hosted-member znode of consumer id, then its registration. A hosted
@@ -400,7 +472,7 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 		}
 	}
 	ev.state, ev.nodes, ev.reading, ev.queued = legacyClaimWritten, view.nodes, reading, view.queued
-	ev.written, ev.writtenSession = legacyCopyOwners(lp.written), lp.writtenSession
+	ev.writtenSession = lp.writtenSession
 	cl.legacy.run = nil
 	cl.legacyEmit(r, ev)
 }
@@ -521,12 +593,4 @@ func legacyWaitedView(in legacyPlanInput, plan legacyPlan, view legacyGroupView)
 		}
 	}
 	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
-}
-
-func legacyCopyOwners(m map[legacy.TopicPartition]legacyOwner) map[legacy.TopicPartition]legacyOwner {
-	out := make(map[legacy.TopicPartition]legacyOwner, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -53,7 +53,7 @@ func (g *legacyGroup) onClaim(ctx context.Context, now time.Time, ev legacyClaim
 	switch ev.state {
 	case legacyClaimFailed:
 		if ev.writtenSession < 0 {
-			g.written, g.writtenSession = nil, 0
+			g.writtenSession = 0
 		}
 		res.Outcome, res.Err = group.LegacyClaimFailed, ev.err
 		if current {
@@ -66,7 +66,7 @@ func (g *legacyGroup) onClaim(ctx context.Context, now time.Time, ev legacyClaim
 		g.blocked = ev
 		res.Outcome = group.LegacyClaimBlocked
 	case legacyClaimWritten:
-		g.written, g.writtenSession = ev.written, ev.writtenSession
+		g.writtenSession = ev.writtenSession
 		g.c.addCommitted(ev.finals)
 		g.assignment, g.owner, g.committed, g.offsetNodes = ev.plan.Assignment, ev.plan.Owner, ev.plan.Offsets, ev.nodes
 		res.Outcome = group.LegacyClaimWritten
@@ -212,7 +212,6 @@ func (g *legacyGroup) released(plan legacyPlan, finals int) {
 		if _, ok := plan.Assignment[tp]; !ok {
 			delete(g.owner, tp)
 			delete(g.assignment, tp)
-			delete(g.written, tp)
 		}
 	}
 	g.log.Debug().Int("ops", len(plan.Release)).Msg("released the owner znodes no longer ours before waiting to claim")

@@ -132,19 +132,22 @@ type legacyGroup struct {
 	owner       map[legacy.TopicPartition]string // partition → consumer id
 	committed   map[legacy.TopicPartition]int64  // offsets we know are in /offsets
 	offsetNodes map[legacy.TopicPartition]bool   // offset znodes known to exist
-	// written are the owner znodes the last successful Multi left, all ours in writtenSession
-	// (0: none to trust); see readGroup.
-	written        map[legacy.TopicPartition]legacyOwner
+	// committing are the ping offsets handed to the claimer and not answered yet
+	// (legacyCommitReq): an offset equal to one of them is not sent again.
+	committing map[legacy.TopicPartition]int64
+	// writtenSession is the session of the owner znodes the last claim wrote (0: none to
+	// trust); the claimer keeps the owner znodes themselves (legacyPart.written).
 	writtenSession int64
 	// starts are the StartRequest parts of the last claim written (legacyPlan.Starts).
 	starts map[string][]legacy.PartitionOffset
 
-	// The attempt in progress, since the engine's last Check: the final offsets accepted, and
-	// the claim handed to the claimer (its number, 0 when none); blocked is the last blocked
-	// round's report, for the log.
-	final   map[legacy.TopicPartition]int64
-	claim   uint64
-	blocked legacyClaimEv
+	// The attempt in progress, since the engine's last Check: the check handed to the claimer
+	// (nil when none), the final offsets accepted, and the claim handed to the claimer (its
+	// number, 0 when none); blocked is the last blocked round's report, for the log.
+	checking *group.LegacyCheck
+	final    map[legacy.TopicPartition]int64
+	claim    uint64
+	blocked  legacyClaimEv
 
 	// The ZooKeeper operations of the rebalance being measured (LegacyRebalanceStats).
 	reads, readRequests, writes, multis int
@@ -200,6 +203,10 @@ func (g *legacyGroup) handle(ctx context.Context, now time.Time, ev any) {
 		g.onIDs(ctx, now, ev)
 	case legacyClaimEv:
 		g.onClaim(ctx, now, ev)
+	case legacyCheckEv:
+		g.onCheck(ctx, now, ev)
+	case legacyCommitEv:
+		g.onCommit(ev)
 	}
 }
 
@@ -267,27 +274,25 @@ func (g *legacyGroup) certainNeed() string {
 	return reason
 }
 
-// step feeds one event to the engine at now and carries out what it asks; the check's result
-// is fed back at once, at the time it came in.
+// step feeds one event to the engine at now and carries out what it asks; a check decided
+// without reading (certainNeed) is fed back at once.
 func (g *legacyGroup) step(ctx context.Context, now time.Time, ev group.Event) {
 	for ev != nil {
 		fx := g.m.Step(now, ev)
 		g.wakeAt = fx.WakeAt
-		if ev = g.carry(ctx, now, fx); ev != nil {
-			now = time.Now() // after the check's ZooKeeper calls
-		}
+		ev = g.carry(ctx, now, fx)
 	}
 }
 
 // carry carries out one Step's effects in the order group.LegacyEffects gives, and returns the
-// result of the check it ran, if any.
+// result of the check when it needs no read (else the claimer reads, legacyCheckReq).
 func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects) group.Event {
 	for _, l := range fx.Logs {
 		g.log.Debug().Str("member", string(l.Member)).Str("reason", l.Reason).Stringer("phase", g.m.LegacyPhase()).Msg(l.Msg)
 	}
 	lx := fx.Legacy
 	if lx.Accepted && g.answer != nil {
-		g.accept(ctx, now, *g.answer)
+		g.accept(now, *g.answer)
 	}
 	// A drop that made the engine begin an attempt in this Step came before it, as the member's
 	// removal did before the engine: its ZooKeeper operations are not the attempt's.
@@ -313,7 +318,7 @@ func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects
 	}
 	switch {
 	case lx.Check != nil:
-		return g.check(ctx, now, lx.Check)
+		return g.check(now, lx.Check)
 	case lx.Claim != nil:
 		g.claimReq(lx.Claim.Claim)
 	}
@@ -396,28 +401,56 @@ func (g *legacyGroup) send(ctx context.Context, r group.LegacyRequest) {
 // check is seed steps 1-3, which the engine asks for at the start of each attempt: is a
 // rebalance necessary? It is decided without reading when what the actor knows makes it
 // necessary whatever ZooKeeper holds (certainNeed): the claim reads the group after the Stops
-// anyway. Otherwise it reads the current ownership; the offsets wait for the claim.
-func (g *legacyGroup) check(ctx context.Context, now time.Time, c *group.LegacyCheck) group.Event {
+// anyway. Otherwise the group's claimer reads the current ownership (the offsets wait for the
+// claim) and onCheck decides.
+func (g *legacyGroup) check(now time.Time, c *group.LegacyCheck) group.Event {
 	g.final = map[legacy.TopicPartition]int64{}
 	if reason := g.certainNeed(); reason != "" {
 		g.log.Info().Str("trigger", c.Trigger).Str("reason", reason).Int("members", len(g.members)).
 			Int("attempt", c.Attempt).Msg("rebalancing: stopping every member (seed step 4.1)")
 		return group.LegacyChecked{Needed: true, Reason: reason}
 	}
-	view, err := g.readGroup(ctx, false)
-	if err != nil {
-		return group.LegacyChecked{Err: fmt.Errorf("reading the owners (seed step 3): %w", err)}
+	own := make(map[string]bool, len(g.members))
+	for id := range g.members {
+		own[id] = true
+	}
+	g.checking = c
+	g.cl.legacyReqs <- legacyCheckReq{own: own} // claimer_legacy.go
+	return nil
+}
+
+// onCheck decides seed step 3 on the claimer's read of the group. Events may have come in
+// while it read (the engine marks the attempt dirty for a change of the group); a member that
+// registered meanwhile is ours, not another registration.
+func (g *legacyGroup) onCheck(ctx context.Context, now time.Time, ev legacyCheckEv) {
+	c := g.checking
+	if c == nil {
+		return
+	}
+	g.checking = nil
+	g.countAttempt(ev.count)
+	if ev.err != nil {
+		g.step(ctx, now, group.LegacyChecked{Err: fmt.Errorf("reading the owners (seed step 3): %w", ev.err)})
+		return
+	}
+	g.noteSkipped(ev.skipped)
+	view := ev.view
+	for id := range g.members {
+		delete(view.others, id)
+		delete(view.regs, id)
 	}
 	plan, err := legacyPlanRebalance(g.planInput(view, nil))
 	if err != nil {
-		return group.LegacyChecked{Err: err}
+		g.step(ctx, now, group.LegacyChecked{Err: err})
+		return
 	}
 	g.regs, g.lastOthers = view.regs, view.others
 	if !plan.Needed() {
-		return group.LegacyChecked{Reason: plan.Why()}
+		g.step(ctx, now, group.LegacyChecked{Reason: plan.Why()})
+		return
 	}
 	g.log.Info().Str("trigger", c.Trigger).Str("reason", plan.Why()).Int("members", len(g.members)).
-		Int("others", len(view.regs)).Int("attempt", c.Attempt).Dur("reading", time.Since(now)).Dur("queued", view.queued).
+		Int("others", len(view.regs)).Int("attempt", c.Attempt).Dur("reading", ev.took).Dur("queued", view.queued).
 		Msg("rebalancing: stopping every member (seed step 4.1)")
-	return group.LegacyChecked{Needed: true, Reason: plan.Why()}
+	g.step(ctx, now, group.LegacyChecked{Needed: true, Reason: plan.Why()})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
@@ -164,14 +165,14 @@ func (g *legacyGroup) onResult(ctx context.Context, now time.Time, r legacyResul
 
 // accept applies the content of an answer the engine took: a ping's offsets are committed, a
 // final ping's are kept for the claim, a Start's part is what the member runs.
-func (g *legacyGroup) accept(ctx context.Context, now time.Time, r legacyResultEv) {
+func (g *legacyGroup) accept(now time.Time, r legacyResultEv) {
 	m := g.members[r.member]
 	if m == nil {
 		return
 	}
 	switch r.kind {
 	case group.LegacyPing:
-		g.commitPing(ctx, now, m, r.ping)
+		g.commitPing(now, m, r.ping)
 	case group.LegacyFinalPing:
 		check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, r.ping)
 		g.countRefused(now, m, check)
@@ -183,32 +184,52 @@ func (g *legacyGroup) accept(ctx context.Context, now time.Time, r legacyResultE
 	}
 }
 
-// commitPing writes the offsets of a regular PingResponse in one Multi (seed 001's
-// auto_commit: the offsets ride on the ping; legacyCheckPing validated them).
-func (g *legacyGroup) commitPing(ctx context.Context, now time.Time, m *legacyMember, resp legacy.PingResponse) {
-	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, resp)
+// commitPing hands the offsets of a regular PingResponse to the group's claimer, which writes
+// them in one Multi (seed 001's auto_commit: the offsets ride on the ping; legacyCheckPing
+// validated them); onCommit takes its answer. An offset already committed, or on its way, is
+// not sent again.
+func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.PingResponse) {
+	known := g.committed
+	if len(g.committing) > 0 {
+		known = maps.Clone(g.committed)
+		maps.Copy(known, g.committing)
+	}
+	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, known, resp)
 	g.countRefused(now, m, check)
 	if len(check.Accepted) == 0 {
 		return
 	}
-	ops := legacyOffsetOps(g.name, check.Accepted, g.offsetNodes)
-	err := g.multiPing(ctx, ops)
-	if errors.Is(err, zkstate.ErrNoNode) || errors.Is(err, zkstate.ErrNodeExists) {
-		// Our idea of which offset znodes exist is stale (an operator deleted or created
-		// one): look again and retry once.
-		if nerr := g.refreshOffsetNodes(ctx, check.Accepted); nerr == nil {
-			err = g.multiPing(ctx, legacyOffsetOps(g.name, check.Accepted, g.offsetNodes))
-		}
-	}
-	if err != nil {
-		g.log.Warn().Err(err).Str("consumer", m.id).Int("offsets", len(check.Accepted)).Msg("committing ping offsets failed")
-		return
+	exists := make(map[legacy.TopicPartition]bool, len(check.Accepted))
+	if g.committing == nil {
+		g.committing = map[legacy.TopicPartition]int64{}
 	}
 	for tp, off := range check.Accepted {
+		exists[tp] = g.offsetNodes[tp]
+		g.committing[tp] = off
+	}
+	g.cl.legacyReqs <- legacyCommitReq{member: m.id, offsets: check.Accepted, exists: exists} // claimer_legacy.go
+}
+
+// onCommit takes the claimer's answer to a commitPing.
+func (g *legacyGroup) onCommit(ev legacyCommitEv) {
+	g.countAttempt(ev.count)
+	for tp, ok := range ev.nodes {
+		g.offsetNodes[tp] = ok
+	}
+	for tp, off := range ev.offsets {
+		if g.committing[tp] == off {
+			delete(g.committing, tp)
+		}
+	}
+	if ev.err != nil {
+		g.log.Warn().Err(ev.err).Str("consumer", ev.member).Int("offsets", len(ev.offsets)).Msg("committing ping offsets failed")
+		return
+	}
+	for tp, off := range ev.offsets {
 		g.committed[tp] = off
 		g.offsetNodes[tp] = true
 	}
-	g.c.addCommitted(len(check.Accepted))
+	g.c.addCommitted(len(ev.offsets))
 }
 
 func (g *legacyGroup) countRefused(now time.Time, m *legacyMember, check legacyPingCheck) {

@@ -33,34 +33,8 @@ type legacyGroupView struct {
 	queued time.Duration // of the read, waiting for one of the Store's multiRead connections
 }
 
-// readGroup reads the group's registrations, owners and, with offsets, its committed offsets
-// (only the claim needs those, to start the members; step 3 decides on the owners): one zkstate
-// Snapshot (batched
-// with ZooKeeper's multiRead, a handful of requests whatever the group's size), then the stat of
-// every owner znode that is not one this actor's last Multi left in the current session with the
-// same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
-// that its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody
-// subscribes to are read too: step 3.3 must see them. Owners holding the thread of another
-// registration (a zk member's, a Kafka member's) are not ours whatever their session
-// (legacyPlanInput.ours), so their stat is not read.
-//
-// The owners the last Multi left are not read one by one: they hold the thread written, their
-// version is known, and the session that holds them is still ours. Whatever else happened to
-// them makes the claim's Multi fail (a create of a taken path, a delete of a changed version),
-// after which nothing is trusted until read again.
-func (g *legacyGroup) readGroup(ctx context.Context, offsets bool) (legacyGroupView, error) {
-	var n legacyZKCount
-	rd := legacyReader{c: g.c, name: g.name, log: g.log, n: &n}
-	own := func(id string) bool { return g.members[id] != nil }
-	v, skipped, err := rd.readGroup(ctx, own, g.written, g.writtenSession, offsets)
-	g.countAttempt(n)
-	if err == nil {
-		g.noteSkipped(skipped)
-	}
-	return v, err
-}
-
-// legacyReader reads a legacy group for its actor or its claimer, counting what it reads in
+// legacyReader reads a legacy group for its claimer (the check, the claim, the release at the
+// end), counting what it reads in
 // the coordinator's counters and in n.
 type legacyReader struct {
 	c    *LegacyCoordinator
@@ -75,9 +49,23 @@ func (rd legacyReader) countReads(znodes, requests int) {
 	rd.n.readRequests += requests
 }
 
-// readGroup is legacyGroup.readGroup: own tells the consumer ids of the group's legacy members,
-// written and writtenSession the owner znodes the last claim left. It also returns the
-// registrations it could not read.
+// readGroup reads the group's registrations, owners and, with offsets, its committed offsets
+// (only the claim needs those, to start the members; step 3 decides on the owners): one zkstate
+// Snapshot (batched with ZooKeeper's multiRead, a handful of requests whatever the group's
+// size), then the stat of every owner znode that is not one the last claim's Multi left in the current session with the
+// same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
+// that its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody
+// subscribes to are read too: step 3.3 must see them. Owners holding the thread of another
+// registration (a zk member's, a Kafka member's) are not ours whatever their session
+// (legacyPlanInput.ours), so their stat is not read.
+//
+// The owners the last Multi left are not read one by one: they hold the thread written, their
+// version is known, and the session that holds them is still ours. Whatever else happened to
+// them makes the claim's Multi fail (a create of a taken path, a delete of a changed version),
+// after which nothing is trusted until read again.
+//
+// own tells the consumer ids of the group's legacy members, written and writtenSession the
+// owner znodes the last claim left. It also returns the registrations it could not read.
 func (rd legacyReader) readGroup(ctx context.Context, own func(string) bool, written map[legacy.TopicPartition]legacyOwner, writtenSession int64, offsets bool) (legacyGroupView, []zkstate.Problem, error) {
 	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
 	defer cancel()
@@ -192,37 +180,26 @@ func (rd legacyReader) warnBadOffset(tp legacy.TopicPartition, err error) {
 	})
 }
 
-// refreshOffsetNodes looks up which offset znodes of tps exist.
-func (g *legacyGroup) refreshOffsetNodes(ctx context.Context, tps map[legacy.TopicPartition]int64) error {
-	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
+// offsetNodes looks up which offset znodes of tps exist.
+func (rd legacyReader) offsetNodes(ctx context.Context, tps map[legacy.TopicPartition]int64) (map[legacy.TopicPartition]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
 	defer cancel()
 	list := legacySortedTPs(tps)
 	ok := make([]bool, len(list))
 	err := legacyFanOut(ctx, len(list), func(ctx context.Context, i int) error {
 		var err error
-		ok[i], _, err = g.c.store.Exists(ctx, zkstate.OffsetPath(g.name, list[i].Topic, list[i].Partition))
+		ok[i], _, err = rd.c.store.Exists(ctx, zkstate.OffsetPath(rd.name, list[i].Topic, list[i].Partition))
 		return err
 	})
-	g.countReads(len(list), len(list))
+	rd.countReads(len(list), len(list))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	nodes := make(map[legacy.TopicPartition]bool, len(list))
 	for i, tp := range list {
-		g.offsetNodes[tp] = ok[i]
+		nodes[tp] = ok[i]
 	}
-	return nil
-}
-
-// multiPing runs the Multi of a PingResponse's offsets; its operations are not the
-// rebalance's.
-func (g *legacyGroup) multiPing(ctx context.Context, ops []zkstate.Op) error {
-	ctx, cancel := context.WithTimeout(ctx, g.c.cfg.ZKTimeout)
-	defer cancel()
-	g.c.zkWrites.Add(uint64(len(ops)))
-	g.c.zkMultis.Add(1)
-	g.c.metrics.zkOps.WithLabelValues("write").Add(float64(len(ops)))
-	g.c.metrics.zkOps.WithLabelValues("multi").Inc()
-	return g.c.store.Multi(ctx, ops...)
+	return nodes, nil
 }
 
 // countReads and countWrites count ZooKeeper operations (znodes read and the requests that

@@ -230,10 +230,13 @@ type legacyEvent interface {
 //  3. Requests: send each, in order; a Stop means the member no longer runs its part.
 //  4. Blocked, Failed, Done: what happened, for logs and metrics.
 //  5. Cancel: the claim of that number is over (its attempt starts again at the check).
-//  6. Check: run it and step LegacyChecked before any other event. Claim: hand it to the
-//     claimer, with the final offsets accepted since the attempt's Check; its reports come back
-//     as LegacyClaimed. No ping goes out while the check or the first round of the claim runs
-//     (the Stops and Starts around them count as pings).
+//  6. Check: run it (the shell's claimer reads the group) and step LegacyChecked when it is
+//     done; other events may be stepped meanwhile: a change of the group marks the attempt
+//     dirty, and the result counts for it all the same (a dirty attempt restarts after its
+//     Stops, or checks again after an unnecessary one). Claim: hand it to the claimer, with the
+//     final offsets accepted since the attempt's Check; its reports come back as LegacyClaimed.
+//     No ping goes out while the check or the first round of the claim runs (the Stops and
+//     Starts around them count as pings).
 type LegacyEffects struct {
 	Accepted bool
 	Drops    []LegacyDrop

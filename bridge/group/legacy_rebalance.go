@@ -115,8 +115,8 @@ func (m *Machine) advanceLegacy() {
 			break
 		}
 	}
-	// The check and the claim are run by the shell before any other event: pings wait for
-	// their result, as the Stops or Starts that follow count as pings.
+	// No ping while the shell runs the check or the claim's first round: pings wait for their
+	// result, as the Stops or Starts that follow count as pings.
 	if l.phase != LegacyChecking && l.phase != LegacyClaiming {
 		m.legacyPings()
 	}
