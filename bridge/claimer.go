@@ -4,8 +4,16 @@ package bridge
 // /consumers/<g> for its members of every kind — the Kafka members' registrations, hosted-member
 // znodes and owner znodes (the 0.8 mirror, mirror.go, and the claims of a mixed group,
 // mixed_claim.go), and the legacy members' registrations, hosted-member znodes and owner znodes
-// (claimer_legacy.go) — and writes them on one goroutine, so that ZooKeeper round trips never
-// delay the actors' replies.
+// (claimer_legacy.go) — and writes them on one goroutine; for the legacy members it also makes
+// every other read and write of /consumers/<g> (the check's read, the pings' offsets).
+//
+// It is a goroutine of its own, an IO worker beside the actors rather than part of them, because
+// its calls block: ZooKeeper round trips, and claims that wait for foreign owner znodes with
+// backoff. An actor that made them would stop stepping its group meanwhile (heartbeats, answers
+// of legacy members, Registers). One worker per group keeps the group's calls in the order the
+// actors asked (a ping's offsets before the claim that reads them) and lets a release by one
+// kind retry the other kind's waiting claim at once; the actors only hand it requests and step
+// its results, which come back as events.
 //
 // The group's Kafka actor and its legacy actor share it (claimers, one registry per bridge):
 // each hands it requests and gets results back as events. Both kinds' claims run here, with one

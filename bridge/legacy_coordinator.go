@@ -11,18 +11,21 @@ package bridge
 // steps it with every event and the time it happened, and carries out its effects. Sockets never
 // block the actor: every request to a consumer (Ping, Stop, Start) runs on a goroutine of its
 // own and comes back as an event, so Registers, closed sockets and topic changes are handled
-// while a rebalance waits for its answers. ZooKeeper calls are made from the actor, bounded by
-// LegacyConfig.ZKTimeout; every ephemeral of ours (registrations, hosted-member znodes, owner
-// znodes) is written by the group's claimer (claimer.go). The decisions are the engine's (the
+// while a rebalance waits for its answers. The actor makes no ZooKeeper call but arming its
+// watches: the group's claimer (claimer.go, claimer_legacy.go) writes every ephemeral of ours
+// (registrations, hosted-member znodes, owner znodes), reads the group for the check and the
+// claim, and writes the pings' offsets, each call bounded by LegacyConfig.ZKTimeout; its results
+// come back to the actor as events. The decisions are the engine's (the
 // order of a rebalance, liveness, delay and backoff) and pure functions (legacy_plan.go: the
 // ownership); the actor only gathers their inputs and carries out what they return.
 //
 // A rebalance follows seed 001 "rebalance (group)" with the additions of
 // docs/legacy-protocol.md §8 (the engine's phases in brackets):
 //
-//	steps 1-3   [checking] read the group (owners), plan; stop here when nothing is necessary
-//	            (3.5). No read when the answer cannot be "not necessary" (certainNeed: a
-//	            member of ours not started, a partition of a member that left)
+//	steps 1-3   [checking] the claimer reads the group (owners); the actor plans; stop here
+//	            when nothing is necessary (3.5). No read when the answer cannot be "not
+//	            necessary" (certainNeed: a member of ours not started, a partition of a member
+//	            that left)
 //	step 4.1    [stopping] StopRequest to every member; wait for every StopResponse
 //	§8 Coord. 2 [collecting] PingRequest to every auto_commit member: its final offsets
 //	step 4      [claiming, claim-wait] handed to the group's claimer (claimer_legacy.go),
@@ -104,7 +107,7 @@ const (
 	DefaultLegacyRetryBackoff = 100 * time.Millisecond
 	// DefaultLegacyRetryBackoffMax caps the doubling of the backoff.
 	DefaultLegacyRetryBackoffMax = 5 * time.Second
-	// DefaultLegacyZKTimeout bounds each ZooKeeper call of a group's actor.
+	// DefaultLegacyZKTimeout bounds each ZooKeeper call made for a legacy group (by its claimer).
 	DefaultLegacyZKTimeout = 10 * time.Second
 	// legacyReadParallelism is how many ZooKeeper reads a group keeps in flight when it reads
 	// owners and offsets: go-zookeeper pipelines them on its one connection, so a thousand

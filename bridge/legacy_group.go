@@ -4,8 +4,9 @@ package bridge
 // (bridge/group, legacy.go). The engine decides — liveness, the phases of a rebalance, the
 // rebalance delay and the retry backoff, all from the now it is stepped with; the actor turns
 // what happens on the members' connections and in ZooKeeper into engine events, and carries out
-// the engine's effects: requests on the connections, the check and the claim against ZooKeeper
-// (legacy_claim.go), the members it drops (legacy_coordinator.go describes the whole).
+// the engine's effects: requests on the connections, the check and the claim (handed to the
+// group's claimer, which reads and writes ZooKeeper: legacy_claim.go, claimer_legacy.go), the
+// members it drops (legacy_coordinator.go describes the whole).
 
 import (
 	"context"
