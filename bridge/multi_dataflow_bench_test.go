@@ -116,7 +116,10 @@ type failoverRun struct {
 	held map[string]map[int32]string // group → partition → member holding it (member views)
 
 	double, regressed atomic.Int64
-	last              sync.Map // "group/partition" → int64, the last committed offset seen
+	// offMu orders the offset reads: the poller and waitAdvance both read, and an older read
+	// recorded after a newer one would count as a regression that never happened.
+	offMu sync.Mutex
+	last  sync.Map // "group/partition" → int64, the last committed offset seen
 }
 
 func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32) *failoverRun {
@@ -241,6 +244,8 @@ func (f *failoverRun) generations(b *testing.B) map[string]int64 {
 // offsets reads every group's committed offsets ("group/partition" → offset), counting those
 // that went backwards since the last read.
 func (f *failoverRun) offsets(b *testing.B) map[string]int64 {
+	f.offMu.Lock()
+	defer f.offMu.Unlock()
 	var keys, paths []string
 	for _, g := range f.names {
 		for p := range f.parts {

@@ -243,7 +243,7 @@ func (h *harness) step(line string) string {
 		if p := get("proto", "range"); p != "-" {
 			for _, item := range strings.Split(p, ",") {
 				name, meta, _ := strings.Cut(item, ":")
-				j.Protocols = append(j.Protocols, Protocol{Name: name, Metadata: []byte(meta)})
+				j.Protocols = append(j.Protocols, Protocol{Name: name, Metadata: h.bytes(meta)})
 			}
 		}
 		ev = j
@@ -259,7 +259,7 @@ func (h *harness) step(line string) string {
 			s.Assignments = make(map[MemberID][]byte)
 			for _, item := range strings.Split(v, ",") {
 				id, a, _ := strings.Cut(item, ":")
-				s.Assignments[MemberID(id)] = []byte(a)
+				s.Assignments[MemberID(id)] = h.bytes(a)
 			}
 		}
 		ev = s
@@ -370,7 +370,7 @@ func (h *harness) step(line string) string {
 	if a := fx.Assign; a != nil {
 		var ms []string
 		for _, mb := range a.Members {
-			ms = append(ms, string(mb.MemberID)+":"+string(mb.Metadata))
+			ms = append(ms, string(mb.MemberID)+":"+show(mb.Metadata))
 		}
 		line := fmt.Sprintf("assign gen=%d proto=%s/%s members=[%s]", a.Generation, a.ProtocolType, a.ProtocolName, strings.Join(ms, " "))
 		var offered []string
@@ -477,14 +477,14 @@ func (h *harness) dumpMembers() string {
 		mb := m.members[id]
 		var ps []string
 		for _, p := range mb.Protocols {
-			ps = append(ps, p.Name+":"+string(p.Metadata))
+			ps = append(ps, p.Name+":"+show(p.Metadata))
 		}
 		dl := "-"
 		if !mb.deadline.IsZero() {
 			dl = h.at(mb.deadline)
 		}
 		out = append(out, fmt.Sprintf("%s inst=%s kind=%s session=%s rebalance=%s protocols=%s assignment=%q expires=%s new=%t pending-sync=%t",
-			memberTag(mb), mb.InstanceID, mb.Kind, mb.SessionTimeout, mb.RebalanceTimeout, strings.Join(ps, ","), mb.Assignment, dl, mb.isNew, m.pendingSync[id]))
+			memberTag(mb), mb.InstanceID, mb.Kind, mb.SessionTimeout, mb.RebalanceTimeout, strings.Join(ps, ","), show(mb.Assignment), dl, mb.isNew, m.pendingSync[id]))
 	}
 	if len(out) == 0 {
 		return "no members"
@@ -509,7 +509,7 @@ func formatReply(r Reply) string {
 				if jm.InstanceID != "" {
 					x += "/" + string(jm.InstanceID)
 				}
-				ms = append(ms, x+":"+string(jm.Metadata))
+				ms = append(ms, x+":"+show(jm.Metadata))
 			}
 			s += " members=[" + strings.Join(ms, " ") + "]"
 		}
@@ -517,7 +517,7 @@ func formatReply(r Reply) string {
 	case SyncReply:
 		s := fmt.Sprintf("reply #%d sync %s", r.Token, r.Err)
 		if r.Err == ErrNone {
-			s += fmt.Sprintf(" proto=%s/%s assignment=%q", r.ProtocolType, r.ProtocolName, r.Assignment)
+			s += fmt.Sprintf(" proto=%s/%s assignment=%q", r.ProtocolType, r.ProtocolName, show(r.Assignment))
 		}
 		return s
 	case HeartbeatReply:
@@ -542,7 +542,7 @@ func formatReply(r Reply) string {
 		d := r.Group
 		s := fmt.Sprintf("reply #%d describe %s state=%s gen=%d proto=%s/%s leader=%s", r.Token, r.Err, d.State, d.Generation, d.ProtocolType, d.ProtocolName, d.Leader)
 		for _, md := range d.Members {
-			s += fmt.Sprintf("\n  member %s inst=%s kind=%s client=%s host=%s metadata=%q assignment=%q", md.MemberID, md.InstanceID, md.Kind, md.ClientID, md.ClientHost, md.Metadata, md.Assignment)
+			s += fmt.Sprintf("\n  member %s inst=%s kind=%s client=%s host=%s metadata=%q assignment=%q", md.MemberID, md.InstanceID, md.Kind, md.ClientID, md.ClientHost, show(md.Metadata), show(md.Assignment))
 		}
 		return s
 	case DeleteReply:
@@ -566,7 +566,7 @@ func formatRecord(r Record) string {
 		if mb.InstanceID != "" {
 			x += "/" + string(mb.InstanceID)
 		}
-		ms = append(ms, fmt.Sprintf("%s:%q", x, mb.Assignment))
+		ms = append(ms, fmt.Sprintf("%s:%q", x, show(mb.Assignment)))
 	}
 	fmt.Fprintf(&b, " members=[%s]", strings.Join(ms, " "))
 	if r.Rebalancing {

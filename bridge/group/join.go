@@ -139,6 +139,7 @@ func (m *Machine) joinCurrentMember(ev JoinGroup) {
 		}
 	case Stable:
 		switch {
+		case m.resume(mb, ev):
 		case mb.ID == m.leader:
 			// The leader may rejoin to rebalance for changes the metadata does not show
 			// (e.g. new partitions).

@@ -80,6 +80,8 @@ type Member struct {
 	// isNew: added in the current join phase and not yet through it; such a member expires
 	// after Config.NewMemberJoinTimeout even while it waits (Kafka's MemberMetadata.isNew).
 	isNew bool
+	// resuming: restored with the group and not heard from since (resume.go).
+	resuming bool
 	// deadline: when the member's session (or new-member join timeout) ends; zero when no
 	// expiration is scheduled (Kafka's DelayedHeartbeat).
 	deadline time.Time

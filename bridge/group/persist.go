@@ -243,6 +243,7 @@ func (m *Machine) restore(ev Restore) {
 		return
 	}
 	m.state = Stable
+	m.markResuming()
 	m.log("restored", m.leader, "generation "+strconv.Itoa(int(m.generation)))
 	switch {
 	case rec.Rebalancing:

@@ -60,6 +60,7 @@ func (m *Machine) prepareRebalance(cause Cause, reason string) {
 		m.initialJoin = false
 		m.joinDeadline = m.now.Add(rt)
 	}
+	m.clearResuming()
 	m.prevState, m.state = m.state, PreparingRebalance
 	m.fx.Logs = append(m.fx.Logs, LogEvent{Msg: "preparing rebalance", Reason: reason, Cause: cause})
 	m.tryCompleteJoin()

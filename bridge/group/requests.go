@@ -35,6 +35,7 @@ func (m *Machine) sync(ev SyncGroup) {
 			m.log("assignment received from the leader", mb.ID, "generation "+strconv.Itoa(int(m.generation)))
 		}
 	case Stable:
+		mb.resuming = false
 		m.removePendingSync(mb.ID)
 		m.reply(SyncReply{Token: ev.Token, ProtocolType: m.protocolType, ProtocolName: m.protocolName, Assignment: mb.Assignment})
 		m.scheduleSession(mb)
@@ -96,6 +97,7 @@ func (m *Machine) heartbeat(ev Heartbeat) {
 			err = ErrRebalanceInProgress
 		case Stable:
 			mb := m.members[ev.MemberID]
+			mb.resuming = false
 			m.scheduleSession(mb)
 			if ev.Hold {
 				m.parkBeat(mb, ev) // heartbeat_hold.go
