@@ -452,6 +452,12 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	ev.writing = time.Since(writeStart)
 	lp.claimed = true
 	cl.wakeKafka() // the Multi deleted what moves to others
+	if err := rd.readClaimedOffsets(ctx, in, &plan, view); err != nil {
+		lp.written, lp.writtenSession = nil, 0
+		cl.legacyFail(r, ev, fmt.Errorf("reading the offsets of the partitions claimed (seed step 4): %w", err), true)
+		return
+	}
+	ev.plan = plan
 	// The Multi is in: every owner znode of our partitions is ours: created by the Multi
 	// (version 0), or read and checked.
 	lp.written, lp.writtenSession = make(map[legacy.TopicPartition]legacyOwner, len(plan.Assignment)), 0
@@ -475,6 +481,48 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	ev.writtenSession = lp.writtenSession
 	cl.legacy.run = nil
 	cl.legacyEmit(r, ev)
+}
+
+// readClaimedOffsets reads again, once the claim's Multi is in, the offsets of the partitions
+// it took from elsewhere (free or another member's when read), and starts the members from
+// them. The read before the Multi may be stale: while a claim waits for one partition, a zk
+// member may take another one the claim saw free, consume it, commit and release it, and the
+// Multi's create then succeeds. Once our owner znode exists, nobody else commits the partition
+// (0.8 consumers commit only what they own, before releasing it), so this read is its last
+// commit. Partitions that stay with our members are ours already: no read.
+func (rd legacyReader) readClaimedOffsets(ctx context.Context, in legacyPlanInput, plan *legacyPlan, view legacyGroupView) error {
+	var taken []legacy.TopicPartition
+	for _, tp := range legacySortedTPs(plan.Assignment) {
+		if o, ok := view.owners[tp]; !ok || !in.ours(o) {
+			taken = append(taken, tp)
+		}
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
+	defer cancel()
+	paths := make([]string, len(taken))
+	for i, tp := range taken {
+		paths[i] = zkstate.OffsetPath(rd.name, tp.Topic, tp.Partition)
+	}
+	reads, err := rd.c.store.GetMany(ctx, paths)
+	rd.countReads(len(paths), 1)
+	if err != nil {
+		return err
+	}
+	for i, tp := range taken {
+		if err := rd.refreshOffset(&view, tp, reads[i]); err != nil {
+			return err
+		}
+		if off, ok := view.committed[tp]; ok {
+			plan.Offsets[tp] = off
+		} else {
+			delete(plan.Offsets, tp)
+		}
+	}
+	legacyRestart(in, plan)
+	return nil
 }
 
 // legacyWait is a round that must wait: another member (a zk member that has not noticed the

@@ -315,6 +315,18 @@ func legacyStarts(m legacyMemberSpec, part []legacy.TopicPartition, offsets map[
 	return starts
 }
 
+// legacyRestart computes the plan's Starts again from its Offsets (after they were read again,
+// readClaimedOffsets): the same parts, each partition from its offset now.
+func legacyRestart(in legacyPlanInput, plan *legacyPlan) {
+	for id, starts := range plan.Starts {
+		part := make([]legacy.TopicPartition, len(starts))
+		for i, po := range starts {
+			part[i] = legacy.TopicPartition{Topic: po.Topic, Partition: po.Partition}
+		}
+		plan.Starts[id] = legacyStarts(in.Members[id], part, plan.Offsets)
+	}
+}
+
 // legacyOffsetOps writes offsets to /consumers/<g>/offsets/<t>/<p> as decimal text (the 0.8
 // format, zkstate.FormatOffset): a set of an existing znode, a create (with its parents) of a
 // missing one, in partition order.
