@@ -262,7 +262,9 @@ type Store struct {
 	leaseCh chan struct{}
 
 	// eph remembers the ephemerals of CreateEphemeral; see session.go.
-	eph       ephemerals
+	eph ephemerals
+	// abandoned holds back writes behind the abandoned writes to their paths (doWrite).
+	abandoned abandonedWrites
 	reclaimCh chan struct{}
 
 	zkLog *zkLogger
@@ -440,7 +442,8 @@ func (s *Store) aclFor(p string) []zk.ACL {
 
 // do runs one go-zookeeper call, honouring ctx: go-zookeeper's calls take no context and, while
 // the connection is down, wait for a reconnect. A call abandoned on cancellation finishes in
-// the background (it cannot be withdrawn), so a cancelled write may still take effect.
+// the background (it cannot be withdrawn), so a cancelled write may still take effect: writes
+// go through doWrite, which keeps such a write ahead of the next write of its paths.
 func do[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error) {
 	var zero T
 	if s.closed.Load() {
@@ -466,6 +469,97 @@ func do[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error)
 		return r.v, r.err
 	case <-ctx.Done():
 		return zero, ctx.Err()
+	}
+}
+
+// doWrite is do for a write of paths (full paths). A write whose caller gave up on ctx still
+// runs, and its goroutine may not even have sent the request when the caller writes the same
+// path again: the older write would then be applied after the newer one (an auto-commit
+// cancelled at Close, overtaking Close's last commit of a later offset). So a write waits,
+// within its own ctx, until the abandoned writes of its paths have been answered: writes of
+// one path issued one after the other are applied in that order, abandoned or not.
+func doWrite[T any](ctx context.Context, s *Store, paths []string, call func() (T, error)) (T, error) {
+	var zero T
+	if err := s.abandoned.wait(ctx, paths); err != nil {
+		return zero, err
+	}
+	if s.closed.Load() {
+		return zero, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if ctx.Done() == nil {
+		return call()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch, answered := make(chan result, 1), make(chan struct{})
+	go func() {
+		v, err := call()
+		ch <- result{v, err}
+		close(answered)
+		s.abandoned.forget(paths, answered)
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		s.abandoned.hold(paths, answered)
+		return zero, ctx.Err()
+	}
+}
+
+// abandonedWrites maps a full path to the answer of the last write of it whose caller gave up
+// before ZooKeeper answered.
+type abandonedWrites struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// wait returns once no abandoned write of paths is unanswered, or with ctx's error.
+func (a *abandonedWrites) wait(ctx context.Context, paths []string) error {
+	for _, p := range paths {
+		a.mu.Lock()
+		answered := a.m[p]
+		a.mu.Unlock()
+		if answered == nil {
+			continue
+		}
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (a *abandonedWrites) hold(paths []string, answered chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-answered:
+		return // answered meanwhile: nothing to hold back
+	default:
+	}
+	if a.m == nil {
+		a.m = map[string]chan struct{}{}
+	}
+	for _, p := range paths {
+		a.m[p] = answered
+	}
+}
+
+func (a *abandonedWrites) forget(paths []string, answered chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range paths {
+		if a.m[p] == answered {
+			delete(a.m, p)
+		}
 	}
 }
 
@@ -567,7 +661,7 @@ func (s *Store) Create(ctx context.Context, p string, data []byte, opts CreateOp
 // only after the first attempt fails with NoNode, so the common case costs one round trip.
 func (s *Store) createRaw(ctx context.Context, full string, data []byte, flags int32, acl []zk.ACL, parents bool) error {
 	create := func() error {
-		_, err := do(ctx, s, func() (string, error) {
+		_, err := doWrite(ctx, s, []string{full}, func() (string, error) {
 			s.reqs.add(ReqCreate, 1)
 			return s.conn.Create(full, data, flags, acl)
 		})
@@ -641,7 +735,7 @@ func (s *Store) Set(ctx context.Context, p string, data []byte, version int32) (
 	if err := validatePath(p); err != nil {
 		return Stat{}, pathErr("set", p, err)
 	}
-	st, err := do(ctx, s, func() (*zk.Stat, error) {
+	st, err := doWrite(ctx, s, []string{s.full(p)}, func() (*zk.Stat, error) {
 		s.reqs.add(ReqSet, 1)
 		return s.conn.Set(s.full(p), data, version)
 	})
@@ -656,7 +750,7 @@ func (s *Store) Delete(ctx context.Context, p string, version int32) error {
 	if err := validatePath(p); err != nil {
 		return pathErr("delete", p, err)
 	}
-	_, err := do(ctx, s, func() (struct{}, error) {
+	_, err := doWrite(ctx, s, []string{s.full(p)}, func() (struct{}, error) {
 		s.reqs.add(ReqDelete, 1)
 		return struct{}{}, s.conn.Delete(s.full(p), version)
 	})

@@ -339,8 +339,12 @@ func (s *Store) splitChunks(ops []indexedOp, atomic bool, maxOps int) ([]chunk, 
 // runChunk sends one multi request and names the op that failed.
 func (s *Store) runChunk(ctx context.Context, ch chunk) error {
 	reqs := make([]any, len(ch.ops))
+	paths := make([]string, 0, len(ch.ops))
 	for i, o := range ch.ops {
 		full := s.full(o.op.path)
+		if o.op.kind != opCheck {
+			paths = append(paths, full)
+		}
 		switch o.op.kind {
 		case opCreate:
 			reqs[i] = &zk.CreateRequest{Path: full, Data: o.op.data, Acl: s.aclFor(o.op.path), Flags: o.op.opts.flags()}
@@ -352,7 +356,7 @@ func (s *Store) runChunk(ctx context.Context, ch chunk) error {
 			reqs[i] = &zk.CheckVersionRequest{Path: full, Version: o.op.version}
 		}
 	}
-	res, err := do(ctx, s, func() ([]zk.MultiResponse, error) {
+	res, err := doWrite(ctx, s, paths, func() ([]zk.MultiResponse, error) {
 		s.reqs.add(ReqMulti, 1)
 		return s.conn.Multi(reqs...)
 	})
