@@ -71,6 +71,11 @@ type legacyMember struct {
 	started bool                    // acknowledged a StartRequest, not stopped since
 	running []legacy.TopicPartition // the part it was started with
 	pending []legacy.TopicPartition // the part of the StartRequest in flight
+
+	// inFlight counts the requests sent whose result has not reached the actor; hungUp says
+	// the connection closed meanwhile: the member leaves once those results are in (leaveIfDone).
+	inFlight int
+	hungUp   bool
 }
 
 // legacyTopic is the watch on one subscribed topic's /brokers/topics/<t>.
@@ -192,7 +197,11 @@ func (g *legacyGroup) handle(ctx context.Context, now time.Time, ev any) {
 		g.onRegister(ctx, now, ev)
 	case legacyClosedEv:
 		if m := g.members[ev.member]; m != nil && m.sess == ev.sess {
-			g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(m.id), Cause: ev.sess.Err()})
+			// The answers read before the hang-up come on other goroutines and may be queued
+			// behind this event: the last PingResponse of a consumer that leaves carries its last
+			// offsets (the protocol has no leave). The member leaves once they are in.
+			m.hungUp = true
+			g.leaveIfDone(ctx, now, m)
 		}
 	case legacyResultEv:
 		g.onResult(ctx, now, ev)
@@ -370,6 +379,7 @@ func (g *legacyGroup) send(ctx context.Context, r group.LegacyRequest) {
 	// num_retries is the number of consecutive missed pings so far (docs §8 "Liveness").
 	retries := int16(min(r.Retries, math.MaxInt16))
 	id, sess, kind := m.id, m.sess, r.Kind
+	m.inFlight++
 	timeout := g.c.cfg.StartTimeout
 	g.wg.Add(1)
 	go func() {

@@ -160,7 +160,17 @@ func (g *legacyGroup) onResult(ctx context.Context, now time.Time, r legacyResul
 	}
 	g.answer = &r
 	defer func() { g.answer = nil }()
+	m.inFlight--
 	g.step(ctx, now, ans)
+	g.leaveIfDone(ctx, now, m)
+}
+
+// leaveIfDone makes a member whose connection closed leave the group, once the results of its
+// requests in flight are in (legacyClosedEv).
+func (g *legacyGroup) leaveIfDone(ctx context.Context, now time.Time, m *legacyMember) {
+	if m.hungUp && m.inFlight == 0 && g.members[m.id] == m {
+		g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(m.id), Cause: m.sess.Err()})
+	}
 }
 
 // accept applies the content of an answer the engine took: a ping's offsets are committed, a

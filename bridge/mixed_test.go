@@ -375,9 +375,10 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 }
 
 // legacyMember starts a legacy (seed 001) consumer named name, with one thread per topic,
-// reporting its offsets in its pings. stop first stops consuming and lets a few pings report the
-// last offsets (the protocol has no leave: offsets since the last ping would be lost), then
-// disconnects.
+// reporting its offsets in its pings. stop first stops consuming and waits until a ping has
+// reported the last offsets (the protocol has no leave: offsets since the last ping would be
+// lost; a fixed three pings' wait was not enough under load, when the coordinator pinged
+// late), then disconnects.
 func (mc *mixedCluster) legacyMember(name string) (stop func()) {
 	t := mc.t
 	t.Helper()
@@ -441,7 +442,11 @@ func (mc *mixedCluster) legacyMember(name string) (stop func()) {
 			mu.Lock()
 			paused = true
 			mu.Unlock()
-			time.Sleep(3 * ping)
+			rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			if err := cl.Reported(rctx); err != nil {
+				t.Logf("legacy member %s leaves with offsets not reported: %v", name, err)
+			}
+			cancel()
 			stopRun()
 			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 				t.Errorf("legacy Run(%s) = %v", name, err)

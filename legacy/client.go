@@ -165,6 +165,10 @@ type Client struct {
 	owned   []PartitionOffset        // the last StartRequest's assignment, in its order
 	ownedBy map[TopicPartition]bool  // the same, as a set
 	offsets map[TopicPartition]int64 // next offset to consume, when known
+	// pings counts the PingResponses built, written the last one written whole; written
+	// closes and is replaced at each write (Reported).
+	pings, pingWritten, pingBuilt uint64
+	written                       chan struct{}
 }
 
 // NewClient checks cfg, fills in defaults and builds a Client; it does not connect.
@@ -255,6 +259,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		known:   slices.Clone(cfg.Brokers),
 		ownedBy: map[TopicPartition]bool{},
 		offsets: map[TopicPartition]int64{},
+		written: make(chan struct{}),
 	}, nil
 }
 
@@ -287,6 +292,34 @@ func (c *Client) Commit(tp TopicPartition, nextOffset int64) {
 	defer c.mu.Unlock()
 	if c.ownedBy[tp] {
 		c.offsets[tp] = nextOffset
+	}
+}
+
+// Reported waits until a PingResponse built after the call has been written to the
+// coordinator: with AutoCommit, it carried every offset given to Commit before the call. The
+// protocol has no leave, so a consumer that shuts down stops consuming, calls Reported, then
+// ends Run; offsets it never reported would be lost, and the next owner of their partitions
+// would start behind them. Without AutoCommit it returns at once. It returns ctx's error when no
+// such ping is answered in time (no coordinator, or one that does not ping).
+func (c *Client) Reported(ctx context.Context) error {
+	if !c.cfg.AutoCommit {
+		return nil
+	}
+	c.mu.Lock()
+	target := c.pings + 1
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		done, written := c.pingWritten >= target, c.written
+		c.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-written:
+		case <-ctx.Done():
+			return fmt.Errorf("legacy: %s: no ping reported the last offsets: %w", c.reg.ConsumerID, ctx.Err())
+		}
 	}
 }
 
@@ -573,6 +606,13 @@ func (c *Client) serve(conn net.Conn) (served bool, err error) {
 		if err := c.write(conn, m); err != nil {
 			return served, fmt.Errorf("legacy: answering the coordinator: %w", err)
 		}
+		if _, ok := m.(*PingResponse); ok {
+			c.mu.Lock()
+			c.pingWritten = c.pingBuilt
+			close(c.written)
+			c.written = make(chan struct{})
+			c.mu.Unlock()
+		}
 	}
 }
 
@@ -619,6 +659,8 @@ func (c *Client) pingResponse() *PingResponse {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pings++
+	c.pingBuilt = c.pings
 	resp := &PingResponse{HasOffsets: true}
 	for _, p := range c.owned {
 		tp := TopicPartition{p.Topic, p.Partition}

@@ -362,7 +362,12 @@ func demoLegacyMember(ctx context.Context, d *demoStory, name string) (*demoCons
 	done := make(chan error, 1)
 	go func() { done <- cl.Run(runCtx) }()
 	dc.stop = func() {
-		time.Sleep(500 * time.Millisecond) // a ping reports the last commits before we go
+		// The protocol has no leave: a ping reports the last commits before we go.
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := cl.Reported(rctx); err != nil {
+			d.log.Warn().Err(err).Msg("the 0.8 consumer leaves with commits not reported")
+		}
+		cancel()
 		stop()
 		<-done
 	}

@@ -1,0 +1,54 @@
+package bridge
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/zkbridge/zkbridge/legacy"
+)
+
+// The legacy protocol has no leave: a consumer shutting down reports its last offsets in a
+// PingResponse and hangs up. Those offsets are committed: the connection's close, which reaches
+// the coordinator's actor on another path than the answer read just before it, must not remove
+// the member first and drop the answer with it. Each round a raw consumer registers, is started
+// on t-0, answers one ping with offset 100×round and closes the connection at once; before, some
+// rounds lost that offset (TestIntegration_MigrateCyclesKeepOffsets: a legacy member's last
+// offsets lost when it left, the next owner starting behind them).
+func TestIntegration_LegacyLastPingBeforeHangUpIsCommitted(t *testing.T) {
+	legacyCheckLeaks(t)
+	store := legacyOpenStore(t, legacyConnect(t))
+	t.Cleanup(func() { store.Close() })
+	legacySetTopic(t, store, "t", 1)
+	env := legacyStart(t, store, "", nil)
+	tp := legacy.TopicPartition{Topic: "t", Partition: 0}
+	for round := 1; round <= 12; round++ {
+		want := int64(100 * round)
+		raw := legacyDialRaw(t, env.addr, legacyRawRegister("g", fmt.Sprintf("c%d", round), true, "t"))
+		started := false
+		err := raw.serve(t, func(m legacy.Message) legacy.Message {
+			switch m := m.(type) {
+			case *legacy.StopRequest:
+				started = false
+				return &legacy.StopResponse{}
+			case *legacy.StartRequest:
+				started = len(m.Assigned) == 1
+				return &legacy.StartResponse{}
+			case *legacy.PingRequest:
+				if !started {
+					return &legacy.PingResponse{HasOffsets: true}
+				}
+				// The last commits, then the hang-up, with nothing in between.
+				raw.write(t, &legacy.PingResponse{HasOffsets: true, Offsets: []legacy.PartitionOffset{{Topic: "t", Partition: 0, Offset: want}}})
+				raw.conn.Close()
+			}
+			return nil
+		})
+		if err == nil {
+			t.Fatalf("round %d: the raw consumer's loop ended without an error", round)
+		}
+		legacyEventually(t, fmt.Sprintf("round %d: the member removed, t-0 at %d", round, want), func() (bool, string) {
+			got := legacyOffsetsInZK(t, store, "g")[tp]
+			return got == want && env.coord.Stats().Members == 0, fmt.Sprintf("t-0 at %d, %d members", got, env.coord.Stats().Members)
+		})
+	}
+}
