@@ -716,7 +716,7 @@ func (c *Client) stopFetching() {
 }
 
 func (c *Client) write(conn net.Conn, m Message) error {
-	_ = conn.SetWriteDeadline(time.Now().Add(c.cfg.PingInterval))
+	_ = conn.SetWriteDeadline(time.Now().Add(writeDeadline(c.cfg.PingInterval)))
 	c.wbuf = AppendFrame(c.wbuf[:0], m)
 	_, err := conn.Write(c.wbuf)
 	return err

@@ -210,10 +210,9 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	s.pending = append(s.pending, c)
 	s.mu.Unlock()
 
-	// The write gets the consumer's whole ping interval whatever ctx says: a frame cut short
-	// by a deadline would corrupt the stream and cost the session, which a caller's short ctx
-	// must not do. A consumer that takes no bytes for that long has missed a ping anyway.
-	_ = s.nc.SetWriteDeadline(time.Now().Add(s.interval))
+	// The write gets its own deadline whatever ctx says: a frame cut short by a deadline would
+	// corrupt the stream and cost the session, which a caller's short ctx must not do.
+	_ = s.nc.SetWriteDeadline(time.Now().Add(writeDeadline(s.interval)))
 	s.wbuf = AppendFrame(s.wbuf[:0], req)
 	_, werr := s.nc.Write(s.wbuf)
 	<-s.wsem
@@ -242,6 +241,16 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	}
 	return nil, s.closedError(req)
 }
+
+// minWriteDeadline is the least time a request or an answer gets to be written. A frame of
+// either side is small and never fills a healthy peer's socket buffer, so a write that misses a
+// deadline of one ping interval (100 ms in tests) most likely started late, its goroutine
+// descheduled on a loaded machine: closing the connection then would drop a live consumer, and
+// the offsets it has not reported yet. A peer that stops reading is found out by its missed
+// pings all the same (the waits for an answer keep the ping interval).
+const minWriteDeadline = 5 * time.Second
+
+func writeDeadline(interval time.Duration) time.Duration { return max(interval, minWriteDeadline) }
 
 func (s *Session) ctxError(ctx context.Context, req Message, doing string) error {
 	if errors.Is(context.Cause(ctx), ErrTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
