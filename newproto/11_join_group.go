@@ -52,7 +52,9 @@ func (gc *GroupCoordinator) JoinGroup(ctx context.Context, req *Request, m *kmsg
 		return nil, fmt.Errorf("join group: %w", err)
 	}
 	ev := joinEvent(req, m)
-	if ev.MemberID == "" {
+	if ev.MemberID == "" || ev.InstanceID != "" {
+		// A static member rejoining with its id may be given a new one: the engine takes its
+		// first JoinGroup after a takeover as a restart of the instance (group/resume.go).
 		ev.NewMemberID = gc.newMemberID(ev.ClientID, ev.InstanceID)
 	}
 	r, err := do[group.JoinReply](ctx, gc.groups, m.Group, func(t group.Token) group.Event {

@@ -2,6 +2,8 @@ package newproto_test
 
 import (
 	"encoding/binary"
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -18,14 +20,27 @@ func TestFrameBudget(t *testing.T) {
 	ts := startServer(t, newproto.Config{Handler: newproto.HandlerFunc(heartbeatOK), MaxQueuedBytes: 1 << 20})
 	size := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
 
-	stalled := kafkatest.Dial(t, ts.addr)
-	stalled.Write(append(size(800<<10), 0, 12, 0, 0)) // 800 KiB announced, 4 bytes sent
-	zktest.Eventually(t, 5*time.Second, "the stalled frame holds its bytes", func() bool {
+	// The server reads connections in no set order: under load the second connection's frame
+	// may be read first, and then the stalled one is the frame refused. Such a round proves
+	// nothing; it is tried again with a new stalled connection.
+	var stalled *kafkatest.Client
+	zktest.Eventually(t, 20*time.Second, "the stalled frame holds its bytes and the next one is refused", func() bool {
+		s := kafkatest.Dial(t, ts.addr)
+		s.RoundTrip(heartbeat())                    // its reader is running
+		s.Write(append(size(800<<10), 0, 12, 0, 0)) // 800 KiB announced, 4 bytes sent
 		over := kafkatest.Dial(t, ts.addr)
 		over.Write(size(400 << 10))
-		over.ExpectClosed()
-		return kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "memory"}) >= 1
+		if !readEnds(over, 5*time.Second, true) || !readEnds(s, 100*time.Millisecond, false) {
+			s.NC.Close()
+			over.NC.Close() // its bytes come back too, for the next round
+			return false
+		}
+		stalled = s
+		return true
 	})
+	if got := kafkatest.CounterValue(t, ts.reg, "zkbridge_kafka_frames_rejected_total", map[string]string{"reason": "memory"}); got < 1 {
+		t.Fatalf("frames_rejected_total{reason=memory} = %v, want at least 1", got)
+	}
 	small := kafkatest.Dial(t, ts.addr)
 	small.RoundTrip(heartbeat()) // fits beside it
 
@@ -72,4 +87,18 @@ func TestConnectionLimits(t *testing.T) {
 			})
 		})
 	}
+}
+
+// readEnds reads from c for at most d and reports whether the server closed the connection
+// (closed true) or kept it open and silent (closed false).
+func readEnds(c *kafkatest.Client, d time.Duration, closed bool) bool {
+	c.NC.SetReadDeadline(time.Now().Add(d))
+	defer c.NC.SetReadDeadline(time.Time{})
+	_, err := c.NC.Read(make([]byte, 1))
+	var ne net.Error
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	if closed {
+		return err != nil && !timedOut
+	}
+	return timedOut
 }
