@@ -186,6 +186,9 @@ type coordinatorTarget struct {
 	name   string
 	addr   string
 	bridge *running // nil for kfake
+	// peers are the other bridges of the service when the target is one of several (the
+	// group's owner); their counters are added by counterSumAll.
+	peers []*running
 }
 
 // benchTargets starts the bridge (on a real ZooKeeper, group config gcfg) and a one-broker
@@ -245,6 +248,16 @@ func (t coordinatorTarget) counterSum(b *testing.B, name string) float64 {
 		for _, m := range mf.GetMetric() {
 			sum += m.GetCounter().GetValue()
 		}
+	}
+	return sum
+}
+
+// counterSumAll is counterSum over the target and its peers: what the whole service did.
+func (t coordinatorTarget) counterSumAll(b *testing.B, name string) float64 {
+	b.Helper()
+	sum := t.counterSum(b, name)
+	for _, p := range t.peers {
+		sum += coordinatorTarget{bridge: p}.counterSum(b, name)
 	}
 	return sum
 }
@@ -454,55 +467,7 @@ func BenchmarkJoinToStable(b *testing.B) {
 						// topics have ids too.
 						t = bridgeTargetTopicIDs(b, topic, int32(n), gcfg)
 					}
-					adm, err := kgo.NewClient(kgo.SeedBrokers(t.addr))
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer adm.Close()
-					var total, cpu time.Duration
-					var gens, metadata, joins int64
-					var zkReqs float64
-					b.ResetTimer()
-					for i := range b.N {
-						name := fmt.Sprintf("join-%d-%d", n, i)
-						zk0 := t.counterSum(b, "zkbridge_zk_requests_total")
-						start, cpu0 := time.Now(), cpuTime()
-						g := startGroup(b, t.addr, name, topic, n)
-						g.waitStable(b, adm, int32(n), 10*time.Minute)
-						total += time.Since(start)
-						cpu += cpuTime() - cpu0
-						b.StopTimer()
-						zkReqs += t.counterSum(b, "zkbridge_zk_requests_total") - zk0
-						_, gen := g.clients[0].GroupMetadata()
-						gens += int64(gen)
-						if os.Getenv("ZKBRIDGE_BENCH_KEYS") != "" {
-							var keys []string
-							for k := range g.sent {
-								if n := g.sent[k].Load(); n > 0 {
-									keys = append(keys, fmt.Sprintf("%s=%d", kmsg.NameForKey(int16(k)), n))
-								}
-							}
-							b.Logf("%s: requests by key: %v", v.name, keys)
-						}
-						metadata += g.sent[kmsg.Metadata].Load()
-						joins += g.sent[kmsg.JoinGroup].Load()
-						g.close()
-						b.StartTimer()
-					}
-					ms := float64(total.Milliseconds()) / float64(b.N)
-					b.ReportMetric(ms, "ms/stable")
-					// How many join phases it took: the generation of the Stable group.
-					b.ReportMetric(float64(gens)/float64(b.N), "generations")
-					// CPU of the whole process (clients and coordinator) meanwhile.
-					b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/stable")
-					if t.bridge != nil {
-						// The bridge's ZooKeeper requests from the first client to Stable.
-						b.ReportMetric(zkReqs/float64(b.N), "zk-reqs/stable")
-					}
-					// The protocol work it took: Metadata requests (each a topic of N
-					// partitions, which the clients decode and index) and JoinGroups.
-					b.ReportMetric(float64(metadata)/float64(b.N), "metadata-reqs")
-					b.ReportMetric(float64(joins)/float64(b.N), "join-reqs")
+					ms := measureJoins(b, t, n, topic, func(i int) string { return fmt.Sprintf("join-%d-%d", n, i) })
 					r.set(v.name, ms)
 				})
 			}
@@ -510,6 +475,69 @@ func BenchmarkJoinToStable(b *testing.B) {
 			r.log(b, fmt.Sprintf("join-to-stable of %d members (ms)", n), "zkbridge-delay=0", "kfake")
 		})
 	}
+}
+
+// measureJoins is (a) against one target: b.N groups of n members (group i named groupName(i))
+// formed one after another, each timed from its first client to Stable; it returns ms/stable.
+func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupName func(int) string) float64 {
+	b.Helper()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(t.addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer adm.Close()
+	var total, cpu time.Duration
+	var gens, metadata, joins, finds int64
+	var zkReqs, zkAll float64
+	b.ResetTimer()
+	for i := range b.N {
+		name := groupName(i)
+		zk0, zkAll0 := t.counterSum(b, "zkbridge_zk_requests_total"), t.counterSumAll(b, "zkbridge_zk_requests_total")
+		start, cpu0 := time.Now(), cpuTime()
+		g := startGroup(b, t.addr, name, topic, n)
+		g.waitStable(b, adm, int32(n), 10*time.Minute)
+		total += time.Since(start)
+		cpu += cpuTime() - cpu0
+		b.StopTimer()
+		zkReqs += t.counterSum(b, "zkbridge_zk_requests_total") - zk0
+		zkAll += t.counterSumAll(b, "zkbridge_zk_requests_total") - zkAll0
+		_, gen := g.clients[0].GroupMetadata()
+		gens += int64(gen)
+		if os.Getenv("ZKBRIDGE_BENCH_KEYS") != "" {
+			var keys []string
+			for k := range g.sent {
+				if n := g.sent[k].Load(); n > 0 {
+					keys = append(keys, fmt.Sprintf("%s=%d", kmsg.NameForKey(int16(k)), n))
+				}
+			}
+			b.Logf("%s: requests by key: %v", t.name, keys)
+		}
+		metadata += g.sent[kmsg.Metadata].Load()
+		joins += g.sent[kmsg.JoinGroup].Load()
+		finds += g.sent[kmsg.FindCoordinator].Load()
+		g.close()
+		b.StartTimer()
+	}
+	ms := float64(total.Milliseconds()) / float64(b.N)
+	b.ReportMetric(ms, "ms/stable")
+	// How many join phases it took: the generation of the Stable group.
+	b.ReportMetric(float64(gens)/float64(b.N), "generations")
+	// CPU of the whole process (clients and coordinator) meanwhile.
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/stable")
+	if t.bridge != nil {
+		// The bridge's ZooKeeper requests from the first client to Stable.
+		b.ReportMetric(zkReqs/float64(b.N), "zk-reqs/stable")
+	}
+	if len(t.peers) > 0 {
+		// Every bridge's, the owner's included: what being several adds beside the join.
+		b.ReportMetric(zkAll/float64(b.N), "zk-reqs-all/stable")
+	}
+	// The protocol work it took: Metadata requests (each a topic of N
+	// partitions, which the clients decode and index) and JoinGroups.
+	b.ReportMetric(float64(metadata)/float64(b.N), "metadata-reqs")
+	b.ReportMetric(float64(joins)/float64(b.N), "join-reqs")
+	b.ReportMetric(float64(finds)/float64(b.N), "findcoord-reqs")
+	return ms
 }
 
 // BenchmarkHeartbeat is (b): Heartbeat v4 requests (kgo's version) with kmsg, from conns
@@ -521,8 +549,6 @@ func BenchmarkJoinToStable(b *testing.B) {
 func BenchmarkHeartbeat(b *testing.B) {
 	const (
 		members = 10
-		conns   = 4
-		window  = 32
 		topic   = "hb"
 	)
 	var r ratios
@@ -534,75 +560,88 @@ func BenchmarkHeartbeat(b *testing.B) {
 			} else {
 				t = bridgeTarget(b, topic, members, testGroupConfig())
 			}
-			adm, err := kgo.NewClient(kgo.SeedBrokers(t.addr))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer adm.Close()
-			const gname = "heartbeats"
-			g := startGroup(b, t.addr, gname, topic, members)
-			defer g.close()
-			g.waitStable(b, adm, members, time.Minute)
-			type identity struct {
-				id  string
-				gen int32
-			}
-			var ids []identity
-			for _, cl := range g.clients {
-				id, gen := cl.GroupMetadata()
-				ids = append(ids, identity{id, gen})
-			}
-			// Both coordinators are one node: the group's coordinator is t.addr.
-			wires := make([]*wireConn, conns)
-			for i := range wires {
-				wires[i] = dialWire(b, t.addr)
-			}
-			hb := func(i int) kmsg.Request {
-				m := ids[i%len(ids)]
-				req := kmsg.NewPtrHeartbeatRequest()
-				req.SetVersion(4)
-				req.Group, req.MemberID, req.Generation = gname, m.id, m.gen
-				return req
-			}
-			check := func(resp kmsg.Response) error {
-				if code := resp.(*kmsg.HeartbeatResponse).ErrorCode; code != 0 {
-					return fmt.Errorf("heartbeat error %d", code)
-				}
-				return nil
-			}
-			writes0 := t.counterSum(b, "zkbridge_groups_writes_total")
-			b.ResetTimer()
-			cpu0, wall0 := cpuTime(), time.Now()
-			var wg sync.WaitGroup
-			errs := make([]error, conns)
-			for i, w := range wires {
-				n := b.N / conns
-				if i < b.N%conns {
-					n++
-				}
-				wg.Go(func() { errs[i] = w.pipeline(n, window, hb, check) })
-			}
-			wg.Wait()
-			wall, cpu := time.Since(wall0), cpuTime()-cpu0
-			b.StopTimer()
-			if err := errors.Join(errs...); err != nil {
-				b.Fatal(err)
-			}
-			perSec := float64(b.N) / wall.Seconds()
-			perCPU := float64(b.N) / cpu.Seconds()
-			b.ReportMetric(perSec, "hb/s")
-			b.ReportMetric(perCPU, "hb/cpu-s")
-			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
-			if t.bridge != nil {
-				// A heartbeat changes nothing that is persisted: no ZooKeeper write.
-				b.ReportMetric(t.counterSum(b, "zkbridge_groups_writes_total")-writes0, "zk-writes")
-			}
+			perSec, perCPU := measureHeartbeats(b, t, "heartbeats", topic, members, 1)
 			r.set(name+" hb/s", perSec)
 			r.set(name+" hb/cpu-s", perCPU)
 		})
 	}
 	r.log(b, "heartbeats per second", "zkbridge hb/s", "kfake hb/s")
 	r.log(b, "heartbeats per CPU second", "zkbridge hb/cpu-s", "kfake hb/cpu-s")
+}
+
+// measureHeartbeats is (b) against one target: a Stable group gname of members kgo members,
+// then b.N × perOp Heartbeat requests from conns pipelined connections; it returns heartbeats
+// per wall second and per CPU second of the process.
+func measureHeartbeats(b *testing.B, t coordinatorTarget, gname, topic string, members, perOp int) (perSec, perCPU float64) {
+	b.Helper()
+	const (
+		conns  = 4
+		window = 32
+	)
+	adm, err := kgo.NewClient(kgo.SeedBrokers(t.addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer adm.Close()
+	g := startGroup(b, t.addr, gname, topic, members)
+	defer g.close()
+	g.waitStable(b, adm, int32(members), time.Minute)
+	type identity struct {
+		id  string
+		gen int32
+	}
+	var ids []identity
+	for _, cl := range g.clients {
+		id, gen := cl.GroupMetadata()
+		ids = append(ids, identity{id, gen})
+	}
+	// t.addr is the group's coordinator (the only node, or the owner among several bridges).
+	wires := make([]*wireConn, conns)
+	for i := range wires {
+		wires[i] = dialWire(b, t.addr)
+	}
+	hb := func(i int) kmsg.Request {
+		m := ids[i%len(ids)]
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.SetVersion(4)
+		req.Group, req.MemberID, req.Generation = gname, m.id, m.gen
+		return req
+	}
+	check := func(resp kmsg.Response) error {
+		if code := resp.(*kmsg.HeartbeatResponse).ErrorCode; code != 0 {
+			return fmt.Errorf("heartbeat error %d", code)
+		}
+		return nil
+	}
+	writes0 := t.counterSum(b, "zkbridge_groups_writes_total")
+	total := b.N * perOp
+	b.ResetTimer()
+	cpu0, wall0 := cpuTime(), time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, conns)
+	for i, w := range wires {
+		n := total / conns
+		if i < total%conns {
+			n++
+		}
+		wg.Go(func() { errs[i] = w.pipeline(n, window, hb, check) })
+	}
+	wg.Wait()
+	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	b.StopTimer()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	perSec = float64(total) / wall.Seconds()
+	perCPU = float64(total) / cpu.Seconds()
+	b.ReportMetric(perSec, "hb/s")
+	b.ReportMetric(perCPU, "hb/cpu-s")
+	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
+	if t.bridge != nil {
+		// A heartbeat changes nothing that is persisted: no ZooKeeper write.
+		b.ReportMetric(t.counterSum(b, "zkbridge_groups_writes_total")-writes0, "zk-writes")
+	}
+	return perSec, perCPU
 }
 
 // BenchmarkOffsetCommit is (c): OffsetCommit requests (v8, kgo's version) of P partitions each

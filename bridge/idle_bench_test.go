@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,9 @@ import (
 // per group: the growth of the resident set and of the Go heap in use, and the goroutines; for
 // the whole process: CPU (user + system) per second of idleness. The members never heartbeat
 // (their session is 30 min), so the idle CPU is the bridge's own (timers, ZooKeeper pings).
-// Each member costs (figure at M=3 - figure at M=1) / 2.
+// Each member costs (figure at M=3 - figure at M=1) / 2. ZKBRIDGE_IDLE_DUMP=<file> writes the
+// goroutines at the end of the idle time, grouped by stack, to <file>.groups=N.members=M, and
+// a heap profile to the same name with ".heap".
 func BenchmarkIdleGroups(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("ZKBRIDGE_IDLE_GROUPS")); err == nil && v > 0 {
@@ -114,6 +117,25 @@ func idleGroups(b *testing.B, n, members int) {
 	b.ReportMetric(float64(gr1-gr0)/float64(n), "goroutines/group")
 	b.ReportMetric(100*cpu.Seconds()/idle.Seconds(), "idle-cpu-%")
 	b.ReportMetric(formed.Seconds(), "form-s")
+	b.ReportMetric(float64(heap1)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(rss1)/(1<<20), "rss-MiB")
+	if f := os.Getenv("ZKBRIDGE_IDLE_DUMP"); f != "" {
+		// Which goroutines a group keeps: the goroutines grouped by stack, with their counts.
+		w, err := os.Create(fmt.Sprintf("%s.groups=%d.members=%d", f, n, members))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = pprof.Lookup("goroutine").WriteTo(w, 1)
+		w.Close()
+		// And what the heap holds (go tool pprof -sample_index=inuse_space).
+		h, err := os.Create(fmt.Sprintf("%s.groups=%d.members=%d.heap", f, n, members))
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		_ = pprof.Lookup("heap").WriteTo(h, 0)
+		h.Close()
+	}
 	if err := br.stop(); err != nil {
 		b.Fatal(err)
 	}

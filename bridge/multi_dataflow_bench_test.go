@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
@@ -120,11 +121,46 @@ type failoverRun struct {
 	// recorded after a newer one would count as a regression that never happened.
 	offMu sync.Mutex
 	last  sync.Map // "group/partition" → int64, the last committed offset seen
+
+	gaps map[string]*commitGap // member → its successful commits (the map is not written after start)
+}
+
+// commitGap is the longest time between two successful commits of one member since startGaps.
+type commitGap struct {
+	group string
+	mu    sync.Mutex
+	last  time.Time
+	worst time.Duration
+}
+
+func (c *commitGap) committed(err error, resp *kmsg.OffsetCommitResponse) {
+	if err != nil || resp == nil {
+		return
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return
+			}
+		}
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.last.IsZero() {
+		c.worst = max(c.worst, now.Sub(c.last))
+	}
+	c.last = now
 }
 
 func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32) *failoverRun {
+	return newFailoverRunEvery(b, zk, seeds, groups, parts, 500*time.Millisecond)
+}
+
+// newFailoverRunEvery is newFailoverRun with the members committing every commitEvery.
+func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, commitEvery time.Duration) *failoverRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}}
+	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}}
 	b.Cleanup(f.stop)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute))
@@ -144,13 +180,18 @@ func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int,
 		f.held[g] = map[int32]string{}
 		for m := range 3 {
 			member := fmt.Sprintf("%s-m%d", g, m)
+			gap := &commitGap{group: g}
+			f.gaps[member] = gap
 			cl, err := kgo.NewClient(
 				kgo.SeedBrokers(seeds...),
 				kgo.ConsumerGroup(g),
 				kgo.InstanceID(member),
 				kgo.ConsumeTopics(dfTopic),
 				kgo.SessionTimeout(45*time.Second),
-				kgo.AutoCommitInterval(500*time.Millisecond),
+				kgo.AutoCommitInterval(commitEvery),
+				kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+					gap.committed(err, resp)
+				}),
 				kgo.FetchMaxWait(time.Second),
 				kgo.RetryTimeout(time.Minute),
 				kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { f.assigned(g, member, a[dfTopic]) }),
@@ -199,6 +240,51 @@ func (f *failoverRun) revoked(g, member string, ps []int32) {
 			delete(f.held[g], p)
 		}
 	}
+}
+
+// startGaps starts measuring commit gaps afresh: from now.
+func (f *failoverRun) startGaps() {
+	now := time.Now()
+	for _, c := range f.gaps {
+		c.mu.Lock()
+		c.last, c.worst = now, 0
+		c.mu.Unlock()
+	}
+}
+
+// stalls is, per group, the longest time one of its members went without a successful commit
+// since startGaps (counting the time since its last commit until now).
+func (f *failoverRun) stalls() map[string]time.Duration {
+	now := time.Now()
+	out := map[string]time.Duration{}
+	for _, c := range f.gaps {
+		c.mu.Lock()
+		out[c.group] = max(out[c.group], c.worst, now.Sub(c.last))
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// holders reads which bridge holds every group's epoch (0: none, or released).
+func (f *failoverRun) holders(b *testing.B) map[string]int32 {
+	paths := make([]string, len(f.names))
+	for i, g := range f.names {
+		paths[i] = zkstate.EpochPath(bridge.DefaultRoot, g)
+	}
+	reads, err := f.zk.GetMany(context.Background(), paths)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int32{}
+	for i, r := range reads {
+		if r.Err != nil {
+			continue
+		}
+		if e, err := zkstate.ParseEpoch(r.Data); err == nil && !e.Released {
+			out[f.names[i]] = e.NodeID
+		}
+	}
+	return out
 }
 
 func (f *failoverRun) stop() {

@@ -1,0 +1,210 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// BenchmarkRollingRestartDataPath (issue 15's rolling-restart and fourth-bridge figures, with the
+// data path): 3 bridges in this process relaying to a kfake cluster of 3 brokers (6 partitions),
+// G groups of 3 static kgo members (session 45 s, every bridge as a seed, auto-commit every
+// 200 ms) consuming what a producer keeps sending. Two phases on the same clients:
+//
+//  1. roll: each bridge in turn is shut down (drain: its groups and brokers handed over), started
+//     again 300 ms later on the same Kafka address, and the next one is restarted once every
+//     group is held by its placement owner again;
+//  2. join: a 4th bridge starts; the phase ends once every group is held by its owner among 4.
+//
+// Per phase: per group, the longest time one of its members went without a successful commit
+// (stall-p50-ms, stall-p99-ms, stall-max-ms; the commit interval, 200 ms, is the floor; in the
+// join phase over the groups that moved only), the groups whose generation changed
+// (rebalanced-groups, target 0), the share of groups whose epoch moved to another bridge
+// (join-moved-%, target ≤ 30), and over the whole run: partitions assigned to a member while
+// another member of its group held them (double-owned, member views), samples where one
+// group's owner znodes belonged to two ZooKeeper sessions at once (double-owned-znodes),
+// committed 0.8 offsets seen going backwards (offsets-regressed). All targets 0.
+//
+// G is ZKBRIDGE_BENCH_GROUPS (default 30):
+//
+//	ZKBRIDGE_BENCH_GROUPS=30 go test -run '^$' -bench RollingRestartDataPath -benchtime 1x -timeout 30m ./bridge/
+func BenchmarkRollingRestartDataPath(b *testing.B) {
+	groups := 30
+	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
+		groups = n
+	}
+	const parts = 6
+	for range b.N {
+		b.StopTimer()
+		connect := zktest.Connect(b)
+		zk := zktest.OpenStore(b, connect)
+		kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, dfTopic))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(kf.Close)
+		loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
+
+		start := func(id int32, listen string) *running {
+			cfg := testBridgeConfig(connect, id, newLogger(b).Level(zerolog.WarnLevel).With().Int32("test_node", id).Logger())
+			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
+			if listen != "" {
+				cfg.KafkaListen = listen // a restarted bridge keeps its address, as a deployment's does
+			}
+			return runBridge(b, cfg)
+		}
+		ids := []int32{9001, 9002, 9003}
+		bridges := map[int32]*running{}
+		var seeds []string
+		for _, id := range ids {
+			bridges[id] = start(id, "")
+			seeds = append(seeds, bridges[id].Addr().String())
+		}
+		time.Sleep(time.Second) // registrations and proxy maps seen everywhere
+
+		f := newFailoverRunEvery(b, zk, seeds, groups, parts, 200*time.Millisecond)
+		f.waitAssigned(b, 60*time.Second+time.Duration(groups)*200*time.Millisecond)
+		ctx, stopSampling := context.WithCancel(context.Background())
+		var twoSessions atomic.Int64
+		var sampling sync.WaitGroup
+		sampling.Go(func() { sampleOwnerSessions(ctx, zk, f.names, &twoSessions) })
+		time.Sleep(2 * time.Second) // commits flowing
+
+		placed := func(live []int32, limit time.Duration) {
+			zktest.Eventually(b, limit, "every group held by its owner", func() (bool, string) {
+				h := f.holders(b)
+				off := 0
+				for _, g := range f.names {
+					if o, _ := placement.Owner(g, live); h[g] != o {
+						off++
+					}
+				}
+				return off == 0, fmt.Sprintf("%d of %d groups not held by their owner among %v", off, len(f.names), live)
+			})
+		}
+		placed(ids, time.Minute)
+
+		// Phase 1: the rolling restart.
+		b.StartTimer()
+		gens := f.generations(b)
+		f.startGaps()
+		for _, id := range ids {
+			addr := bridges[id].Addr().String()
+			if err := bridges[id].stop(); err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			bridges[id] = start(id, addr)
+			placed(ids, 2*time.Minute)
+			time.Sleep(time.Second)
+		}
+		time.Sleep(5 * time.Second) // a member that would rejoin does so by now
+		roll := f.stalls()
+		b.StopTimer()
+		reportStalls(b, "roll-", roll, f.names)
+		b.ReportMetric(float64(changed(gens, f.generations(b))), "roll-rebalanced-groups")
+
+		// Phase 2: a 4th bridge joins.
+		before := f.holders(b)
+		gens = f.generations(b)
+		f.startGaps()
+		b.StartTimer()
+		bridges[9004] = start(9004, "")
+		placed(append(slices.Clone(ids), 9004), 2*time.Minute)
+		time.Sleep(5 * time.Second)
+		join := f.stalls()
+		b.StopTimer()
+		after := f.holders(b)
+		var moved []string
+		for _, g := range f.names {
+			if after[g] != before[g] {
+				moved = append(moved, g)
+			}
+		}
+		reportStalls(b, "join-", join, moved)
+		b.ReportMetric(100*float64(len(moved))/float64(len(f.names)), "join-moved-%")
+		b.ReportMetric(float64(changed(gens, f.generations(b))), "join-rebalanced-groups")
+
+		stopSampling()
+		sampling.Wait()
+		f.stop()
+		b.ReportMetric(float64(f.double.Load()), "double-owned")
+		b.ReportMetric(float64(twoSessions.Load()), "double-owned-znodes")
+		b.ReportMetric(float64(f.regressed.Load()), "offsets-regressed")
+	}
+}
+
+// reportStalls reports p50, p99 and the max of the stalls of groups, with prefix.
+func reportStalls(b *testing.B, prefix string, stalls map[string]time.Duration, groups []string) {
+	var ds []time.Duration
+	for _, g := range groups {
+		ds = append(ds, stalls[g])
+	}
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Milliseconds()), prefix+"stall-p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Milliseconds()), prefix+"stall-p99-ms")
+	b.ReportMetric(float64(ds[len(ds)-1].Milliseconds()), prefix+"stall-max-ms")
+}
+
+// changed counts the groups whose generation differs between before and after.
+func changed(before, after map[string]int64) int {
+	n := 0
+	for g, gen := range before {
+		if after[g] != gen {
+			n++
+		}
+	}
+	return n
+}
+
+// sampleOwnerSessions reads, every 250 ms until ctx ends, the 0.8 owner znodes of every group
+// and counts the samples in which one group's owner znodes belonged to two ZooKeeper sessions
+// (two bridges claiming partitions of one group at once).
+func sampleOwnerSessions(ctx context.Context, zk *zkstate.Store, groups []string, two *atomic.Int64) {
+	for ctx.Err() == nil {
+		for _, g := range groups {
+			owners := zkstate.GroupPath(g) + "/owners/" + dfTopic
+			kids, _, err := zk.Children(ctx, owners)
+			if err != nil {
+				continue
+			}
+			paths := make([]string, len(kids))
+			for i, k := range kids {
+				paths[i] = owners + "/" + k
+			}
+			reads, err := zk.GetMany(ctx, paths)
+			if err != nil {
+				continue
+			}
+			sessions := map[int64]bool{}
+			for _, r := range reads {
+				if r.Err == nil {
+					sessions[r.Stat.EphemeralOwner] = true
+				}
+			}
+			if len(sessions) > 1 {
+				two.Add(1)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
