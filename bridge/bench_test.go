@@ -20,7 +20,8 @@ package bridge_test
 //
 // None of this runs in a normal `go test` (Benchmark* only). ZKBRIDGE_BENCH_LOG=debug logs every
 // line of the bridge, ZKBRIDGE_BENCH_KGO_LOG=1 the group lifecycle of two kgo members,
-// ZKBRIDGE_BENCH_KEYS=1 the requests (a) sent, by api key.
+// ZKBRIDGE_BENCH_KEYS=1 the requests (a) sent, by api key, ZKBRIDGE_BENCH_ZK_KINDS=1 each bridge's
+// ZooKeeper requests of each join of (a), by kind.
 
 import (
 	"bufio"
@@ -262,6 +263,33 @@ func (t coordinatorTarget) counterSumAll(b *testing.B, name string) float64 {
 	return sum
 }
 
+// zkKinds is every bridge's (target first, then its peers) ZooKeeper requests by kind so far.
+func (t coordinatorTarget) zkKinds(b *testing.B) []map[string]float64 {
+	b.Helper()
+	var out []map[string]float64
+	for _, br := range append([]*running{t.bridge}, t.peers...) {
+		mfs, err := br.Registry().Gather()
+		if err != nil {
+			b.Fatalf("gather metrics: %v", err)
+		}
+		kinds := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "zkbridge_zk_requests_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "kind" && m.GetCounter().GetValue() > 0 {
+						kinds[l.GetValue()] = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		out = append(out, kinds)
+	}
+	return out
+}
+
 // benchGroup is N kgo consumer-group clients of one group, each with its own kgo.Client, with
 // what each currently owns (from its OnPartitions callbacks).
 type benchGroup struct {
@@ -493,6 +521,10 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 	for i := range b.N {
 		name := groupName(i)
 		zk0, zkAll0 := t.counterSum(b, "zkbridge_zk_requests_total"), t.counterSumAll(b, "zkbridge_zk_requests_total")
+		var kinds0 []map[string]float64
+		if t.bridge != nil && os.Getenv("ZKBRIDGE_BENCH_ZK_KINDS") != "" {
+			kinds0 = t.zkKinds(b)
+		}
 		start, cpu0 := time.Now(), cpuTime()
 		g := startGroup(b, t.addr, name, topic, n)
 		g.waitStable(b, adm, int32(n), 10*time.Minute)
@@ -501,6 +533,18 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 		b.StopTimer()
 		zkReqs += t.counterSum(b, "zkbridge_zk_requests_total") - zk0
 		zkAll += t.counterSumAll(b, "zkbridge_zk_requests_total") - zkAll0
+		if kinds0 != nil {
+			// Diagnosis: each bridge's ZooKeeper requests of this join, by kind.
+			for j, k1 := range t.zkKinds(b) {
+				d := map[string]float64{}
+				for k, v := range k1 {
+					if v > kinds0[j][k] {
+						d[k] = v - kinds0[j][k]
+					}
+				}
+				b.Logf("%s: bridge %d of %d: ZooKeeper requests by kind: %v", name, j, 1+len(t.peers), d)
+			}
+		}
 		_, gen := g.clients[0].GroupMetadata()
 		gens += int64(gen)
 		if os.Getenv("ZKBRIDGE_BENCH_KEYS") != "" {

@@ -46,6 +46,7 @@ func idleGroups(b *testing.B, n, members int) {
 	connect := zktest.Connect(b)
 	br := runBridge(b, testBridgeConfig(connect, 9001, zerolog.Nop()))
 	rss0, heap0, gr0 := processFootprint()
+	stack0 := stackInuse()
 	do := func(name string, ev func(group.Token) group.Event) group.Reply {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -108,12 +109,15 @@ func idleGroups(b *testing.B, n, members int) {
 	formed := time.Since(start)
 	time.Sleep(2 * time.Second) // the mirrors' writes settle
 	rss1, heap1, gr1 := processFootprint()
+	stack1 := stackInuse()
 	cpu0 := processCPU()
 	const idle = 10 * time.Second
 	time.Sleep(idle)
 	cpu := processCPU() - cpu0
 	b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-bytes/group")
 	b.ReportMetric(float64(heap1-heap0)/float64(n), "heap-bytes/group")
+	// The goroutines' stacks, outside the heap: what a goroutine per group costs.
+	b.ReportMetric(float64(stack1-stack0)/float64(n), "stack-bytes/group")
 	b.ReportMetric(float64(gr1-gr0)/float64(n), "goroutines/group")
 	b.ReportMetric(100*cpu.Seconds()/idle.Seconds(), "idle-cpu-%")
 	b.ReportMetric(formed.Seconds(), "form-s")
@@ -156,6 +160,13 @@ func processFootprint() (rss, heap uint64, goroutines int) {
 		}
 	}
 	return rss, ms.HeapInuse, runtime.NumGoroutine()
+}
+
+// stackInuse is the memory of the goroutines' stacks.
+func stackInuse() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.StackInuse
 }
 
 // processCPU is the user and system CPU time the process used so far.
