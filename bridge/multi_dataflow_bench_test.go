@@ -122,10 +122,12 @@ type failoverRun struct {
 	offMu sync.Mutex
 	last  sync.Map // "group/partition" → int64, the last committed offset seen
 
-	gaps map[string]*commitGap // member → its successful commits (the map is not written after start)
+	gaps    map[string]*commitGap // member → its successful commits (the map is not written after start)
+	fetches map[string]*commitGap // member → its polls that returned records
 }
 
-// commitGap is the longest time between two successful commits of one member since startGaps.
+// commitGap is the longest time between two successful commits (or polls that returned
+// records) of one member since startGaps.
 type commitGap struct {
 	group string
 	mu    sync.Mutex
@@ -144,6 +146,11 @@ func (c *commitGap) committed(err error, resp *kmsg.OffsetCommitResponse) {
 			}
 		}
 	}
+	c.note()
+}
+
+// note records one success now.
+func (c *commitGap) note() {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,7 +167,7 @@ func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int,
 // newFailoverRunEvery is newFailoverRun with the members committing every commitEvery.
 func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, commitEvery time.Duration) *failoverRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}}
+	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}, fetches: map[string]*commitGap{}}
 	b.Cleanup(f.stop)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute))
@@ -180,14 +187,14 @@ func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups
 		f.held[g] = map[int32]string{}
 		for m := range 3 {
 			member := fmt.Sprintf("%s-m%d", g, m)
-			gap := &commitGap{group: g}
-			f.gaps[member] = gap
-			cl, err := kgo.NewClient(
+			gap, fetched := &commitGap{group: g}, &commitGap{group: g}
+			f.gaps[member], f.fetches[member] = gap, fetched
+			opts := []kgo.Opt{
 				kgo.SeedBrokers(seeds...),
 				kgo.ConsumerGroup(g),
 				kgo.InstanceID(member),
 				kgo.ConsumeTopics(dfTopic),
-				kgo.SessionTimeout(45*time.Second),
+				kgo.SessionTimeout(45 * time.Second),
 				kgo.AutoCommitInterval(commitEvery),
 				kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 					gap.committed(err, resp)
@@ -197,14 +204,28 @@ func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups
 				kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { f.assigned(g, member, a[dfTopic]) }),
 				kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
 				kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
-			)
+			}
+			if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_BENCH_METADATA_MIN_AGE")); err == nil {
+				// kgo refreshes its metadata at most every 5 s by default: a coordinator or a
+				// partition leader it does not know yet waits for that.
+				opts = append(opts, kgo.MetadataMinAge(d))
+			}
+			if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" && i == 0 && m == 0 {
+				// Diagnosis: the first member's client, on stderr.
+				opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
+					return time.Now().Format("15:04:05.000 ") + member + " "
+				})))
+			}
+			cl, err := kgo.NewClient(opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
 			f.wg.Go(func() {
 				defer cl.CloseAllowingRebalance()
 				for ctx.Err() == nil {
-					cl.PollFetches(ctx)
+					if fs := cl.PollFetches(ctx); fs.NumRecords() > 0 {
+						fetched.note()
+					}
 				}
 			})
 		}
@@ -242,22 +263,30 @@ func (f *failoverRun) revoked(g, member string, ps []int32) {
 	}
 }
 
-// startGaps starts measuring commit gaps afresh: from now.
+// startGaps starts measuring commit and fetch gaps afresh: from now.
 func (f *failoverRun) startGaps() {
 	now := time.Now()
-	for _, c := range f.gaps {
-		c.mu.Lock()
-		c.last, c.worst = now, 0
-		c.mu.Unlock()
+	for _, m := range []map[string]*commitGap{f.gaps, f.fetches} {
+		for _, c := range m {
+			c.mu.Lock()
+			c.last, c.worst = now, 0
+			c.mu.Unlock()
+		}
 	}
 }
 
 // stalls is, per group, the longest time one of its members went without a successful commit
 // since startGaps (counting the time since its last commit until now).
-func (f *failoverRun) stalls() map[string]time.Duration {
+func (f *failoverRun) stalls() map[string]time.Duration { return worstGaps(f.gaps) }
+
+// fetchStalls is stalls for polls that returned records: the data path's share of a stall (a
+// member commits only what it consumed since its last commit).
+func (f *failoverRun) fetchStalls() map[string]time.Duration { return worstGaps(f.fetches) }
+
+func worstGaps(gaps map[string]*commitGap) map[string]time.Duration {
 	now := time.Now()
 	out := map[string]time.Duration{}
-	for _, c := range f.gaps {
+	for _, c := range gaps {
 		c.mu.Lock()
 		out[c.group] = max(out[c.group], c.worst, now.Sub(c.last))
 		c.mu.Unlock()

@@ -33,7 +33,8 @@ import (
 // (stall-p50-ms, stall-p99-ms, stall-max-ms; the commit interval, 200 ms, is the floor; in the
 // join phase over the groups that moved only), the groups whose generation changed
 // (rebalanced-groups, target 0), the share of groups whose epoch moved to another bridge
-// (join-moved-%, target ≤ 30), and over the whole run: partitions assigned to a member while
+// (join-moved-%, target ≤ 30); the same stalls for polls that returned records (…-fetch-…: a
+// member commits only what it consumed, so a data-path stall is a commit stall too); and over the whole run: partitions assigned to a member while
 // another member of its group held them (double-owned, member views), samples where one
 // group's owner znodes belonged to two ZooKeeper sessions at once (double-owned-znodes),
 // committed 0.8 offsets seen going backwards (offsets-regressed). All targets 0.
@@ -41,6 +42,9 @@ import (
 // G is ZKBRIDGE_BENCH_GROUPS (default 30):
 //
 //	ZKBRIDGE_BENCH_GROUPS=30 go test -run '^$' -bench RollingRestartDataPath -benchtime 1x -timeout 30m ./bridge/
+//
+// ZKBRIDGE_BENCH_METADATA_MIN_AGE=250ms sets the members' kgo MetadataMinAge (default 5 s), and
+// ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member's client and every group's stalls.
 func BenchmarkRollingRestartDataPath(b *testing.B) {
 	groups := 30
 	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
@@ -102,6 +106,7 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		gens := f.generations(b)
 		f.startGaps()
 		for _, id := range ids {
+			b.Logf("roll: stopping %d at %s", id, time.Now().Format("15:04:05.000"))
 			addr := bridges[id].Addr().String()
 			if err := bridges[id].stop(); err != nil {
 				b.Fatal(err)
@@ -109,12 +114,14 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 			time.Sleep(300 * time.Millisecond)
 			bridges[id] = start(id, addr)
 			placed(ids, 2*time.Minute)
+			b.Logf("roll: %d stopped, started again, every group back with its owner at %s", id, time.Now().Format("15:04:05.000"))
 			time.Sleep(time.Second)
 		}
 		time.Sleep(5 * time.Second) // a member that would rejoin does so by now
-		roll := f.stalls()
+		roll, rollFetch := f.stalls(), f.fetchStalls()
 		b.StopTimer()
 		reportStalls(b, "roll-", roll, f.names)
+		reportStalls(b, "roll-fetch-", rollFetch, f.names)
 		b.ReportMetric(float64(changed(gens, f.generations(b))), "roll-rebalanced-groups")
 
 		// Phase 2: a 4th bridge joins.
@@ -122,10 +129,11 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		gens = f.generations(b)
 		f.startGaps()
 		b.StartTimer()
+		b.Logf("join: starting 9004 at %s", time.Now().Format("15:04:05.000"))
 		bridges[9004] = start(9004, "")
 		placed(append(slices.Clone(ids), 9004), 2*time.Minute)
 		time.Sleep(5 * time.Second)
-		join := f.stalls()
+		join, joinFetch := f.stalls(), f.fetchStalls()
 		b.StopTimer()
 		after := f.holders(b)
 		var moved []string
@@ -135,6 +143,10 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 			}
 		}
 		reportStalls(b, "join-", join, moved)
+		reportStalls(b, "join-fetch-", joinFetch, moved)
+		if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" {
+			b.Logf("roll stalls: %v; join stalls: %v; moved: %v", roll, join, moved)
+		}
 		b.ReportMetric(100*float64(len(moved))/float64(len(f.names)), "join-moved-%")
 		b.ReportMetric(float64(changed(gens, f.generations(b))), "join-rebalanced-groups")
 
