@@ -29,9 +29,10 @@ import (
 //     group is held by its placement owner again;
 //  2. join: a 4th bridge starts; the phase ends once every group is held by its owner among 4.
 //
-// Per phase: per group, the longest time one of its members went without a successful commit
+// Before the phases, the same measures over 10 s in which nothing moves (base-…: the floor the
+// commit interval, the fetches and the machine's load give). Per phase: per group, the longest time one of its members went without a successful commit
 // (stall-p50-ms, stall-p99-ms, stall-max-ms; the commit interval, 200 ms, is the floor; in the
-// join phase over the groups that moved only), the groups whose generation changed
+// join phase over the groups that moved only, join-stayed-… over the others), the groups whose generation changed
 // (rebalanced-groups, target 0), the share of groups whose epoch moved to another bridge
 // (join-moved-%, target ≤ 30); the same stalls for polls that returned records (…-fetch-…: a
 // member commits only what it consumed, so a data-path stall is a commit stall too); and over the whole run: partitions assigned to a member while
@@ -101,6 +102,12 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		}
 		placed(ids, time.Minute)
 
+		// The floor: the same gaps over 10 s in which nothing moves.
+		f.startGaps()
+		time.Sleep(10 * time.Second)
+		reportStalls(b, "base-", f.stalls(), f.names)
+		reportStalls(b, "base-fetch-", f.fetchStalls(), f.names)
+
 		// Phase 1: the rolling restart.
 		b.StartTimer()
 		gens := f.generations(b)
@@ -136,14 +143,17 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		join, joinFetch := f.stalls(), f.fetchStalls()
 		b.StopTimer()
 		after := f.holders(b)
-		var moved []string
+		var moved, stayed []string
 		for _, g := range f.names {
 			if after[g] != before[g] {
 				moved = append(moved, g)
+			} else {
+				stayed = append(stayed, g)
 			}
 		}
 		reportStalls(b, "join-", join, moved)
 		reportStalls(b, "join-fetch-", joinFetch, moved)
+		reportStalls(b, "join-stayed-", join, stayed)
 		if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" {
 			b.Logf("roll stalls: %v; join stalls: %v; moved: %v", roll, join, moved)
 		}
