@@ -73,9 +73,8 @@ func legacyTestLogger(t testing.TB) zerolog.Logger {
 func legacyCheckLeaks(t testing.TB) {
 	t.Helper()
 	t.Cleanup(func() {
-		var leaked []string
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			leaked = leaked[:0]
+		zktest.Eventually(t, 5*time.Second, "no goroutine of the test's coordinator, server, sessions or clients left", func() (bool, string) {
+			var leaked []string
 			buf := make([]byte, 4<<20)
 			buf = buf[:runtime.Stack(buf, true)]
 			for _, g := range strings.Split(string(buf), "\n\n") {
@@ -84,30 +83,14 @@ func legacyCheckLeaks(t testing.TB) {
 					leaked = append(leaked, g)
 				}
 			}
-			if len(leaked) == 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if len(leaked) > 0 {
-			t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-		}
+			return len(leaked) == 0, fmt.Sprintf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		})
 	})
 }
 
 func legacyEventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(legacyWait)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v (last: %s)", what, legacyWait, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	zktest.Eventually(t, legacyWait, what, cond)
 }
 
 // legacyConnect is zktest.Connect with a random suffix: with ZKBRIDGE_TEST_ZK the server outlives
@@ -167,16 +150,11 @@ func legacyStartIn(t testing.TB, store *zkstate.Store, addr string, mod func(*Le
 		addr = "127.0.0.1:0"
 	}
 	var ln net.Listener
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; { // the old listener's port may take a moment
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	zktest.Eventually(t, 5*time.Second, "listening on "+addr, func() (bool, string) { // the old listener's port may take a moment
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err == nil, fmt.Sprint(err)
+	})
 	tcp := ln.Addr().(*net.TCPAddr)
 	log := legacyTestLogger(t)
 	cfg := LegacyConfig{
@@ -585,19 +563,13 @@ func TestIntegration_LegacyDeadMemberRemoved(t *testing.T) {
 	frozeAt := time.Now()
 	b.frozen.Store(true)
 	limit := time.Duration(legacyTestRetries+1)*interval + 750*time.Millisecond // + slack for -race on 2 CPUs
-	for {
+	zktest.Eventually(t, limit-time.Since(frozeAt), "silent consumer b deregistered after it stopped answering", func() (bool, string) {
 		ok, _, err := store.Exists(context.Background(), zkstate.IDPath("g", "b"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			break
-		}
-		if time.Since(frozeAt) > limit {
-			t.Fatalf("silent consumer b still registered %v after it stopped answering (limit %v)", time.Since(frozeAt), limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !ok, fmt.Sprintf("still registered %v after it stopped answering", time.Since(frozeAt))
+	})
 	t.Logf("silent consumer removed %v after it stopped answering ((max_ping_retries+1) × interval = %v)",
 		time.Since(frozeAt).Round(time.Millisecond), time.Duration(legacyTestRetries+1)*interval)
 	legacyWaitStable(t, store, "g", []*legacyTestConsumer{a, c}, partitions)
@@ -986,7 +958,7 @@ func TestIntegration_LegacyForeignOwnerBlocksClaim(t *testing.T) {
 	a := legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
 
 	// The claim waits: a is stopped, pinged, and not started; the foreign owner is untouched.
-	time.Sleep(6 * legacyTestInterval)
+	legacyClaimWaited(t, env.coord, 0)
 	if _, _, n := a.lastStart(); n != 0 {
 		t.Fatalf("a was started %d times while another session owned t-1", n)
 	}
@@ -1033,10 +1005,11 @@ func TestIntegration_LegacyClaimAfterWaitFindsANewOwner(t *testing.T) {
 	if err := third.Create(w.ctx, w.owner(2), []byte("zk-consumer-1"), zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
 		t.Fatal(err)
 	}
+	waited := w.coord.Stats().ClaimWaits
 	if err := w.other.Delete(w.ctx, w.owner(1), -1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * legacyTestInterval)
+	legacyClaimWaited(t, w.coord, waited+1) // +1: a round blocked on t-1 may have been under way at its release
 	if _, _, n := w.a.lastStart(); n != 0 {
 		t.Fatalf("a was started %d times while another session owned t-2", n)
 	}
@@ -1056,6 +1029,7 @@ type legacyWaiting struct {
 	connect string
 	store   *zkstate.Store
 	other   *zkstate.Store
+	coord   *LegacyCoordinator
 	a       *legacyTestConsumer
 }
 
@@ -1074,12 +1048,24 @@ func legacyStartWaiting(t *testing.T) *legacyWaiting {
 		t.Fatal(err)
 	}
 	env := legacyStart(t, w.store, "", nil)
+	w.coord = env.coord
 	w.a = legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
-	time.Sleep(6 * legacyTestInterval)
+	legacyClaimWaited(t, w.coord, 0)
 	if _, _, n := w.a.lastStart(); n != 0 {
 		t.Fatalf("a was started %d times while another session owned t-1", n)
 	}
 	return w
+}
+
+// legacyClaimWaited waits until the coordinator's claims have been blocked by a foreign owner
+// in two more rounds than after: the claim has met the owner, backed off, read it again and is
+// still waiting, so a member started by then was started past a foreign owner.
+func legacyClaimWaited(t testing.TB, c *LegacyCoordinator, after uint64) {
+	t.Helper()
+	legacyEventually(t, "two rounds of the claim blocked by the foreign owner", func() (bool, string) {
+		st := c.Stats()
+		return st.ClaimWaits >= after+2, fmt.Sprintf("%d blocked rounds, %d before", st.ClaimWaits, after)
+	})
 }
 
 // TestLegacyConsult: seed 001 "ConsultResponse" — this bridge names itself coordinator and lists
