@@ -343,7 +343,7 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 	}()
 
 	got := &receipts{n: map[string]int{}}
-	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), ledger: newLedger(), group: g,
+	mc := &mixedCluster{t: t, env: &env{connect: connect, zk: zk}, views: newViews(), ledger: newLedger(), group: g,
 		topics: topics, seed: child.addr, legacyAddr: child.legacy, lostOK: true, records: got.add}
 	mc.zkMember("z1")
 	// A legacy member that stops in time: it gives its coordinator up after 6 pings of 100 ms,

@@ -46,12 +46,9 @@ const dfTopic = "orders"
 
 // dfEnv is a kfake cluster, ZooKeeper and a bridge relaying to the cluster.
 type dfEnv struct {
-	kf      *kfake.Cluster
+	*env
 	kfAddrs []string // by broker id
-	connect string
-	zk      *zkstate.Store
-	b       *running
-	addr    string // the bridge's bootstrap listener: all a client is given
+	addr    string   // the bridge's bootstrap listener: all a client is given
 	parts   int32
 	// groupReqs counts the group API requests that reached kfake: with the bridge as every
 	// group's coordinator there must be none.
@@ -76,46 +73,48 @@ type dfOpts struct {
 
 func dfStart(t *testing.T, o dfOpts) *dfEnv {
 	t.Helper()
-	connect := zktest.Connect(t)
 	if o.partitions == 0 {
 		o.partitions = 6
 	}
-	kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("df-upstream"), kfake.SeedTopics(o.partitions, dfTopic))
-	if err != nil {
-		t.Fatalf("kfake: %v", err)
-	}
-	t.Cleanup(kf.Close)
-	e := &dfEnv{kf: kf, kfAddrs: kf.ListenAddrs(), connect: connect, zk: zktest.OpenStore(t, connect), parts: o.partitions}
-	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
-		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.DescribeGroups, kmsg.ListGroups} {
-		kf.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
-			e.groupReqs.Add(1)
-			return nil, nil, false // observe only: kfake answers as usual
-		})
-	}
-	for p := range o.partitions {
-		if err := kf.MoveTopicPartition(dfTopic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if o.fromZK {
-		if o.regAddr == nil {
-			o.regAddr = func(_ int32, kfAddr string) string { return kfAddr }
-		}
-		loadDfLayout(t, e.zk, e.kfAddrs, o.partitions, o.regAddr)
-	}
-	e.b = startBridge(t, connect, dfNode, func(c *bridge.Config) {
-		c.Logger = c.Logger.Level(zerolog.InfoLevel) // the relay's debug lines slow -race runs
-		c.ProxyListen = "127.0.0.1:0"
-		c.MetadataMaxAge = time.Second
-		switch {
-		case o.fromZK && o.auto:
-			c.UpstreamAuto = true
-		case o.fromZK:
-			c.UpstreamFromZK = true
-		default:
-			c.Upstream = []string{e.kfAddrs[0]}
-		}
+	e := &dfEnv{parts: o.partitions}
+	e.env = startEnv(t, envOpts{
+		node:  dfNode,
+		kfake: []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID("df-upstream"), kfake.SeedTopics(o.partitions, dfTopic)},
+		setup: func(base *env) {
+			kf := base.kf
+			e.kfAddrs = kf.ListenAddrs()
+			for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
+				kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.DescribeGroups, kmsg.ListGroups} {
+				kf.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+					e.groupReqs.Add(1)
+					return nil, nil, false // observe only: kfake answers as usual
+				})
+			}
+			for p := range o.partitions {
+				if err := kf.MoveTopicPartition(dfTopic, p, p%3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if o.fromZK {
+				if o.regAddr == nil {
+					o.regAddr = func(_ int32, kfAddr string) string { return kfAddr }
+				}
+				loadDfLayout(t, base.zk, e.kfAddrs, o.partitions, o.regAddr)
+			}
+		},
+		bridge: func(_ *env, c *bridge.Config) {
+			c.Logger = c.Logger.Level(zerolog.InfoLevel) // the relay's debug lines slow -race runs
+			c.ProxyListen = "127.0.0.1:0"
+			c.MetadataMaxAge = time.Second
+			switch {
+			case o.fromZK && o.auto:
+				c.UpstreamAuto = true
+			case o.fromZK:
+				c.UpstreamFromZK = true
+			default:
+				c.Upstream = []string{e.kfAddrs[0]}
+			}
+		},
 	})
 	e.addr = e.b.Addr().String()
 	e.waitProxies(t, 3)

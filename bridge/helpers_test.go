@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -449,4 +451,110 @@ func checkNoLeaks(t *testing.T) {
 	if len(leaked) > 0 {
 		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
+}
+
+// env is the one setup of the package's integration tests and benchmarks: a ZooKeeper chroot
+// of the test's own with a store open on it, what Kafka has registered there (envOpts.layout),
+// a group's mode record, an upstream cluster (kfake) if asked for, and a bridge on loopback
+// ports. Test-specific environments (dfEnv, stabEnv, mixedCluster) embed it and add their own
+// members and checks.
+type env struct {
+	connect string
+	zk      *zkstate.Store
+	kf      *kfake.Cluster // nil unless envOpts.kfake
+	b       *running       // nil with envOpts.noBridge
+}
+
+type envOpts struct {
+	node   int32          // the bridge's node id; default 1
+	layout zkstate.Layout // brokers and topics to register before the bridge starts (if any)
+	// group and mode, when mode is set, write the group's mode record (zkstate.InitMode)
+	// before the bridge starts.
+	group string
+	mode  zkstate.Mode
+	kfake []kfake.Opt // non-nil: start a kfake cluster with these options (closed at cleanup)
+	// setup runs after the store (and kfake) and before the layout and the bridge: for what
+	// depends on kfake (its addresses, its request hooks).
+	setup func(*env)
+	// zkVia is the bridge's way to the chroot (for instance a zktest.Proxy), given its
+	// connect string; nil: directly.
+	zkVia func(connect string) string
+	// bridge adjusts the bridge's configuration: startBridge's, or startBridgeTB's with tb.
+	bridge   func(*env, *bridge.Config)
+	tb       bool // the benchmark profile (startBridgeTB)
+	noBridge bool
+}
+
+// startEnv sets up an env (everything is stopped at cleanup).
+func startEnv(tb testing.TB, o envOpts) *env {
+	tb.Helper()
+	connect := zktest.Connect(tb)
+	e := &env{connect: connect, zk: zktest.OpenStore(tb, connect)}
+	if o.kfake != nil {
+		e.kf = startKfake(tb, o.kfake...)
+	}
+	if o.setup != nil {
+		o.setup(e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(o.layout.Brokers) > 0 || len(o.layout.Topics) > 0 {
+		if err := zkstate.LoadLayout(ctx, e.zk, o.layout); err != nil {
+			tb.Fatalf("LoadLayout: %v", err)
+		}
+	}
+	if o.mode != "" {
+		if _, _, err := zkstate.InitMode(ctx, e.zk, bridge.DefaultRoot, o.group, o.mode, "test", "test group"); err != nil {
+			tb.Fatalf("InitMode: %v", err)
+		}
+	}
+	if o.noBridge {
+		return e
+	}
+	if o.node == 0 {
+		o.node = 1
+	}
+	zk := connect
+	if o.zkVia != nil {
+		zk = o.zkVia(connect)
+	}
+	mod := func(c *bridge.Config) {
+		if o.bridge != nil {
+			o.bridge(e, c)
+		}
+	}
+	if o.tb {
+		e.b = startBridgeTB(tb, zk, mod) // node clientsNode
+	} else {
+		e.b = startBridge(tb, zk, o.node, mod)
+	}
+	return e
+}
+
+// startKfake starts an in-process Kafka cluster (kfake) and closes it at cleanup.
+func startKfake(tb testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	tb.Helper()
+	kf, err := kfake.NewCluster(opts...)
+	if err != nil {
+		tb.Fatalf("kfake: %v", err)
+	}
+	tb.Cleanup(kf.Close)
+	return kf
+}
+
+// topicsLayout is a cluster of one broker (id 1, at 127.0.0.1:1, nobody listening: the
+// bridge answers for the brokers) leading every partition of topics (name → partitions).
+func topicsLayout(topics map[string]int) zkstate.Layout {
+	l := zkstate.Layout{
+		Brokers: []zkstate.BrokerRegistration{{ID: 1, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1700000000000"}},
+		Topics:  map[string]zkstate.TopicAssignment{},
+	}
+	for name, n := range topics {
+		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
+		for p := range n {
+			a.Partitions[int32(p)] = []int32{1}
+		}
+		l.Topics[name] = a
+	}
+	return l
 }

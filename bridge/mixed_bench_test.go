@@ -254,10 +254,8 @@ func (t *stabTotals) report(b *testing.B, prefix string) {
 // stabEnv is a chroot with one broker and the topics, a mixed-mode group, a bridge with a Kafka
 // and a legacy listener, and the members.
 type stabEnv struct {
-	b       *testing.B
-	connect string
-	zk      *zkstate.Store
-	br      *running
+	b *testing.B
+	*env
 	group   string
 	topics  []string
 	views   *views
@@ -282,60 +280,33 @@ type stabMember struct {
 
 func newStabEnv(b *testing.B, name string) *stabEnv {
 	b.Helper()
-	connect := zktest.Connect(b)
-	e := &stabEnv{b: b, connect: connect, zk: zktest.OpenStore(b, connect), group: "g" + name, views: newViews(),
+	e := &stabEnv{b: b, group: "g" + name, views: newViews(),
 		hosted: map[string]zkstate.HostedMember{}, zkSids: map[int64]bool{}, log: stabLogger(b)}
-	e.ownSids = map[int64]bool{e.zk.SessionID(): true}
-	l := zkstate.Layout{
-		Brokers: []zkstate.BrokerRegistration{{ID: 1, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1700000000000"}},
-		Topics:  map[string]zkstate.TopicAssignment{},
-	}
+	topics := map[string]int{}
 	for i := range stabTopics {
 		t := fmt.Sprintf("t%d", i)
-		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
-		for p := range stabPartitions {
-			a.Partitions[int32(p)] = []int32{1}
-		}
-		l.Topics[t] = a
+		topics[t] = stabPartitions
 		e.topics = append(e.topics, t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := zkstate.LoadLayout(ctx, e.zk, l); err != nil {
-		b.Fatalf("LoadLayout: %v", err)
-	}
-	if _, _, err := zkstate.InitMode(ctx, e.zk, bridge.DefaultRoot, e.group, zkstate.ModeMixed, "bench", "mixed group benchmark"); err != nil {
-		b.Fatalf("InitMode: %v", err)
-	}
-	// As startBridge, with a legacy listener.
-	cfg := bridge.Config{
-		ZKConnect:        connect,
-		ZKSessionTimeout: 4 * time.Second,
-		KafkaListen:      "127.0.0.1:0",
-		LegacyListen:     "127.0.0.1:0",
-		AdminListen:      "127.0.0.1:0",
-		NodeID:           1,
-		Group:            testGroupConfig(),
-		WriteTimeout:     3 * time.Second,
-		MirrorRetry:      200 * time.Millisecond,
-		DrainTimeout:     time.Second,
-		HeartbeatHold:    stabKnob(b, "ZKBRIDGE_STAB_HOLD", 0),
-		Logger:           e.log.With().Str("bridge", "1").Logger(),
-	}
+	o := envOpts{layout: topicsLayout(topics), group: e.group, mode: zkstate.ModeMixed,
+		bridge: func(base *env, c *bridge.Config) {
+			c.LegacyListen = "127.0.0.1:0"
+			c.HeartbeatHold = stabKnob(b, "ZKBRIDGE_STAB_HOLD", 0)
+			c.Logger = e.log.With().Str("bridge", "1").Logger()
+			if base.kf != nil {
+				c.Upstream, c.ProxyListen = []string{base.kf.ListenAddrs()[0]}, "127.0.0.1:0"
+			}
+		}}
 	if os.Getenv("ZKBRIDGE_STAB_UPSTREAM") != "" {
 		// A data path as deployed: the Kafka members list offsets and fetch from a cluster
 		// (kfake, the same topics) through the bridge's proxy listener, on connections of their
 		// own; the bridge's listener carries only their group requests and Metadata. Without
 		// it the bridge stands in for every broker, and a kgo member retries ListOffsets and
 		// Metadata on the connection its heartbeats use, about twice a second.
-		kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(stabPartitions, e.topics...))
-		if err != nil {
-			b.Fatalf("kfake: %v", err)
-		}
-		b.Cleanup(kf.Close)
-		cfg.Upstream, cfg.ProxyListen = []string{kf.ListenAddrs()[0]}, "127.0.0.1:0"
+		o.kfake = []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(stabPartitions, e.topics...)}
 	}
-	e.br = runBridge(b, cfg)
+	e.env = startEnv(b, o)
+	e.ownSids = map[int64]bool{e.zk.SessionID(): true}
 	// Members are stopped before the bridge (cleanups run last-in first-out).
 	b.Cleanup(func() {
 		var wg sync.WaitGroup
@@ -437,7 +408,7 @@ func (e *stabEnv) kafkaMember(name string) *stabMember {
 	b := e.b
 	m := &stabMember{kind: stabKindKafka, name: name}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(e.br.Addr().String()),
+		kgo.SeedBrokers(e.env.b.Addr().String()),
 		kgo.ConsumerGroup(e.group),
 		kgo.ConsumeTopics(e.topics...),
 		kgo.Balancers(kgo.RangeBalancer()),
@@ -477,7 +448,7 @@ func (e *stabEnv) legacyMember(name string) *stabMember {
 	b := e.b
 	m := &stabMember{kind: stabKindLegacy, name: e.group + "_" + name}
 	cl, err := legacy.NewClient(legacy.ClientConfig{
-		Brokers: []string{e.br.LegacyAddr().String()}, GroupID: e.group, ConsumerID: m.name,
+		Brokers: []string{e.env.b.LegacyAddr().String()}, GroupID: e.group, ConsumerID: m.name,
 		Subscription: e.subscription(), PingInterval: stabLegacyPing, MaxPingRetries: 3,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 		Logger: e.log.With().Str("legacy_member", name).Logger(),
@@ -752,7 +723,7 @@ func stabSame(a, b map[mtp]string) int {
 func (e *stabEnv) metrics() map[string]float64 {
 	out := map[string]float64{}
 	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + e.br.AdminAddr().String() + "/metrics")
+	resp, err := c.Get("http://" + e.env.b.AdminAddr().String() + "/metrics")
 	if err != nil {
 		e.fail("GET /metrics: %v", err)
 		return out

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,14 +223,12 @@ func kgoParts(m map[string][]int32) []mtp {
 // mixedCluster is a chroot with one 0.8.2 broker registration and topics, a bridge and an admin
 // session.
 type mixedCluster struct {
-	t       *testing.T
-	connect string
-	zk      *zkstate.Store
-	b       *running
-	views   *views
-	ledger  *ledger
-	group   string
-	topics  []string
+	t *testing.T
+	*env
+	views  *views
+	ledger *ledger
+	group  string
+	topics []string
 	// seed is where Kafka members bootstrap (the bridge's listener, or a proxy in front of it);
 	// lostOK lets them lose their partitions, and fail their commits, without failing the test
 	// (the bridge crashed).
@@ -264,43 +261,18 @@ func newMixedClusterMode(t *testing.T, g string, topics map[string]int, mode zks
 // zkVia(connect) (nil: directly) and its configuration changed by mod.
 func newMixedClusterWith(t *testing.T, g string, topics map[string]int, mode zkstate.Mode, zkVia func(string) string, mod func(*bridge.Config)) *mixedCluster {
 	t.Helper()
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	l := zkstate.Layout{
-		Brokers: []zkstate.BrokerRegistration{{ID: 1, Version: 1, Host: "127.0.0.1", Port: 1, JMXPort: -1, Timestamp: "1700000000000"}},
-		Topics:  map[string]zkstate.TopicAssignment{},
-	}
-	mc := &mixedCluster{t: t, connect: connect, zk: zk, views: newViews(), ledger: newLedger(), group: g, legacyRetries: 30}
-	for name, n := range topics {
-		a := zkstate.TopicAssignment{Version: 1, Partitions: map[int32][]int32{}}
-		for p := range n {
-			a.Partitions[int32(p)] = []int32{1}
-		}
-		l.Topics[name] = a
-		mc.topics = append(mc.topics, name)
-	}
-	sort.Strings(mc.topics)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if err := zkstate.LoadLayout(ctx, zk, l); err != nil {
-		t.Fatalf("LoadLayout: %v", err)
-	}
-	if _, _, err := zkstate.InitMode(ctx, zk, bridge.DefaultRoot, g, mode, "test", "mixed group test"); err != nil {
-		t.Fatalf("InitMode: %v", err)
-	}
-	bridgeZK := connect
-	if zkVia != nil {
-		bridgeZK = zkVia(connect)
-	}
-	mc.b = startBridge(t, bridgeZK, 1, func(c *bridge.Config) {
-		c.LegacyListen = "127.0.0.1:0"
-		// Held heartbeats (a third of the kgo members' session timeout) in every mixed test:
-		// the Kafka members hear of each rebalance at once.
-		c.HeartbeatHold = mixedHeartbeatHold
-		if mod != nil {
-			mod(c)
-		}
-	})
+	e := startEnv(t, envOpts{layout: topicsLayout(topics), group: g, mode: mode, zkVia: zkVia,
+		bridge: func(_ *env, c *bridge.Config) {
+			c.LegacyListen = "127.0.0.1:0"
+			// Held heartbeats (a third of the kgo members' session timeout) in every mixed
+			// test: the Kafka members hear of each rebalance at once.
+			c.HeartbeatHold = mixedHeartbeatHold
+			if mod != nil {
+				mod(c)
+			}
+		}})
+	mc := &mixedCluster{t: t, env: e, views: newViews(), ledger: newLedger(), group: g, legacyRetries: 30,
+		topics: slices.Sorted(maps.Keys(topics))}
 	mc.seed = mc.b.Addr().String()
 	if a := mc.b.LegacyAddr(); a != nil {
 		mc.legacyAddr = a.String()

@@ -304,8 +304,8 @@ func TestIntegration_UpstreamProxyListeners(t *testing.T) {
 		c.KafkaListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(base))
 		c.Upstream = []string{kf.ListenAddrs()[1]}
 	})
-	env := &dfEnv{b: b}
-	addrs := env.waitProxies(t, 3)
+	de := &dfEnv{env: &env{b: b}}
+	addrs := de.waitProxies(t, 3)
 	for id := range int32(3) {
 		if want := net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1+int(id))); addrs[id].String() != want {
 			t.Errorf("broker %d's proxy listener at %s, want %s (Kafka listener's port + 1 + %d)", id, addrs[id], want, id)
@@ -319,7 +319,7 @@ func TestIntegration_UpstreamProxyListeners(t *testing.T) {
 		c.ProxyListen = "127.0.0.1:0"
 		c.ProxyMap = map[int32]string{1: mapped}
 	})
-	addrs = (&dfEnv{b: b2}).waitProxies(t, 3)
+	addrs = (&dfEnv{env: &env{b: b2}}).waitProxies(t, 3)
 	if addrs[1].String() != mapped {
 		t.Errorf("broker 1's proxy listener at %s, want the mapped %s", addrs[1], mapped)
 	}
@@ -340,19 +340,19 @@ func TestIntegration_UpstreamSeedsFollowed(t *testing.T) {
 		c.ProxyListen = "127.0.0.1:0"
 		c.MetadataMaxAge = 200 * time.Millisecond
 	})
-	env := &dfEnv{b: b}
-	env.waitProxies(t, 3)
+	de := &dfEnv{env: &env{b: b}}
+	de.waitProxies(t, 3)
 	id, _, err := kf.AddNode(-1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if addrs := env.waitProxies(t, 4); addrs[id] == nil {
+	if addrs := de.waitProxies(t, 4); addrs[id] == nil {
 		t.Errorf("no proxy listener for the added broker %d: %v", id, addrs)
 	}
 	if err := kf.RemoveNode(2); err != nil {
 		t.Fatal(err)
 	}
-	if addrs := env.waitProxies(t, 3); addrs[2] != nil {
+	if addrs := de.waitProxies(t, 3); addrs[2] != nil {
 		t.Errorf("broker 2 was removed but keeps its proxy listener %s", addrs[2])
 	}
 }
