@@ -91,9 +91,13 @@ type childBridge struct {
 
 // startChildBridge starts a bridge in a child process and waits until it is ready; the child
 // is killed at cleanup (and by the kernel if this process dies first), and its log is shown
-// if the test failed.
+// if the test failed. A child bridge is started only to be killed, paused or cut off: every
+// test that starts one is a crash test, which -short skips (CI runs them).
 func startChildBridge(t testing.TB, s childSpec) *childBridge {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("crash test of a child bridge: -short skips it, CI runs it")
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

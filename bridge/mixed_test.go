@@ -980,6 +980,9 @@ func TestIntegration_MixedThreeKinds(t *testing.T) {
 // 0.8.2 assignment, never a partition consumed twice, every hand-over at the last commit.
 // ZKBRIDGE_MIGRATE_CYCLES sets the number of cycles (default 20).
 func TestIntegration_MigrateCyclesKeepOffsets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test (20 migration cycles): -short skips it, CI runs it")
+	}
 	cycles := 20
 	if v := os.Getenv("ZKBRIDGE_MIGRATE_CYCLES"); v != "" {
 		n, err := strconv.Atoi(v)
