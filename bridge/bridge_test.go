@@ -207,7 +207,11 @@ func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 	if err := zk.Delete(ctx, "/zkbridge/bridges/1", -1); err != nil {
 		t.Fatalf("delete A's registration: %v", err)
 	}
-	time.Sleep(1100 * time.Millisecond) // B's refusal of the group expires
+	zktest.Eventually(t, 10*time.Second, "B's refusal of the group expired", func() (bool, string) {
+		// What a client retries: B refusing (NOT_COORDINATOR) or loading the group.
+		d := describe(t, b, g)
+		return d.Err != group.ErrNotCoordinator && d.Err != group.ErrCoordinatorNotAvailable, d.Err.String()
+	})
 	d := describe(t, b, g)
 	if d.Err != group.ErrNone || d.Group.State != group.Stable || d.Group.Generation != 1 {
 		t.Fatalf("Describe on B after the takeover = %+v, want Stable generation 1", d)

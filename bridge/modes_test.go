@@ -265,7 +265,10 @@ func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
 
 	// mixed admits legacy members.
 	modeSet(t, zk, "new-app", zkstate.ModeMixed)
-	time.Sleep(200 * time.Millisecond)
+	zktest.Eventually(t, 10*time.Second, "the bridge sees new-app in mixed mode", func() (bool, string) {
+		body := modeMetrics(t, b)
+		return strings.Contains(body, `zkbridge_groups_by_mode{mode="mixed"} 1`), "no mixed group in /metrics"
+	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- newClient().Run(runCtx) }()
