@@ -21,7 +21,9 @@ package group
 // in flight to the dead owner is retried with the old id and would otherwise land after the
 // commits of the resumed member (FENCED_INSTANCE_ID, which franz-go and the Java client take
 // as a failed commit, not a reason to rejoin). Anything else — a dynamic member, another
-// protocol type, other topics or rack, a second JoinGroup — follows Kafka's rule.
+// protocol type, other topics or rack, a second JoinGroup — follows Kafka's rule, and so does
+// a mixed group (server-side assignment): its members must not consume before the bridge has
+// claimed their partitions in ZooKeeper again, which only a new generation does.
 
 import (
 	"bytes"
@@ -51,7 +53,7 @@ func (m *Machine) resume(mb *Member, ev JoinGroup) bool {
 		return false
 	}
 	mb.resuming = false
-	if !mb.isStatic() || mb.ProtocolType != "consumer" || !sameSubscriptions(mb.Protocols, ev.Protocols) {
+	if !mb.isStatic() || m.serverAssign || mb.ProtocolType != "consumer" || !sameSubscriptions(mb.Protocols, ev.Protocols) {
 		return false
 	}
 	m.log("member resumes after the group's load: no rebalance", mb.ID, "")
