@@ -288,7 +288,11 @@ func TestIntegration_SeveralBridgesCrashFailover(t *testing.T) {
 			return false, err.Error()
 		}
 		gen = int32(rec.Generation)
-		return epoch().NodeID == dead && len(rec.Members) == 1 && gen > 0, fmt.Sprintf("epoch %+v, gen %d, %d members", epoch(), gen, len(rec.Members))
+		// Not Rebalancing: the leader's assignment is persisted. A record written at the end of
+		// the join phase is restored as a rebalance in progress, which a loaded run killed the
+		// child in ("PreparingRebalance generation 1, want Stable").
+		return epoch().NodeID == dead && len(rec.Members) == 1 && gen > 0 && !rec.Rebalancing,
+			fmt.Sprintf("epoch %+v, gen %d, %d members, rebalancing %v", epoch(), gen, len(rec.Members), rec.Rebalancing)
 	})
 
 	killed := time.Now()
@@ -408,7 +412,8 @@ func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
 		if rec, err = groupRecord(ctx, zk, name); err != nil {
 			return false, err.Error()
 		}
-		return len(rec.Members) == 1 && rec.Generation > 0, fmt.Sprintf("gen %d, %d members", rec.Generation, len(rec.Members))
+		return len(rec.Members) == 1 && rec.Generation > 0 && !rec.Rebalancing,
+			fmt.Sprintf("gen %d, %d members, rebalancing %v", rec.Generation, len(rec.Members), rec.Rebalancing)
 	})
 	// Closing a static member sends no LeaveGroup: the group keeps it.
 	stopMember()
