@@ -456,8 +456,10 @@ func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *se
 	b.log.Info().Msg("bridge shutting down")
 	if b.cfg.HandoffTimeout > 0 && !b.peers.alone() {
 		// handover.go: deregister, then hand every group to the bridges that remain.
-		b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store) })
+		told := b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store) })
 		b.unregister(store)
+		// handover_linger.go: the members hear NOT_COORDINATOR before the listener closes.
+		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns)
 	}
 	if b.cfg.HandoffTimeout > 0 {
 		b.coord.handOff(b.cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first

@@ -72,6 +72,9 @@ type coordinator struct {
 
 	tokens    atomic.Uint64
 	connected atomic.Bool
+	// untold is, while a draining bridge lingers, the members not yet answered NOT_COORDINATOR
+	// (handover_linger.go).
+	untold atomic.Pointer[untold]
 
 	wg sync.WaitGroup // one per goroutine started by goLocked (the actors, the rescans)
 
@@ -198,6 +201,9 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 	for {
 		a, code := c.actorFor(name)
 		if a == nil {
+			if code == group.ErrNotCoordinator {
+				c.refusedElsewhere(name, req.ev) // handover_linger.go
+			}
 			return req.finish(errorReply(name, req.ev, code)), nil
 		}
 		select {
@@ -209,6 +215,9 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 		}
 		select {
 		case r := <-req.reply:
+			if notCoordinator(r) {
+				c.refusedElsewhere(name, req.ev) // handover_linger.go
+			}
 			return r, nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("bridge: group %q: %w", name, ctx.Err())

@@ -191,7 +191,7 @@ func (c *coordinator) loadedOrLoading(name string) bool {
 // drain hands every group over to the other bridges before shutdown: it stops counting this
 // bridge as live, then waits (up to timeout) for every actor to have released its group, and
 // logs where each went. deregister runs first, so that the other bridges compute us out at once.
-func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregister func()) {
+func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregister func()) *untold {
 	c.mu.Lock()
 	names := make([]string, 0, len(c.actors))
 	for name := range c.actors {
@@ -200,6 +200,10 @@ func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregist
 	store := c.store
 	c.mu.Unlock()
 	start := time.Now()
+	// handover_linger.go: which members will have heard NOT_COORDINATOR before we close.
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	told := c.tellMembers(tctx, store, names)
+	cancel()
 	// Stop admitting first (placementChanged hands every loaded group over), then deregister,
 	// so that no other bridge takes a group while this one still answers for it.
 	c.peers.leave()
@@ -231,6 +235,7 @@ func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregist
 		c.log.Info().Int32("to", n).Strs("groups", gs).Msg("drained: groups handed over")
 	}
 	c.log.Info().Int("groups", len(names)).Dur("took", time.Since(start)).Msg("drained every group to the other bridges")
+	return told
 }
 
 // handOver asks the actor to hand its group over (it takes no more requests).

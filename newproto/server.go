@@ -398,6 +398,13 @@ func (s *Server) startConn(nc net.Conn, role listenerRole) {
 	}()
 }
 
+// Conns returns the number of open connections, on every listener.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Close stops accepting, stops reading new requests, lets in-flight
 // requests finish and their responses be written for up to DrainTimeout,
 // then cancels what remains and closes every connection. It returns when

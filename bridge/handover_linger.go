@@ -1,0 +1,170 @@
+package bridge
+
+// A draining bridge lingers: after it has handed its groups over (handover.go: drain) it keeps
+// its Kafka listener open until every Kafka member of those groups has been answered
+// NOT_COORDINATOR here once, so that each learns from an answer, not from a refused
+// connection, that its group moved. Kafka's own brokers behave so on a controlled shutdown:
+// the coordinator's partition leadership moves first and the broker answers NOT_COORDINATOR for
+// a while before its listener closes. Clients treat the two differently: sarama's heartbeat
+// loop looks the coordinator up again on NOT_COORDINATOR and carries on in its generation, but
+// spends its retries at once on a refused connection and ends the session; its leader then
+// rejoins with its member id, which rebalances the group (Kafka's rule for a leader, KIP-345).
+//
+// The wait ends when every member has been told, when no client connection is left open, or
+// after handoverLinger (a member heartbeats at least every heartbeat.interval.ms, 3 s by
+// default in Kafka's clients; a dead member is never heard from).
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// handoverLinger bounds the wait.
+const handoverLinger = 3 * time.Second
+
+// untold is the Kafka members of the handed-over groups that have not been answered
+// NOT_COORDINATOR since, by group.
+type untold struct {
+	mu   sync.Mutex
+	want map[string]map[group.MemberID]bool
+	all  chan struct{} // closed when want is empty
+	// members counts the members noted at first.
+	members int
+}
+
+// memberOf is the member id a group request names ("" for none).
+func memberOf(ev group.Event) group.MemberID {
+	switch e := ev.(type) {
+	case group.Heartbeat:
+		return e.MemberID
+	case group.SyncGroup:
+		return e.MemberID
+	case group.OffsetCommit:
+		return e.MemberID
+	case group.JoinGroup:
+		return e.MemberID
+	}
+	return ""
+}
+
+// notCoordinator reports whether r refuses its request NOT_COORDINATOR.
+func notCoordinator(r group.Reply) bool {
+	switch r := r.(type) {
+	case group.HeartbeatReply:
+		return r.Err == group.ErrNotCoordinator
+	case group.SyncReply:
+		return r.Err == group.ErrNotCoordinator
+	case group.JoinReply:
+		return r.Err == group.ErrNotCoordinator
+	}
+	return false
+}
+
+// refusedElsewhere notes a request of group answered NOT_COORDINATOR while the bridge drains:
+// its member has been told.
+func (c *coordinator) refusedElsewhere(name string, ev group.Event) {
+	u := c.untold.Load()
+	if u == nil {
+		return
+	}
+	id := memberOf(ev)
+	if id == "" {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	members, ok := u.want[name]
+	if !ok || !members[id] {
+		return
+	}
+	delete(members, id)
+	if len(members) == 0 {
+		delete(u.want, name)
+	}
+	if len(u.want) == 0 {
+		close(u.all)
+	}
+}
+
+// tellMembers starts noting which Kafka members of the groups named (all loaded, about to be
+// handed over by drain) are answered NOT_COORDINATOR; the members are read from the groups'
+// records. A member refused before the records are read is waited for until it asks again
+// (having been told to look for its coordinator, it does) or the bound.
+func (c *coordinator) tellMembers(ctx context.Context, store *zkstate.Store, names []string) *untold {
+	u := &untold{want: map[string]map[group.MemberID]bool{}, all: make(chan struct{})}
+	if store == nil || len(names) == 0 {
+		close(u.all)
+		return u
+	}
+	c.untold.Store(u)
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = zkstate.GroupRecordPath(c.cfg.Root, n)
+	}
+	reads, err := store.GetMany(ctx, paths)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, r := range reads {
+		var rec group.Record
+		if err != nil || r.Err != nil || json.Unmarshal(r.Data, &rec) != nil {
+			continue
+		}
+		for _, m := range rec.Members {
+			if m.Kind != group.KindKafka {
+				continue
+			}
+			if u.want[names[i]] == nil {
+				u.want[names[i]] = map[group.MemberID]bool{}
+			}
+			u.want[names[i]][m.ID] = true
+			u.members++
+		}
+	}
+	if len(u.want) == 0 {
+		close(u.all)
+	}
+	return u
+}
+
+// linger waits until every member tellMembers noted has been told, open() reports no client
+// connection, or handoverLinger passed.
+func (c *coordinator) linger(ctx context.Context, u *untold, open func() int) {
+	defer c.untold.Store(nil)
+	if u == nil {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, handoverLinger)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-u.all:
+			if u.members > 0 {
+				c.log.Info().Int("members", u.members).Dur("waited", time.Since(start)).
+					Msg("drained: every member of the groups handed over was told they moved")
+			}
+			return
+		case <-ctx.Done():
+			u.mu.Lock()
+			left := 0
+			for _, m := range u.want {
+				left += len(m)
+			}
+			u.mu.Unlock()
+			c.log.Info().Int("members", u.members).Int("not_told", left).Dur("waited", time.Since(start)).
+				Msg("drained: stopped waiting for members of the groups handed over to ask here again")
+			return
+		case <-tick.C:
+			if open() == 0 {
+				return
+			}
+		}
+	}
+}
