@@ -147,6 +147,9 @@ func New(cfg Config) (*Bridge, error) {
 	if b.coord.pm, err = newPlacementMetrics(reg, b.coord.owned); err != nil {
 		return nil, err
 	}
+	if b.peers.agree.gauge, err = newAgreementMetric(reg); err != nil { // peers_agree.go
+		return nil, err
+	}
 	b.peers.subscribe(b.coord.placementChanged)
 	return b, nil
 }

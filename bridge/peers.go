@@ -68,6 +68,10 @@ type peerSet struct {
 	// (upstream broker id → address): the others compute from what they read, so we compute
 	// from what we wrote.
 	proxy map[int32]string
+	// mine is our registration as last written (nil before it exists), agree what the live
+	// registrations disagree on (peers_agree.go).
+	mine  *zkstate.BridgeRegistration
+	agree agreement
 }
 
 var (
@@ -155,7 +159,20 @@ func (p *peerSet) ServedElsewhere() map[int32]newproto.Broker { return p.view.Lo
 // advertised installs the proxy listeners our registration now advertises, and recomputes the
 // view with them.
 func (p *peerSet) advertised(proxy map[int32]string) {
-	p.update(func() { p.proxy = proxy })
+	p.update(func() {
+		p.proxy = proxy
+		if p.mine != nil {
+			mine := *p.mine
+			mine.Proxy = proxy
+			p.mine = &mine
+		}
+	})
+}
+
+// registered installs our registration as written to ZooKeeper: its proxy listeners, and the
+// rest for the agreement check (peers_agree.go).
+func (p *peerSet) registered(reg zkstate.BridgeRegistration) {
+	p.update(func() { p.proxy, p.mine = reg.Proxy, &reg })
 }
 
 // current is the live view now.
@@ -241,6 +258,7 @@ func (p *peerSet) update(change func()) *liveView {
 	change()
 	cur := p.build(p.others)
 	old := p.view.Swap(cur)
+	p.checkAgreement() // peers_agree.go
 	subs := slices.Clone(p.onChange)
 	p.mu.Unlock()
 	if !maps.Equal(old.servers, cur.servers) {
@@ -415,9 +433,12 @@ func (b *Bridge) registration(host string, port int32) zkstate.BridgeRegistratio
 		PID:       os.Getpid(),
 	}
 	if host == "" {
-		host = hostName()
+		// Listening on every interface without an advertised address: our own answers name
+		// us by the host each client dialed (Bridge.advertised), the others' by this name.
+		host, reg.DialedHost = hostName(), true
 	}
 	reg.Advertised = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	reg.DataPath = b.cfg.relayEnabled()
 	if l := b.LegacyAddr(); l != nil {
 		reg.Legacy = reachable(l)
 	}
@@ -473,7 +494,7 @@ func (r *registrar) create(ctx context.Context, store *zkstate.Store, path strin
 		return err
 	}
 	r.created = true
-	peers.advertised(r.reg.Proxy)
+	peers.registered(r.reg)
 	return nil
 }
 

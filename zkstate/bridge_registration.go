@@ -18,7 +18,8 @@ import (
 //	 "legacy":"bridge-1:9190","admin":"127.0.0.1:9191","proxy":{"1":"bridge-1:9093"},
 //	 "software":"v1.4.0","placement":1,"started":"1700000000000","pid":4242}
 //
-// and, while it shuts down, "draining":true.
+// and, while it shuts down, "draining":true; "data_path":true when it relays to upstream
+// brokers, "dialed_host":true when it has no advertised host of its own (DialedHost).
 //
 // Version 1 (bridges before several bridges were one service) had no legacy, proxy, software
 // and placement fields: it parses with them empty, Placement 0 (no rule).
@@ -48,7 +49,19 @@ type BridgeRegistration struct {
 	// Draining marks a bridge that is shutting down: it is out of the live set (no group maps to
 	// it), yet still alive, so its groups are taken over only once it has handed each over.
 	Draining bool
+	// DataPath says the bridge relays to upstream brokers: its Metadata is theirs, rewritten
+	// (relay.Peers), not built from /brokers. Bridges of one service must agree on it.
+	// Registrations before the field: true when Proxy is not empty (DataPathOn).
+	DataPath bool
+	// DialedHost says the bridge listens on every interface without an advertised address: it
+	// names itself to its own clients at the host each one dialed, while Advertised holds this
+	// machine's host name for the other bridges to give, so their answers may differ.
+	DialedHost bool
 }
+
+// DataPathOn reports whether the bridge relays to upstream brokers, also for a registration
+// written before the data_path field (such a bridge advertised proxy listeners).
+func (r BridgeRegistration) DataPathOn() bool { return r.DataPath || len(r.Proxy) > 0 }
 
 // BridgeRegistrationVersion is the version Encode writes.
 const BridgeRegistrationVersion = 2
@@ -66,6 +79,8 @@ type bridgeRegistrationJSON struct {
 	Started    string            `json:"started"`
 	PID        int               `json:"pid"`
 	Draining   bool              `json:"draining,omitempty"`
+	DataPath   bool              `json:"data_path,omitempty"`
+	DialedHost bool              `json:"dialed_host,omitempty"`
 }
 
 // KafkaAddr is the address clients are told to reach the bridge's Kafka listener at: the
@@ -82,7 +97,8 @@ func (r BridgeRegistration) Encode() []byte {
 	node := r.NodeID
 	j := bridgeRegistrationJSON{Version: BridgeRegistrationVersion, NodeID: &node, Kafka: r.Kafka, Advertised: r.Advertised,
 		Legacy: r.Legacy, Admin: r.Admin, Software: r.Software, Placement: r.Placement,
-		Started: strconv.FormatInt(r.StartedMs, 10), PID: r.PID, Draining: r.Draining}
+		Started: strconv.FormatInt(r.StartedMs, 10), PID: r.PID, Draining: r.Draining,
+		DataPath: r.DataPath, DialedHost: r.DialedHost}
 	if len(r.Proxy) > 0 {
 		j.Proxy = make(map[string]string, len(r.Proxy))
 		for id, addr := range r.Proxy {
@@ -111,7 +127,8 @@ func ParseBridgeRegistration(data []byte) (BridgeRegistration, error) {
 		return BridgeRegistration{}, fmt.Errorf("%w: bridge registration names no node_id", ErrMalformed)
 	}
 	r := BridgeRegistration{NodeID: *j.NodeID, Kafka: j.Kafka, Advertised: j.Advertised, Legacy: j.Legacy, Admin: j.Admin,
-		Software: j.Software, Placement: j.Placement, PID: j.PID, Draining: j.Draining}
+		Software: j.Software, Placement: j.Placement, PID: j.PID, Draining: j.Draining,
+		DataPath: j.DataPath, DialedHost: j.DialedHost}
 	for _, a := range []struct{ field, addr string }{{"kafka", j.Kafka}, {"advertised", j.Advertised}, {"legacy", j.Legacy}, {"admin", j.Admin}} {
 		if a.addr == "" && a.field != "kafka" {
 			continue

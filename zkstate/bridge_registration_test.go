@@ -25,6 +25,11 @@ func TestParseBridgeRegistrationGolden(t *testing.T) {
 		"bridge-v2-data-path-draining.json": {want: zkstate.BridgeRegistration{NodeID: 9002, Kafka: "10.0.0.2:9092",
 			Legacy: "10.0.0.2:9190", Admin: "127.0.0.1:9191", Proxy: map[int32]string{0: "10.0.0.2:9093", 1: "10.0.0.2:9094", 2: "10.0.0.2:9095"},
 			Software: "v1.5.0", Placement: 1, StartedMs: 1700000000000, PID: 77, Draining: true}},
+		// A bridge says whether it relays (data_path) and whether it names itself by the host
+		// each client dialed (dialed_host), so that the others can warn when they differ.
+		"bridge-v2-data-path-dialed-host.json": {want: zkstate.BridgeRegistration{NodeID: 9003, Kafka: "0.0.0.0:9092",
+			Advertised: "host-3:9092", Admin: "127.0.0.1:9191", Proxy: map[int32]string{0: "host-3:9093"}, Software: "v1.6.0",
+			Placement: 1, StartedMs: 1700000000000, PID: 78, DataPath: true, DialedHost: true}},
 		"malformed-proxy-addr.json":   {errHas: `proxy 3 "h" is not host:port`},
 		"malformed-no-node.json":      {errHas: "no node_id"},
 		"malformed-kafka-addr.json":   {errHas: `kafka "nowhere"`},
@@ -50,6 +55,16 @@ func TestBridgeRegistrationEncode(t *testing.T) {
 	}
 	if got := r.ProxyBrokers(); !reflect.DeepEqual(got, []int32{1, 2}) {
 		t.Errorf("ProxyBrokers = %v, want [1 2]", got)
+	}
+	// A registration from before the data_path field relays when it advertises proxy listeners.
+	if !r.DataPathOn() || (zkstate.BridgeRegistration{DataPath: true}).DataPathOn() != true || (zkstate.BridgeRegistration{}).DataPathOn() {
+		t.Error("DataPathOn: want true with proxy listeners or data_path, false with neither")
+	}
+	dp := zkstate.BridgeRegistration{NodeID: 9003, Kafka: "0.0.0.0:9092", Advertised: "host-3:9092", Admin: "127.0.0.1:9191",
+		Proxy: map[int32]string{0: "host-3:9093"}, Software: "v1.6.0", Placement: 1, StartedMs: 1700000000000, PID: 78,
+		DataPath: true, DialedHost: true}
+	if got, want := string(dp.Encode()), readGolden(t, "testdata/registration/bridge-v2-data-path-dialed-host.json"); got != want {
+		t.Errorf("Encode\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -34,6 +35,9 @@ type bridgeRow struct {
 	Serves []int32 `json:"serves_brokers,omitempty"`
 	// GroupsOwned counts the groups whose epoch names the bridge (not released).
 	GroupsOwned int `json:"groups_owned"`
+	// Disagreements says how the bridge's registration makes its Metadata answers differ
+	// from the other live bridges' (bridge.Disagreements): every bridge logs the same.
+	Disagreements []string `json:"disagreements,omitempty"`
 }
 
 func bridgesCommand(e *env) *cli.Command {
@@ -42,7 +46,9 @@ func bridgesCommand(e *env) *cli.Command {
 		Usage: "list the running bridges of one service: node id, addresses, version, up since, groups owned, upstream brokers served (read-only)",
 		Description: "Reads the registrations under <root>/bridges (one ephemeral per running bridge) and counts, for each,\n" +
 			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates. With the data path,\n" +
-			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same).",
+			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same).\n" +
+			"A WARNING line follows for each live bridge whose registration makes its Metadata answers differ from the\n" +
+			"others' (the data path on here and off there, an advertised host clients cannot be given alike).",
 		ArgsUsage: " ",
 		Flags:     append(zkFlags(), outputFlag(), rootFlag()),
 		Action: func(c *cli.Context) error {
@@ -92,6 +98,7 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 		return nil, err
 	}
 	var rows []bridgeRow
+	var live []zkstate.BridgeRegistration
 	for i, r := range reads {
 		if r.Err != nil {
 			continue // gone since the listing
@@ -109,6 +116,13 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 			row.Proxy[strconv.Itoa(int(id))] = reg.Proxy[id]
 		}
 		rows = append(rows, row)
+		if !reg.Draining {
+			live = append(live, reg)
+		}
+	}
+	for _, d := range bridge.Disagreements(live) {
+		i := slices.IndexFunc(rows, func(r bridgeRow) bool { return r.NodeID == d.Node })
+		rows[i].Disagreements = append(rows[i].Disagreements, d.Detail)
 	}
 	slices.SortFunc(rows, func(a, b bridgeRow) int { return int(a.NodeID) - int(b.NodeID) })
 	owned, err := groupsHeld(ctx, s, root)
@@ -222,7 +236,15 @@ func printBridges(w io.Writer, rows []bridgeRow) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, strings.Repeat("-\t", 8)+"no bridge is running")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		for _, d := range r.Disagreements {
+			fmt.Fprintf(w, "WARNING: bridge %d %s\n", r.NodeID, d)
+		}
+	}
+	return nil
 }
 
 // softwareVersion is the version a bridge advertises in its registration.

@@ -89,3 +89,48 @@ func TestIntegration_BridgesCommand(t *testing.T) {
 		t.Errorf("groups describe names coordinator %q, want %q", v.Coordinator, want)
 	}
 }
+
+// zkbridge bridges warns about live bridges whose Metadata answers differ from the others': one
+// without the data path next to bridges with it, one that advertises a wildcard host. A
+// draining bridge is not counted.
+func TestIntegration_BridgesCommandDisagreements(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	for _, r := range []zkstate.BridgeRegistration{
+		{NodeID: 9001, Kafka: "b1:9092", Admin: "127.0.0.1:9191", DataPath: true, Proxy: map[int32]string{0: "b1:9093"}, StartedMs: 1},
+		{NodeID: 9002, Kafka: "0.0.0.0:9092", Admin: "127.0.0.1:9192", StartedMs: 1},
+		{NodeID: 9003, Kafka: "b3:9092", Admin: "127.0.0.1:9193", DataPath: true, Proxy: map[int32]string{0: "b3:9093"}, StartedMs: 1},
+		{NodeID: 9004, Kafka: "0.0.0.0:9092", Admin: "127.0.0.1:9194", StartedMs: 1, Draining: true},
+	} {
+		if err := s.CreateEphemeral(ctx, zkstate.BridgePath("/zkbridge", r.NodeID), r.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCLI(t, "bridges", "--zk", zkc, "-o", "json")
+	var rows []bridgeRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("bridges -o json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	for _, row := range rows {
+		want := 0
+		if row.NodeID == 9002 {
+			want = 2 // its host and its data path
+		}
+		if len(row.Disagreements) != want {
+			t.Errorf("bridge %d: disagreements %q, want %d", row.NodeID, row.Disagreements, want)
+		}
+	}
+	r = runCLI(t, "bridges", "--zk", zkc)
+	for _, want := range []string{
+		"WARNING: bridge 9002 advertises no host clients can dial (kafka 0.0.0.0:9092)",
+		"WARNING: bridge 9002 serves groups only (no data path) while bridges [9001 9003] relay",
+	} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("bridges (table): exit %d, want %q in\n%s", r.code, want, r.stdout)
+		}
+	}
+	if strings.Count(r.stdout, "WARNING") != 2 {
+		t.Errorf("bridges (table): want 2 warnings\n%s", r.stdout)
+	}
+}
