@@ -512,6 +512,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 		return nil, nil, nil, fmt.Errorf("bridge: %w", err)
 	}
 	coord.peers = b.peers // legacy_placement.go: the live bridges place legacy groups too
+	coord.noRelay = legacyTLS != nil
 	b.peers.subscribe(coord.placementChanged)
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	coord.claimers = b.claimers

@@ -337,6 +337,9 @@ type LegacyCoordinator struct {
 	// peers places groups on the live bridges (legacy_placement.go); set by Bridge.newLegacy,
 	// nil outside a Bridge: every group is this coordinator's.
 	peers *peerSet
+	// noRelay keeps version 0 consumers from being relayed to their group's owner
+	// (legacy_placement.go: ForwardTo): the legacy listener speaks TLS.
+	noRelay bool
 
 	rebalances, failures, skipped, claimWaits   atomic.Uint64
 	committed, refused                          atomic.Uint64

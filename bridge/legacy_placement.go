@@ -8,7 +8,9 @@ package bridge
 //     (registration field "legacy"), the same from every bridge. A version 0 Consult is
 //     answered with the bridge asked, as before.
 //   - Register for a group that maps to another bridge is refused NOT_COORDINATOR (the
-//     consumer consults again), so a group's consumers are never hosted by two bridges.
+//     consumer consults again), so a group's consumers are never hosted by two bridges. A
+//     consumer that consulted at version 0 (it cannot name its group, so it was told the bridge
+//     it asked) is relayed to the owner instead (ForwardTo, legacy/relay.go).
 //   - Handover: when the live set changes, every group that no longer maps here is stopped as
 //     at shutdown (its consumers' connections closed, so they stop consuming; their ids and
 //     our owner znodes deleted). The consumers consult again and register with the new owner,
@@ -33,7 +35,26 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-var _ legacy.GroupConsulter = (*LegacyCoordinator)(nil)
+var (
+	_ legacy.GroupConsulter = (*LegacyCoordinator)(nil)
+	_ legacy.Forwarder      = (*LegacyCoordinator)(nil)
+)
+
+// ForwardTo implements legacy.Forwarder: a consumer that consulted at version 0 and registers
+// here for a group another bridge coordinates is relayed to that bridge's legacy listener. Not
+// with TLS on the legacy listener: the relay would have to be a TLS client of the other bridge.
+func (c *LegacyCoordinator) ForwardTo(ctx context.Context, group string) (int32, string, bool) {
+	owner, elsewhere := c.placedElsewhere(group)
+	if !elsewhere || c.cfg.Bridges == nil || c.noRelay {
+		return 0, "", false
+	}
+	for _, b := range c.cfg.Bridges(ctx) {
+		if b.ID == owner {
+			return owner, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
+		}
+	}
+	return 0, "", false
+}
 
 // ConsultGroup answers a ConsultRequest that names its group (legacy.GroupConsulter): the
 // group's coordinator is its owner among the live bridges.

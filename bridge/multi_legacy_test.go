@@ -27,7 +27,8 @@ import (
 
 // legacyRound is a legacy.Handler that counts its Starts and keeps the last one.
 type legacyRound struct {
-	inUse  inUseCounter
+	inUse  logCounter // CONSUMER_ID_IN_USE refusals
+	notCo  logCounter // NOT_COORDINATOR refusals
 	mu     sync.Mutex
 	starts int
 	parts  []legacy.PartitionOffset
@@ -99,16 +100,16 @@ func hostedBy(t *testing.T, zk *zkstate.Store, group string, ids ...string) []in
 
 // runLegacyConsumer runs a legacy.Client of group subscribed to events (500 ms pings, 3
 // retries) with cfg's brokers and backoff; it stops at cleanup. Its log lines go to the test's
-// log, and those naming CONSUMER_ID_IN_USE are counted in the returned round.
+// log, and those naming CONSUMER_ID_IN_USE or NOT_COORDINATOR are counted in the returned round.
 func runLegacyConsumer(t *testing.T, group, id string, cfg legacy.ClientConfig) *legacyRound {
 	t.Helper()
-	r := &legacyRound{}
+	r := &legacyRound{inUse: logCounter{s: "CONSUMER_ID_IN_USE"}, notCo: logCounter{s: "NOT_COORDINATOR"}}
 	cfg.GroupID, cfg.ConsumerID = group, id
 	cfg.Subscription = map[string]int{"events": 1}
 	cfg.AutoOffsetReset = legacy.ResetSmallest
 	cfg.PingInterval, cfg.MaxPingRetries = 500*time.Millisecond, 3
 	cfg.Handler = r
-	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(&testLog{t: t}, &r.inUse)).With().Timestamp().Logger()
+	cfg.Logger = zerolog.New(zerolog.MultiLevelWriter(&testLog{t: t}, &r.inUse, &r.notCo)).With().Timestamp().Logger()
 	cl, err := legacy.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +127,14 @@ func runLegacyConsumer(t *testing.T, group, id string, cfg legacy.ClientConfig) 
 	return r
 }
 
-// inUseCounter counts the log lines that name CONSUMER_ID_IN_USE.
-type inUseCounter struct{ n atomic.Int32 }
+// logCounter counts the log lines that contain s.
+type logCounter struct {
+	s string
+	n atomic.Int32
+}
 
-func (c *inUseCounter) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "CONSUMER_ID_IN_USE") {
+func (c *logCounter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.s) {
 		c.n.Add(1)
 	}
 	return len(p), nil
@@ -294,5 +298,71 @@ func TestIntegration_SeveralBridgesLegacyCrash(t *testing.T) {
 		if n := r.inUse.n.Load(); n != 0 {
 			t.Errorf("consumer %s was refused CONSUMER_ID_IN_USE %d times", consumers[i], n)
 		}
+	}
+}
+
+// Consumers that consult at version 0 (they cannot name their group, so every bridge names
+// itself: docs/legacy-protocol.md §5) and know only a bridge that does not coordinate their
+// group: that bridge relays each one's connection to the group's owner (legacy.Forwarder)
+// instead of refusing its Register NOT_COORDINATOR, after which the consumer could only consult
+// bridges at random until it happened upon the owner (seed 001 "consumerStartup" step 1).
+// When the owner drains, the consumers' relayed connections close with the group's handover,
+// and they come back through a bridge again, to the group's next owner.
+func TestIntegration_SeveralBridgesLegacyV0Consult(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
+		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}, 2: {1}, 3: {1}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	withLegacy := func(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" }
+	ids := []int32{9001, 9002, 9003}
+	bridges := map[int32]*running{}
+	for _, id := range ids {
+		bridges[id] = startBridge(t, connect, id, withLegacy)
+	}
+	name := ""
+	for i := 0; name == ""; i++ {
+		if owner, _ := placement.Owner(fmt.Sprintf("v0-app-%d", i), ids); owner == 9001 {
+			name = fmt.Sprintf("v0-app-%d", i)
+		}
+	}
+	next, _ := placement.Owner(name, ids[1:])
+	asked := bridges[9002].LegacyAddr().String()
+	zktest.Eventually(t, 10*time.Second, "every bridge lists the three", func() (bool, string) {
+		for _, b := range bridges {
+			r := legacyExchange(t, b.LegacyAddr().String(), &legacy.ConsultRequest{GroupID: name}).(*legacy.ConsultResponse)
+			if r.CoordinatorID != 9001 || len(r.Brokers) != 3 {
+				return false, fmt.Sprintf("%v: coordinator %d, brokers %v", b.LegacyAddr(), r.CoordinatorID, brokersInfo(r.Brokers))
+			}
+		}
+		return true, ""
+	})
+	// A version 0 Consult on 9002 names 9002.
+	if r := legacyExchange(t, asked, &legacy.ConsultRequest{}).(*legacy.ConsultResponse); r.CoordinatorID != 9002 {
+		t.Fatalf("version 0 Consult on 9002 names %d", r.CoordinatorID)
+	}
+
+	consumers := []string{"c1", "c2"}
+	var rounds []*legacyRound
+	for _, id := range consumers {
+		rounds = append(rounds, runLegacyConsumer(t, name, id, legacy.ClientConfig{Brokers: []string{asked},
+			GrouplessConsult: true, BackoffMin: 200 * time.Millisecond, BackoffMax: 500 * time.Millisecond}))
+	}
+	before := legacySettled(t, zk, name, consumers, rounds, 9001, nil)
+	for i, r := range rounds {
+		if n := r.notCo.n.Load(); n != 0 {
+			t.Errorf("consumer %s was refused NOT_COORDINATOR %d times before it was hosted by the owner", consumers[i], n)
+		}
+	}
+
+	// The owner drains: the group moves to the next owner, and the consumers with it.
+	if err := bridges[9001].stop(); err != nil {
+		t.Fatal(err)
+	}
+	legacySettled(t, zk, name, consumers, rounds, next, before)
+	for i, r := range rounds {
+		t.Logf("consumer %s: %d NOT_COORDINATOR refusals across the drain", consumers[i], r.notCo.n.Load())
 	}
 }

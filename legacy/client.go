@@ -138,6 +138,10 @@ type ClientConfig struct {
 	// DialTimeout bounds connecting to a broker and getting its ConsultResponse
 	// (DefaultDialTimeout).
 	DialTimeout time.Duration
+	// GrouplessConsult consults at version 0, without naming the group, as consumers written
+	// before ConsultRequest version 1 do (docs §5); such a consumer registers with the bridge it
+	// asked, which relays it to the group's coordinator when that is another bridge.
+	GrouplessConsult bool
 	// BackoffMin and BackoffMax bound the wait before re-discovering the coordinator: it
 	// doubles from BackoffMin up to BackoffMax on consecutive failures, jittered to between
 	// half and all of it so that the consumers of a failed coordinator do not come back in
@@ -517,6 +521,9 @@ func (c *Client) consult(ctx context.Context, addr string) (net.Conn, *ConsultRe
 // several names the group's own coordinator; a bridge that answers UNSUPPORTED_VERSION (one
 // before several bridges) is asked again at version 0 on the same connection (docs §5).
 func (c *Client) consultOn(conn net.Conn) (*ConsultResponse, error) {
+	if c.cfg.GrouplessConsult {
+		return c.consultAs(conn, &ConsultRequest{})
+	}
 	resp, err := c.consultAs(conn, &ConsultRequest{GroupID: c.reg.GroupID})
 	if err != nil || resp.ErrorCode != CodeUnsupportedVersion {
 		return resp, err

@@ -67,6 +67,18 @@ type GroupConsulter interface {
 	ConsultGroup(ctx context.Context, group string) ConsultResponse
 }
 
+// Forwarder is a Coordinator of one of several bridges that passes a version 0 consumer on to
+// its group's coordinator. Such a consumer cannot name its group when it consults (docs §5), so
+// it is told the bridge it asked and registers there; when another bridge coordinates the
+// group, the Server relays the connection to that bridge instead of refusing it
+// NOT_COORDINATOR, which the consumer could only answer by consulting a bridge at random
+// (seed 001 "consumerStartup" step 1) until it happened upon the coordinator.
+type Forwarder interface {
+	// ForwardTo names the bridge that coordinates group, by id and legacy listener address,
+	// when that is another bridge; ok is false when the consumer should register here.
+	ForwardTo(ctx context.Context, group string) (id int32, addr string, ok bool)
+}
+
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
 	// Logger receives connection and protocol events.
@@ -297,6 +309,10 @@ type serverConn struct {
 	log zerolog.Logger
 	buf []byte // write buffer of the pre-registration phase
 
+	// consultedV0 says the connection's last ConsultRequest was of version 0 (no group): a
+	// RegisterRequest on it may be relayed (Forwarder).
+	consultedV0 bool
+
 	mu      sync.Mutex
 	session *Session // set once registered
 }
@@ -335,6 +351,7 @@ func (c *serverConn) serve(ctx context.Context) (handedOver bool) {
 		}
 		switch m := m.(type) {
 		case *ConsultRequest:
+			c.consultedV0 = m.GroupID == ""
 			var resp ConsultResponse
 			if gc, ok := c.srv.coord.(GroupConsulter); ok && m.GroupID != "" {
 				resp = gc.ConsultGroup(ctx, m.GroupID)
@@ -414,6 +431,12 @@ func (c *serverConn) register(ctx context.Context, m *RegisterRequest) (handedOv
 		_ = c.write(&RegisterResponse{ErrorCode: code})
 		_ = c.nc.Close()
 		return false
+	}
+	if f, ok := c.srv.coord.(Forwarder); ok && c.consultedV0 {
+		if id, addr, ok := f.ForwardTo(ctx, m.GroupID); ok {
+			c.relay(ctx, m, id, addr, log)
+			return false
+		}
 	}
 	// From now on liveness is the coordinator's (pings); a quiet consumer is normal.
 	_ = c.nc.SetReadDeadline(time.Time{})
