@@ -113,8 +113,12 @@ type claimer struct {
 	// a mixed group, or threads to release. One slot keeps their order: a later request
 	// replaces an earlier one that was not taken yet.
 	want chan mirrorRequest
-	// legacyReqs carries the legacy actor's requests (claimer_legacy.go), in order.
-	legacyReqs chan any
+	// legacyQ holds the legacy actor's requests (claimer_legacy.go), in order, and legacyKick
+	// (capacity 1) says it is not empty: a queue rather than a buffered channel, so that the
+	// actor never blocks on the claimer and a group without legacy members pays nothing for it.
+	legacyMu   sync.Mutex
+	legacyQ    []any
+	legacyKick chan struct{}
 	// leaves carries a kind's leave: its part released or forgotten, then acknowledged.
 	leaves chan claimerLeave
 	stop   chan struct{} // closed by the last drop
@@ -168,7 +172,7 @@ func newClaimer(cfg claimerConfig) *claimer {
 		store: cfg.store, group: cfg.group, retry: cfg.retry, log: cfg.log, metrics: cfg.metrics,
 		backoff: cmp.Or(cfg.backoff, claimBackoff), backoffMax: cmp.Or(cfg.backoffMax, claimBackoffMax),
 		want:       make(chan mirrorRequest, 1),
-		legacyReqs: make(chan any, legacyInboxSize),
+		legacyKick: make(chan struct{}, 1),
 		leaves:     make(chan claimerLeave),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -239,8 +243,8 @@ func (cl *claimer) run(ctx context.Context) {
 			if cl.onKafka(ctx, r) {
 				continue
 			}
-		case r := <-cl.legacyReqs:
-			cl.onLegacy(ctx, r)
+		case <-cl.legacyKick:
+			cl.drainLegacy(ctx)
 			continue
 		case l := <-cl.leaves:
 			cl.onLeave(l)

@@ -190,16 +190,30 @@ func (r *legacyClaimRun) waitOf() *claimWait {
 	return &r.claimWait
 }
 
-// drainLegacy takes the legacy requests already queued, and delivers what events it can.
+// legacyReq queues a request of the legacy actor; it never blocks.
+func (cl *claimer) legacyReq(r any) {
+	cl.legacyMu.Lock()
+	cl.legacyQ = append(cl.legacyQ, r)
+	cl.legacyMu.Unlock()
+	select {
+	case cl.legacyKick <- struct{}{}:
+	default: // kicked already
+	}
+}
+
+// drainLegacy serves the legacy requests queued, in order, and delivers what events it can.
 func (cl *claimer) drainLegacy(ctx context.Context) {
 	for {
-		select {
-		case r := <-cl.legacyReqs:
-			cl.onLegacy(ctx, r)
-			continue
-		default:
+		cl.legacyMu.Lock()
+		q := cl.legacyQ
+		cl.legacyQ = nil
+		cl.legacyMu.Unlock()
+		if len(q) == 0 {
+			break
 		}
-		break
+		for _, r := range q {
+			cl.onLegacy(ctx, r)
+		}
 	}
 	cl.deliver()
 }

@@ -22,14 +22,14 @@ func (g *legacyGroup) claimReq(n uint64) {
 	in := g.planInput(legacyGroupView{}, g.final)
 	in.Session, in.Others, in.Owners, in.Committed, in.OffsetNodes = 0, nil, nil, nil, nil
 	g.claim = n
-	g.cl.legacyReqs <- legacyClaimReq{attempt: int(n), in: in}
+	g.cl.legacyReq(legacyClaimReq{attempt: int(n), in: in})
 }
 
 // cancelClaim tells the claimer that the claim numbered n is over: its attempt starts again
 // at the check.
 func (g *legacyGroup) cancelClaim(n uint64) {
 	if g.claim == n {
-		g.cl.legacyReqs <- legacyCancelReq{attempt: int(n)}
+		g.cl.legacyReq(legacyCancelReq{attempt: int(n)})
 		g.claim = 0
 	}
 }

@@ -591,7 +591,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		offsetNodes: map[legacy.TopicPartition]bool{},
 	}
 	g.cl = c.claimers.join(claimerConfig{store: c.store, group: name, retry: DefaultMirrorRetry, log: g.log})
-	g.cl.legacyReqs <- legacyAttachReq{c: c, log: g.log, events: g.inbox}
+	g.cl.legacyReq(legacyAttachReq{c: c, log: g.log, events: g.inbox})
 	c.groups[name] = g
 	c.actorWG.Add(1)
 	go func() {

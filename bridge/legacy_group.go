@@ -426,7 +426,7 @@ func (g *legacyGroup) check(now time.Time, c *group.LegacyCheck) group.Event {
 		own[id] = true
 	}
 	g.checking = c
-	g.cl.legacyReqs <- legacyCheckReq{own: own} // claimer_legacy.go
+	g.cl.legacyReq(legacyCheckReq{own: own}) // claimer_legacy.go
 	return nil
 }
 

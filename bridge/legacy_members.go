@@ -73,7 +73,7 @@ func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegiste
 	// registration for a zk member's (zkstate/hosted.go).
 	data := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: now.UnixMilli()}.Encode()
 	reply := make(chan legacyRegistered, 1)
-	g.cl.legacyReqs <- legacyRegisterReq{id: id, data: data, reply: reply} // claimer_legacy.go
+	g.cl.legacyReq(legacyRegisterReq{id: id, data: data, reply: reply}) // claimer_legacy.go
 	r := <-reply
 	g.countAttempt(r.count)
 	err := r.err
@@ -134,7 +134,7 @@ func (g *legacyGroup) let(m *legacyMember, cause error) {
 	g.c.members.Add(-1)
 	g.c.metrics.members.Dec()
 	reply := make(chan legacyZKCount, 1)
-	g.cl.legacyReqs <- legacyDeregisterReq{id: m.id, reply: reply} // claimer_legacy.go
+	g.cl.legacyReq(legacyDeregisterReq{id: m.id, reply: reply}) // claimer_legacy.go
 	g.countAttempt(<-reply)
 	g.syncWatches()
 	g.log.Info().Str("consumer", m.id).AnErr("cause", cause).Int("members", len(g.members)).Msg("legacy consumer removed")
@@ -217,7 +217,7 @@ func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.Pin
 		exists[tp] = g.offsetNodes[tp]
 		g.committing[tp] = off
 	}
-	g.cl.legacyReqs <- legacyCommitReq{member: m.id, offsets: check.Accepted, exists: exists} // claimer_legacy.go
+	g.cl.legacyReq(legacyCommitReq{member: m.id, offsets: check.Accepted, exists: exists}) // claimer_legacy.go
 }
 
 // onCommit takes the claimer's answer to a commitPing.
