@@ -285,12 +285,14 @@ func (g *legacyGroup) certainNeed() string {
 }
 
 // step feeds one event to the engine at now and carries out what it asks; a check decided
-// without reading (certainNeed) is fed back at once.
+// without reading (certainNeed) is fed back at once, at the time it was decided.
 func (g *legacyGroup) step(ctx context.Context, now time.Time, ev group.Event) {
 	for ev != nil {
 		fx := g.m.Step(now, ev)
 		g.wakeAt = fx.WakeAt
-		ev = g.carry(ctx, now, fx)
+		if ev = g.carry(ctx, now, fx); ev != nil {
+			now = time.Now() // after the check's planning: the attempt's checking time
+		}
 	}
 }
 
