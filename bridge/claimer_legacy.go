@@ -211,11 +211,51 @@ func (cl *claimer) drainLegacy(ctx context.Context) {
 		if len(q) == 0 {
 			break
 		}
-		for _, r := range q {
-			cl.onLegacy(ctx, r)
+		for i := 0; i < len(q); i++ {
+			if _, ok := q[i].(legacyCommitReq); !ok {
+				cl.onLegacy(ctx, q[i])
+				continue
+			}
+			var batch []legacyCommitReq
+			for ; i < len(q); i++ {
+				c, ok := q[i].(legacyCommitReq)
+				if !ok {
+					break
+				}
+				batch = append(batch, c)
+			}
+			i--
+			cl.legacyCommits(ctx, batch)
 		}
 	}
 	cl.deliver()
+}
+
+// legacyCommits writes the offsets of pings queued one after the other in one Multi, the later
+// ping's offset of a partition winning: at a hundred members pinged every second, one Multi
+// per ping kept the claimer busy, and a claim queued behind them waited for each.
+func (cl *claimer) legacyCommits(ctx context.Context, batch []legacyCommitReq) {
+	if len(batch) == 1 {
+		cl.emit(cl.legacyCommit(ctx, batch[0]))
+		return
+	}
+	all := legacyCommitReq{offsets: map[legacy.TopicPartition]int64{}, exists: map[legacy.TopicPartition]bool{}}
+	for _, r := range batch {
+		for tp, off := range r.offsets {
+			if _, seen := all.offsets[tp]; !seen {
+				all.exists[tp] = r.exists[tp]
+			}
+			all.offsets[tp] = off
+		}
+	}
+	ev := cl.legacyCommit(ctx, all)
+	for i, r := range batch {
+		one := legacyCommitEv{member: r.member, offsets: r.offsets, err: ev.err}
+		if i == 0 {
+			one.nodes, one.count = ev.nodes, ev.count
+		}
+		cl.emit(one)
+	}
 }
 
 // deliver hands the queued events to the legacy actor as far as its inbox takes them.
