@@ -151,6 +151,8 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 	b.peers.subscribe(b.coord.placementChanged)
+	b.modes.owns = b.peers.owns // modes_foreign.go: only the owner checks for foreign zk members
+	b.peers.subscribe(func(_, _ *liveView) { b.modes.placementChanged() })
 	return b, nil
 }
 

@@ -116,6 +116,10 @@ type groupModes struct {
 	// onChange is told about every mode change of a group (the coordinator pokes the group's
 	// actor). It must not block.
 	onChange func(group string)
+	// owns says whether this bridge owns a group (placement; nil: alone, every group), and
+	// placement is closed and replaced whenever that may have changed (modes_foreign.go).
+	owns      func(group string) bool
+	placement atomic.Pointer[chan struct{}]
 
 	mu      sync.Mutex
 	store   *zkstate.Store // nil until start
@@ -299,48 +303,33 @@ func (m *groupModes) watchGroup(ctx context.Context, store *zkstate.Store, g str
 		m.mu.Unlock()
 		return
 	}
-	var ids <-chan zkstate.WatchEvent
-	stopIDs := func() {}
-	defer func() { stopIDs() }()
+	var ids foreignWatch
+	defer ids.close()
+	var mode zkstate.Mode
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
 	defer recheck.Stop()
 	for {
+		placed := m.placed()
 		select {
 		case ev, ok := <-modeCh:
 			if !ok {
 				return
 			}
-			mode := m.applyEvent(g, ev)
-			watchIDs := mode == zkstate.ModeKafka || mode == zkstate.ModeFinalized
-			switch {
-			case watchIDs && ids == nil:
-				ictx, cancel := context.WithCancel(ctx)
-				ch, err := store.WatchChildren(ictx, zkstate.IDsPath(g))
-				if err != nil {
-					cancel()
-					if ctx.Err() == nil {
-						m.log.Warn().Err(err).Str("group", g).Msg("cannot watch the group's 0.8 registrations; foreign zk members are not reported")
-					}
-					continue
-				}
-				ids, stopIDs = ch, cancel
-			case !watchIDs && ids != nil:
-				stopIDs()
-				ids, stopIDs = nil, func() {}
-				recheck.Stop()
-				m.setForeign(g, nil, false)
-			}
-		case ev, ok := <-ids:
+			mode = m.applyEvent(g, ev)
+			m.syncIDsWatch(ctx, store, g, mode, &ids, recheck)
+		case <-placed:
+			m.syncIDsWatch(ctx, store, g, mode, &ids, recheck)
+		case ev, ok := <-ids.ch:
 			if !ok {
-				ids = nil
+				ids.close()
 				continue
 			}
 			if m.checkForeign(ctx, store, g, ev.Children) {
 				recheck.Reset(foreignRecheck)
 			}
 		case <-recheck.C:
-			if ids == nil {
+			if ids.ch == nil {
 				continue
 			}
 			children, _, err := store.Children(ctx, zkstate.IDsPath(g))

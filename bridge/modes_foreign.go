@@ -1,13 +1,18 @@
 package bridge
 
 // 0.8 consumers left in a kafka or finalized group: nothing stops them but their operator, so
-// the bridge counts and reports them.
+// the bridge counts and reports them. Only the group's owner does: every bridge follows every
+// group's mode, but a peer that also watched /consumers/<g>/ids and ran the check at each change
+// of it sent as many ZooKeeper requests per join as the owner did (twice a join's requests with
+// 3 bridges, for a gauge and a warning the owner gives anyway), and kept two more goroutines per
+// idle group.
 
 import (
 	"context"
 	"errors"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -85,5 +90,61 @@ func (m *groupModes) setForeign(g string, foreign []string, active bool) {
 			Msgf("group %q is in %s mode but ZooKeeper (0.8) consumers are registered in %s; the bridge cannot stop them and they consume beside its Kafka members: stop them, or roll the group back to mixed", g, mode, zkstate.IDsPath(g))
 	case len(prev) > 0:
 		m.log.Info().Str("group", g).Msg("no foreign ZooKeeper (0.8) consumer is registered any more")
+	}
+}
+
+// foreignWatch is a group's watch of /consumers/<g>/ids for the foreign check.
+type foreignWatch struct {
+	ch   <-chan zkstate.WatchEvent // nil while not watching
+	stop context.CancelFunc
+}
+
+func (w *foreignWatch) close() {
+	if w.stop != nil {
+		w.stop()
+	}
+	w.ch, w.stop = nil, nil
+}
+
+// syncIDsWatch keeps the ids watch exactly while the group is in kafka or finalized mode and
+// this bridge owns it, and stops reporting the group when it does not.
+func (m *groupModes) syncIDsWatch(ctx context.Context, store *zkstate.Store, g string, mode zkstate.Mode, w *foreignWatch, recheck *time.Timer) {
+	want := (mode == zkstate.ModeKafka || mode == zkstate.ModeFinalized) && (m.owns == nil || m.owns(g))
+	switch {
+	case want && w.ch == nil:
+		ictx, cancel := context.WithCancel(ctx)
+		ch, err := store.WatchChildren(ictx, zkstate.IDsPath(g))
+		if err != nil {
+			cancel()
+			if ctx.Err() == nil {
+				m.log.Warn().Err(err).Str("group", g).Msg("cannot watch the group's 0.8 registrations; foreign zk members are not reported")
+			}
+			return
+		}
+		w.ch, w.stop = ch, cancel
+	case !want && w.ch != nil:
+		w.close()
+		recheck.Stop()
+		m.setForeign(g, nil, false)
+	}
+}
+
+// placed returns a channel closed at the next change of the live bridges (placementChanged).
+func (m *groupModes) placed() <-chan struct{} {
+	if p := m.placement.Load(); p != nil {
+		return *p
+	}
+	ch := make(chan struct{})
+	if m.placement.CompareAndSwap(nil, &ch) {
+		return ch
+	}
+	return *m.placement.Load()
+}
+
+// placementChanged wakes every group's watcher to check whether it still owns its group.
+func (m *groupModes) placementChanged() {
+	ch := make(chan struct{})
+	if old := m.placement.Swap(&ch); old != nil {
+		close(*old)
 	}
 }
