@@ -310,8 +310,11 @@ func produceAndCommitAcrossSessions(t *testing.T, cl *kgo.Client, topic string, 
 			t.Fatalf("commit %d: %v", i, err)
 		}
 		if i == 0 {
-			// Every connection kgo uses here is open and authenticated.
+			// Every connection kgo uses here is open and authenticated. The 3.5 s start now: a
+			// first round that took seconds under load (and re-authenticated within it) left
+			// no session to expire after it ("18 SaslAuthenticate requests (18 after it)").
 			warm, authenticated = connects.Load(), authenticates.Load()
+			deadline = time.Now().Add(3500 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
