@@ -251,6 +251,7 @@ const groupAuthFailed = 30
 // prefixed / wildcard / super user / deny-over-allow, against ACL znodes in Kafka's own format
 // in a real ZooKeeper. Each API needs the operation Kafka's KafkaApis asks for it.
 func TestIntegration_ACLMatrix(t *testing.T) {
+	t.Parallel()
 	b := startSecuredBridge(t)
 	apis := []struct {
 		api string
@@ -455,6 +456,7 @@ func TestIntegration_ACLChangeTakesEffect(t *testing.T) {
 // ACL znodes in Kafka's format: literal, prefixed, wildcard principal, wildcard resource,
 // deny over allow, READ implying DESCRIBE, super user.
 func TestIntegration_MetadataTopicDescribe(t *testing.T) {
+	t.Parallel()
 	b := startSecuredBridge(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -27,6 +27,7 @@ import (
 // then the bridge restarts and the static members carry on at the same generation with no
 // rebalance (KIP-345 across a coordinator failover, issue 3 §6).
 func TestIntegration_LifecycleAndRestart(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
@@ -184,6 +185,7 @@ func checkMirror(t *testing.T, snap *zkstate.GroupSnapshot) {
 // generation. A's next write carries a stale epoch: it fails as a whole, A fences the group
 // and answers NOT_COORDINATOR, and the offset A tried to write is not in ZooKeeper.
 func TestIntegration_StaleEpochIsFenced(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	// A group that placement (peers.go) puts on A while both live, so that B refuses it.
@@ -243,6 +245,7 @@ func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 // and a member dropped by the rebalance too (UNKNOWN_MEMBER_ID); the znode keeps generation
 // 2's offset.
 func TestIntegration_StaleMemberCannotRewindOffsets(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
@@ -311,6 +314,7 @@ func TestIntegration_StaleMemberCannotRewindOffsets(t *testing.T) {
 // What the shell answers itself: names ZooKeeper cannot hold, groups that do not exist, and
 // the deletion of an Empty group with its offsets (Kafka's DeleteGroups).
 func TestIntegration_ShellAnswers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	b := startBridge(t, connect, 1, nil)
@@ -461,6 +465,7 @@ func TestIntegration_RunServesAndStopsCleanly(t *testing.T) {
 // A ZooKeeper that goes away: readiness fails, requests are answered with the errors clients
 // retry (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE), nothing panics, and Run still stops.
 func TestIntegration_ZooKeeperGoesAway(t *testing.T) {
+	t.Parallel()
 	srv := zktest.StartServer(t)
 	connect := srv.Addr + "/gone"
 	b := startBridge(t, connect, 1, func(c *bridge.Config) {
@@ -505,6 +510,7 @@ func TestIntegration_ZooKeeperGoesAway(t *testing.T) {
 
 // The Groups contract with a context that ends: Do returns the context's error.
 func TestIntegration_DoHonoursContext(t *testing.T) {
+	t.Parallel()
 	b := startBridge(t, zktest.Connect(t), 1, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()

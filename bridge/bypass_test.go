@@ -15,6 +15,7 @@ import (
 // given only the bridge's address is coordinated by the bridge, and no group request reaches a
 // broker.
 func TestIntegration_NoBypassWithRegisteredBrokers(t *testing.T) {
+	t.Parallel()
 	e := dfStart(t, dfOpts{fromZK: true, auto: true})
 	want := e.produce(t, "bypass", 30)
 	seen := newDfSeen()
@@ -30,6 +31,7 @@ func TestIntegration_NoBypassWithRegisteredBrokers(t *testing.T) {
 // Serving groups only next to registered brokers is for tests and demos: the bridge says so in
 // /readyz (and its log), since clients may then bypass it.
 func TestIntegration_GroupOnlySaysItMayBeBypassed(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 1}, false) // registers a broker

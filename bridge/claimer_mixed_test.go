@@ -19,6 +19,7 @@ import (
 // legacy members watched the data too, the Kafka members did not), so the Kafka members of a
 // mixed group rebalance when another member's subscription is rewritten, as the legacy ones do.
 func TestIntegration_MixedKafkaMembersSeeARegistrationRewrittenInPlace(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "rw", map[string]int{"ta": 4, "tb": 4})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 // same goroutine. The claimer's backoff is 30 s, so only the wake-up can finish the claim within
 // the test's wait (legacyWait, 15 s).
 func TestIntegration_LegacyClaimWaitsForTheRelease(t *testing.T) {
+	t.Parallel()
 	for _, kafka := range []bool{false, true} {
 		name := "watched"
 		if kafka {

@@ -19,6 +19,7 @@ import (
 // partition from the group's next owner for as long as this bridge lives (seen under load after
 // a fourth bridge joined: the new owner got NodeExists until the old bridge stopped).
 func TestIntegration_ClaimerReleasesAnUnsettledCreate(t *testing.T) {
+	t.Parallel()
 	connect := legacyConnect(t)
 	i := strings.IndexByte(connect, '/')
 	proxy := zktest.StartProxy(t, connect[:i])

@@ -246,6 +246,7 @@ func startKafkaGo(t *testing.T, addr, g, topic, clientID string) *kafkatest.Kafk
 // registration per member and one owner per partition: no znode path is built from a raw
 // member id.
 func TestIntegration_KafkaGoConsumerGroup(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	const g, topic = "kafka-go group", "clicks"

@@ -128,6 +128,7 @@ func (v *views) all() map[string]map[mtp]bool {
 // who consumes what at every sample, no Kafka member ever loses a partition, and every
 // hand-over resumes at the last commit.
 func TestIntegration_MixedCooperativeMembers(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "coop", map[string]int{"ta": 6, "tb": 6})
 	watch := mc.watchOwners(t.Context())
 	coop := kgo.Balancers(kgo.CooperativeStickyBalancer())

@@ -18,6 +18,7 @@ import (
 // consumer kept consuming (Kafka answers NON_EMPTY_GROUP for a group with members). The
 // bridge now refuses, keeps the group's offsets, and deletes it once the consumer is gone.
 func TestIntegration_DeleteGroupsLegacyMembers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"events": 2}, false)

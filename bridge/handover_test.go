@@ -20,6 +20,7 @@ import (
 // group that maps to B and releases it only after 4 s; B's commit (its write may take 10 s)
 // waits and lands.
 func TestIntegration_SeveralBridgesNewOwnerWaitsForARelease(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	a := startBridge(t, connect, 9001, nil)
 	b := startBridge(t, connect, 9002, func(c *bridge.Config) { c.WriteTimeout = 10 * time.Second })

@@ -80,6 +80,7 @@ type kafkajsEvent struct {
 // member leaves. A franz-go default member (cooperative-sticky only) has no protocol in common
 // with it and gets INCONSISTENT_GROUP_PROTOCOL, as Kafka answers it.
 func TestIntegration_MixedKafkajsDefaultConsumer(t *testing.T) {
+	t.Parallel()
 	node, env := nodeModule(t, "kafkajs", "2.2.4")
 	e := dfStart(t, dfOpts{fromZK: true})
 	const g = "kjs"

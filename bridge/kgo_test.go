@@ -22,6 +22,7 @@ import (
 // to the static one; the static member restarting gets its partitions back with no new
 // generation (KIP-345).
 func TestIntegration_KgoConsumersThroughTheWire(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

@@ -19,6 +19,7 @@ import (
 // names, refreshed on a schedule, finalized groups included — against a kfake cluster with known
 // high watermarks (orders/0 ends at 7, orders/1 at 3).
 func TestIntegration_LagMetrics(t *testing.T) {
+	t.Parallel()
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // read after the wait reads those owner znodes again, and the plan then waits for the new owner
 // instead of deleting it.
 func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
+	t.Parallel()
 	connect := legacyConnect(t)
 	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
 	defer ours.Close()

@@ -162,6 +162,7 @@ func legacyZKReceived(tb testing.TB) int {
 // TestIntegration_LegacyZKReceived keeps the benchmark's server-side count honest: it must move when
 // requests are sent.
 func TestIntegration_LegacyZKReceived(t *testing.T) {
+	t.Parallel()
 	store := legacyOpenStore(t, legacyConnect(t))
 	t.Cleanup(func() { store.Close() })
 	before := legacyZKReceived(t)

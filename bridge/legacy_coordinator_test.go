@@ -19,8 +19,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
-	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,20 +71,31 @@ func legacyTestLogger(t testing.TB) zerolog.Logger {
 
 // legacyCheckLeaks fails the test if goroutines of the legacy coordinator, server, sessions or
 // clients outlive it. Call it first in a test: its cleanup then runs after every other.
+//
+// Only the test's own goroutines are looked at, so that tests running in parallel do not count
+// each other's: a goroutine inherits the profiler labels of the goroutine that starts it, so
+// everything the test starts, directly or through what it started, carries the label set here.
 func legacyCheckLeaks(t testing.TB) {
 	t.Helper()
+	label := strconv.Quote("legacy_leak_check") + ":" + strconv.Quote(t.Name())
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("legacy_leak_check", t.Name())))
 	t.Cleanup(func() {
 		zktest.Eventually(t, 5*time.Second, "no goroutine of the test's coordinator, server, sessions or clients left", func() (bool, string) {
+			var buf strings.Builder
+			if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+				t.Fatal(err)
+			}
 			var leaked []string
-			buf := make([]byte, 4<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, g := range strings.Split(buf.String(), "\n\n") {
+				if !strings.Contains(g, label) {
+					continue
+				}
 				if strings.Contains(g, "zkbridge/bridge.(*legacyGroup)") || strings.Contains(g, "zkbridge/bridge.(*LegacyCoordinator)") ||
 					strings.Contains(g, "zkbridge/legacy.") || strings.Contains(g, "zkbridge/zkstate.") {
 					leaked = append(leaked, g)
 				}
 			}
-			return len(leaked) == 0, fmt.Sprintf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+			return len(leaked) == 0, fmt.Sprintf("%d goroutine stacks leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		})
 	})
 }
@@ -850,6 +862,7 @@ func TestIntegration_LegacyWrongMessageType(t *testing.T) {
 // partitions the member owns in the current assignment; the others are refused and counted, and
 // no offset moves because of a member that does not own the partition.
 func TestIntegration_LegacyPingOffsetsRefused(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	store := legacyOpenStore(t, legacyConnect(t))
 	t.Cleanup(func() { store.Close() })
@@ -910,6 +923,7 @@ func TestIntegration_LegacyPingOffsetsRefused(t *testing.T) {
 // TestIntegration_LegacyConsumerIDInUse: a second registration of a consumer id whose first
 // connection is alive is refused with CONSUMER_ID_IN_USE (docs §7) and closed.
 func TestIntegration_LegacyConsumerIDInUse(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	store := legacyOpenStore(t, legacyConnect(t))
 	t.Cleanup(func() { store.Close() })
@@ -942,6 +956,7 @@ func TestIntegration_LegacyConsumerIDInUse(t *testing.T) {
 // or a previous coordinator whose session lives on) and waits, with backoff, until it is
 // released (seed step 4; DESIGN §4 "never trust that an owner znode is ours").
 func TestIntegration_LegacyForeignOwnerBlocksClaim(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	connect := legacyConnect(t)
 	store := legacyOpenStore(t, connect)
@@ -980,6 +995,7 @@ func TestIntegration_LegacyForeignOwnerBlocksClaim(t *testing.T) {
 // and offset: the member starts where the previous owner committed before letting go (issue 5
 // item 5).
 func TestIntegration_LegacyClaimAfterWaitReadsTheOffset(t *testing.T) {
+	t.Parallel()
 	w := legacyStartWaiting(t)
 	if err := w.other.Create(w.ctx, zkstate.OffsetPath("g", "t", 1), []byte("42"), zkstate.CreateOptions{Parents: true}); err != nil {
 		t.Fatal(err)
@@ -999,6 +1015,7 @@ func TestIntegration_LegacyClaimAfterWaitReadsTheOffset(t *testing.T) {
 // A partition someone else took while a claim waited, which the claim had seen free, makes the
 // claim's Multi fail; the group is read again in full, and that partition is waited for too.
 func TestIntegration_LegacyClaimAfterWaitFindsANewOwner(t *testing.T) {
+	t.Parallel()
 	w := legacyStartWaiting(t)
 	third := legacyOpenStore(t, w.connect)
 	t.Cleanup(func() { third.Close() })

@@ -523,6 +523,7 @@ func TestIntegration_LegacyMixedGroup(t *testing.T) {
 // by the coordinator, start the zk member (OnAssign, read by ZCC:382-396 after the legacy
 // member's owner znode is gone).
 func TestIntegration_LegacyMixedOffsetsMove(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	connect := legacyConnect(t)
 	store := legacyOpenStore(t, connect)
@@ -593,6 +594,7 @@ func TestIntegration_LegacyMixedOffsetsMove(t *testing.T) {
 // children): the coordinator watches the others' registrations and rebalances its members when
 // one changes. A registration that cannot be read is left out of the assignment and logged.
 func TestIntegration_LegacyMixedRegistrationChangesInPlace(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	connect := legacyConnect(t)
 	store := legacyOpenStore(t, connect)

@@ -24,6 +24,7 @@ import (
 // is refused with INVALID_PING_SETTINGS; with the default it is admitted and counted; a consumer
 // that stops in time is admitted either way.
 func TestIntegration_LegacySessionCheck(t *testing.T) {
+	t.Parallel()
 	legacyCheckLeaks(t)
 	store := legacyOpenStore(t, legacyConnect(t))
 	t.Cleanup(func() { store.Close() })

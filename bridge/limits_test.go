@@ -27,6 +27,7 @@ import (
 // records with "largest") is OFFSET_OUT_OF_RANGE. A real client's commit (kgo, on a real
 // socket) of a known partition in the same request is stored.
 func TestIntegration_CommitUnknownTopic(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -119,6 +120,7 @@ func TestIntegration_CommitUnknownTopic(t *testing.T) {
 // A bridge holding MaxGroups groups refuses a new one (GROUP_MAX_SIZE_REACHED), to JoinGroup and
 // OffsetCommit alike, and keeps serving the groups it has.
 func TestIntegration_MaxGroups(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -199,6 +201,7 @@ func grepLines(text, sub string) string {
 // Each malformed znode is now reported as no commit (or its part ignored), logged once per
 // znode however often it is read.
 func TestIntegration_MalformedOffsetsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

@@ -15,6 +15,7 @@ import (
 // admin clients ask every broker and concatenate): with several bridges, each lists the groups
 // placement gives it, so the union names every group once.
 func TestIntegration_ListGroupsSeveralBridges(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

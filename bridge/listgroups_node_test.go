@@ -19,6 +19,7 @@ import (
 // brokers each group must come back once, from the bridge's node, and DescribeGroups on a proxy
 // listener is NOT_COORDINATOR.
 func TestIntegration_ListGroupsPerNode(t *testing.T) {
+	t.Parallel()
 	e := dfStart(t, dfOpts{})
 	stableGroup(t, e.b, "listed-once", [2]group.InstanceID{})
 

@@ -17,6 +17,7 @@ import (
 // a delete checked by version alone (or not checked) would take another member's partition
 // away from it (the ABA of issue 14 item 2).
 func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
+	t.Parallel()
 	connect := legacyConnect(t)
 	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
 	defer ours.Close()

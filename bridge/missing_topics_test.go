@@ -14,6 +14,7 @@ import (
 // (its assignor silently gives it nothing of it). The bridge now warns once per group and topic,
 // however often members join.
 func TestIntegration_MissingSubscribedTopicLoggedOnce(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 1}, false)

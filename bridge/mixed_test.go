@@ -711,6 +711,7 @@ func (mc *mixedCluster) waitConverged(timeout time.Duration, registrations int, 
 // members count in /ids, the assignment is the 0.8.2 range result over all four, and ownership
 // stays exclusive as members of each kind leave and come back.
 func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "mx", map[string]int{"ta": 8, "tb": 8, "tc": 8})
 	stopZ1 := mc.zkMember("z1")
 	mc.zkMember("z2")
@@ -758,6 +759,7 @@ func TestIntegration_MixedKafkaAndZKMembers(t *testing.T) {
 // which does not read the owners, fails on that znode; the next reads them and waits for it to
 // go (issue 5 item 4).
 func TestIntegration_MixedClaimWaitsForTakenOwner(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "mt", map[string]int{"ta": 4})
 	ghost := zktest.OpenStore(t, mc.connect)
 	taken := zkstate.OwnerPath(mc.group, "ta", 2)
@@ -786,6 +788,7 @@ func TestIntegration_MixedClaimWaitsForTakenOwner(t *testing.T) {
 // of the two, and after the last one stopped the offsets in ZooKeeper are the final positions
 // (issue 5 item 5).
 func TestIntegration_MixedReplaceZKMembersByKafkaMembers(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "rp", map[string]int{"ta": 6, "tb": 6})
 	stopZ1 := mc.zkMember("z1")
 	stopZ2 := mc.zkMember("z2")
@@ -1048,6 +1051,7 @@ func TestIntegration_MigrateCyclesKeepOffsets(t *testing.T) {
 // partitions, and once the Kafka member has found the new bridge the group converges again, with
 // no partition consumed twice and no offset lost.
 func TestIntegration_MixedBridgeRestart(t *testing.T) {
+	t.Parallel()
 	mc := newMixedCluster(t, "rs", map[string]int{"ta": 4, "tb": 4})
 	mc.zkMember("z1")
 	k1, _ := mc.kafkaMember("k1")
@@ -1082,6 +1086,7 @@ func TestIntegration_MixedBridgeCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test of a child bridge: -short skips it, CI runs it")
 	}
+	t.Parallel()
 	var zkProxy *zktest.Proxy
 	via := func(connect string) string {
 		i := strings.Index(connect, "/")

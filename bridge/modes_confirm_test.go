@@ -14,6 +14,7 @@ import (
 // it, is not turned away for good. The newer mode read there is cached and onChange told, as
 // the watch would have.
 func TestIntegration_ModeConfirmedBeforeRefusing(t *testing.T) {
+	t.Parallel()
 	store := legacyOpenStore(t, legacyConnect(t))
 	t.Cleanup(func() { store.Close() })
 	ctx := t.Context()

@@ -16,6 +16,7 @@ import (
 // (readiness stays 200: the other groups are served, and the record is shared, so no other
 // bridge could serve this one either), until the record is repaired.
 func TestIntegration_ReadyzNamesCorruptModeRecords(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	ctx := context.Background()

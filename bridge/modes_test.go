@@ -73,6 +73,7 @@ func modeMetrics(t *testing.T, b *running) string {
 // served Kafka group stays kafka (also across a restart, and for groups served before modes
 // existed).
 func TestIntegration_ModeDefaults(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -213,6 +214,7 @@ func TestIntegration_ModeChangeTakesEffectWithinASecond(t *testing.T) {
 // as a permanent refusal (Run returns it); once the group is rolled back to mixed, the same
 // consumer registers and is started.
 func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -286,6 +288,7 @@ func TestIntegration_KafkaModeRefusesLegacyRegister(t *testing.T) {
 // only ZooKeeper held at finalization (a legacy member's), and without what a 0.8 consumer
 // writes there afterwards over the bridge's records.
 func TestIntegration_FinalizedStopsTheMirror(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -389,6 +392,7 @@ func TestIntegration_FinalizedStopsTheMirror(t *testing.T) {
 // In kafka mode, 0.8 consumers registered in /consumers/<g>/ids are reported (metric and log);
 // the bridge's own registrations of its Kafka members are not.
 func TestIntegration_KafkaModeReportsForeignZKMembers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

@@ -263,6 +263,7 @@ func kcatBrokers(t *testing.T, kcat, addr string) []string {
 }
 
 func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
+	t.Parallel()
 	kcat := kafkatest.KcatPath(t)
 	e := dfStart(t, dfOpts{fromZK: true, partitions: 6})
 	ctx := t.Context()

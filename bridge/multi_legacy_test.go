@@ -184,6 +184,7 @@ func legacySettled(t *testing.T, zk *zkstate.Store, name string, consumers []str
 // (SIGTERM) its consumers move to the next owner, each started once there (one Stop/Start
 // round: the new owner gathers the consumers the old one noted).
 func TestIntegration_SeveralBridgesLegacyConsumers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{

@@ -143,6 +143,7 @@ func startChildAndSurvivor(t *testing.T, prefix string) childAndSurvivor {
 }
 
 func TestIntegration_SeveralBridgesOneService(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -335,6 +336,7 @@ func TestIntegration_SeveralBridgesCrashFailover(t *testing.T) {
 // session timeout (coordinator.onSession) stop it in time; the paused bridge below needs the
 // lease.
 func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
@@ -397,6 +399,7 @@ func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
 // socket meanwhile is the first thing it reads, before it hears of the expiry. It must not be
 // answered as if the group were still its own: the lease lapsed while it was stopped.
 func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	e := startChildAndSurvivor(t, "pause")
 	zk, child, surv, name, session := e.zk, e.child, e.surv, e.name, e.session

@@ -48,6 +48,7 @@ func codesOf(r *kmsg.OffsetDeleteResponse) map[string][]int16 {
 // Kafka members by their consumer protocol metadata, 0.8 consumers by their registration — and
 // the others go from both places OffsetFetch reads; a group nobody knows is GROUP_ID_NOT_FOUND.
 func TestIntegration_OffsetDelete(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

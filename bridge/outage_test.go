@@ -18,6 +18,7 @@ import (
 // COORDINATOR_NOT_AVAILABLE, both retriable; once the link is back, the time to the first
 // accepted commit is logged (docs/benchmarks.md: "ZooKeeper outages").
 func TestIntegration_ZooKeeperOutageAnswers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	i := strings.IndexByte(connect, '/')
 	proxy := zktest.StartProxy(t, connect[:i])

@@ -153,6 +153,7 @@ func commitOffset(ctx context.Context, cl *kgo.Client, g, topic string, off int6
 // the client gets SASL_AUTHENTICATION_FAILED; sarama's v0 handshake (raw PLAIN token) works
 // through the same path.
 func TestIntegration_SASLForward(t *testing.T) {
+	t.Parallel()
 	e := startSASLForward(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -241,6 +242,7 @@ func TestIntegration_SASLForward(t *testing.T) {
 // librdkafka (kcat) with SASL_PLAINTEXT, and with SASL_SSL on both hops, through the relay: it
 // produces and consumes as carol (PLAIN) and as alice (SCRAM-SHA-512); a wrong password fails.
 func TestIntegration_SASLForwardKcat(t *testing.T) {
+	t.Parallel()
 	t.Run("SASL_PLAINTEXT", func(t *testing.T) { kcatThroughSASLForward(t, false) })
 	t.Run("SASL_SSL", func(t *testing.T) { kcatThroughSASLForward(t, true) })
 }
@@ -345,6 +347,7 @@ func (h saslHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ ti
 // every connection, proxy listeners included, without a reconnect while it produces to a
 // plaintext kfake cluster and commits.
 func TestIntegration_SASLLocalReauthenticationWithRelay(t *testing.T) {
+	t.Parallel()
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events"))
 	if err != nil {
 		t.Fatal(err)

@@ -84,6 +84,7 @@ func (s *saramaSCRAM) Done() bool { return s.done }
 // ACLs let use groups "sasl-*"; a wrong password and an unknown user are refused with
 // SASL_AUTHENTICATION_FAILED and touch no group.
 func TestIntegration_SASLClients(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -26,6 +26,7 @@ import (
 // back offsets over TLS, the admin listener answers HTTPS only, and the legacy listener
 // requires mutual TLS; the seed-001 protocol inside it is unchanged.
 func TestIntegration_BridgeTLSListeners(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -148,6 +149,7 @@ func TestIntegration_BridgeTLSListeners(t *testing.T) {
 
 // The admin listener's bearer token guards everything but /healthz (issue 16, item 7).
 func TestIntegration_AdminToken(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	b := startBridge(t, connect, 9001, func(c *bridge.Config) { c.AdminToken = "s3cr3t-token" })
 	get := func(path, token string) int {
@@ -187,6 +189,7 @@ func TestIntegration_AdminToken(t *testing.T) {
 // speaks only TLS, a plaintext client of the bridge produces and consumes through it; with a
 // CA that does not vouch for the brokers the bridge does not start.
 func TestIntegration_UpstreamTLS(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ca := tlstest.NewCA(t, "ca")
 	brokerCert := ca.Server(t, "broker")
@@ -288,6 +291,7 @@ func TestIntegration_ZooKeeperTLS(t *testing.T) {
 // PLAINTEXT one: the registration names both (PLAINTEXT at a port where nothing listens), and
 // a plaintext client of the bridge produces and consumes through it.
 func TestIntegration_UpstreamTLSFromRegistry(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ca := tlstest.NewCA(t, "ca")
 	brokerCert := ca.Server(t, "broker")

@@ -36,6 +36,7 @@ func (r *startRecorder) last() []legacy.PartitionOffset {
 // bridge's legacy address consults, registers and is started on every partition of its topic,
 // with its owners in ZooKeeper (issue 4, item 2: `zkbridge serve --legacy-listen`).
 func TestIntegration_BridgeServesLegacyConsumers(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	s := zktest.OpenStore(t, connect)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -21,6 +21,7 @@ import (
 // refuse too: a member that fetches through the bridge fetches nothing once it is dead, and
 // nothing while it cannot vouch for its session (fetchgate.go, TestIntegration_MixedBridgeKilled).
 func TestIntegration_MixedSessionCheck(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	const g = "checked"

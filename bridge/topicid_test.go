@@ -22,6 +22,7 @@ import (
 // members asked for the topic once more). The committed offset comes back by id, and a request
 // by name from kgo's admin path (which fills the ids from Metadata) too.
 func TestIntegration_TopicIDsOffsetFetchV10(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)

@@ -39,6 +39,7 @@ func commitCode(t *testing.T, r kmsg.Response) newproto.ErrorCode {
 // (0.8.2 brokers ignored v1's member fields); v2+ keeps Kafka's rule. OffsetFetch then returns
 // the commit. A finalized group refuses it with UNSUPPORTED_VERSION, counted and logged.
 func TestIntegration_ZooKeeperEraCommitNeedsNoMember(t *testing.T) {
+	t.Parallel()
 	connect := zktest.Connect(t)
 	ctx := t.Context()
 	zk := zktest.OpenStore(t, connect)
