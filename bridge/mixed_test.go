@@ -296,6 +296,7 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 	// (Commit), whose auto-commit writes it to ZooKeeper, last at every release.
 	var mu sync.Mutex
 	owned := map[mtp]int64{}
+	started := map[mtp]int64{} // the offset each owned partition started from
 	var c *zkconsumer.Consumer
 	cfg := zkconsumer.Config{
 		Connect: mc.connect, GroupID: mc.group, ConsumerID: name, Subscription: sub,
@@ -312,16 +313,23 @@ func (mc *mixedCluster) zkMember(name string) (stop func()) {
 						off = 0 // nothing committed: auto.offset.reset, here the start of the log
 					}
 					mc.ledger.start(id, true, p, off)
-					owned[p] = off
+					owned[p], started[p] = off, off
 				}
 			},
 			OnRevoke: func() {
 				mu.Lock()
 				defer mu.Unlock()
 				for p, off := range owned {
-					mc.ledger.stop(p, off)
+					// 0.8.2 writes only an offset that changed since it read or wrote it
+					// (ZCC:289-306): a member that consumed nothing since its claim leaves
+					// the committed offset as it is, which may be past the one it read before
+					// claiming (the quirk below), and the next owner starts from that.
+					if off != started[p] {
+						mc.ledger.stop(p, off)
+					}
 				}
 				clear(owned)
+				clear(started)
 				mc.views.revoke(id, nil)
 			},
 		},
