@@ -80,7 +80,8 @@ func (gc *GroupCoordinator) Heartbeat(ctx context.Context, req *Request, m *kmsg
 }
 
 // release ends the hold of the heartbeat whose token comes on held, once
-// the connection has a later request, the hold is over, or ctx ends
+// the connection has a later request (and again when the hold is over, in
+// case that release overtook the heartbeat), the hold is over, or ctx ends
 // (the connection closes: the machine must not keep the heartbeat); it
 // does nothing once done is closed (the heartbeat was answered).
 func (gc *GroupCoordinator) release(ctx context.Context, name string, id group.MemberID, held <-chan group.Token, later <-chan struct{}, done <-chan struct{}) {
@@ -92,20 +93,30 @@ func (gc *GroupCoordinator) release(ctx context.Context, name string, id group.M
 	}
 	t := time.NewTimer(holdEnd(time.Now(), gc.hold, name))
 	defer t.Stop()
-	select {
-	case <-later:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-done:
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	_, err := gc.groups.Do(rctx, name, func(t group.Token) group.Event {
-		return group.ReleaseHeartbeat{Token: t, MemberID: id, Held: tok}
-	})
-	if err != nil {
-		gc.log.Debug().Err(err).Str("group", name).Str("member", string(id)).Msg("releasing a held heartbeat")
+	for {
+		last := true
+		select {
+		case <-later:
+			// A pipelining client's next request may be read before its heartbeat reached
+			// the group's actor: this release can overtake the heartbeat and find nothing
+			// parked. The hold's end releases it again (a no-op once it was answered).
+			later, last = nil, false
+		case <-t.C:
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		_, err := gc.groups.Do(rctx, name, func(t group.Token) group.Event {
+			return group.ReleaseHeartbeat{Token: t, MemberID: id, Held: tok}
+		})
+		cancel()
+		if err != nil {
+			gc.log.Debug().Err(err).Str("group", name).Str("member", string(id)).Msg("releasing a held heartbeat")
+		}
+		if last {
+			return
+		}
 	}
 }
 
