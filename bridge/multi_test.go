@@ -396,13 +396,27 @@ func TestIntegration_SeveralBridgesLeaseBeforeTakeover(t *testing.T) {
 
 // The lease against a paused bridge (SIGSTOP): while it is stopped ZooKeeper expires its session
 // and the other bridge takes its group over; when it runs again, a heartbeat that waited in its
-// socket meanwhile is the first thing it reads, before it hears of the expiry. It must not be
-// answered as if the group were still its own: the lease lapsed while it was stopped.
+// socket meanwhile is read before it hears of the expiry. It must not be answered as if the
+// group were still its own: the lease lapsed while it was stopped. Its way to ZooKeeper is cut
+// before it runs again: on a busy machine it could otherwise hear of the expiry, open a new
+// session and take the group back (it maps to it) before reading the heartbeat, and then
+// answer it rightly.
 func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	e := startChildAndSurvivor(t, "pause")
-	zk, child, surv, name, session := e.zk, e.child, e.surv, e.name, e.session
+	connect := zktest.Connect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i]) // the child's way to ZooKeeper
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	const session = 4 * time.Second
+	name := ownedGroup("pause", childNode, childNode, survivorNode)
+	child := startChildBridge(t, childSpec{ZKConnect: proxy.Addr() + connect[i:], NodeID: childNode, ZKSessionTimeout: session})
+	surv := startBridge(t, connect, survivorNode, nil)
+	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
+		got := brokersOf(t, surv.Addr().String())
+		return len(got) == 2, fmt.Sprint(got)
+	})
 	const other = survivorNode
 
 	// One static member forms the group on the child, then stops heartbeating (closed).
@@ -438,6 +452,8 @@ func TestIntegration_SeveralBridgesPausedOwnerAnswersNothing(t *testing.T) {
 		return e.NodeID == other, fmt.Sprintf("epoch %+v", e)
 	})
 	wire.Send(hb) // waits in the stopped bridge's socket
+	proxy.Freeze()
+	defer proxy.Thaw()
 	if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
