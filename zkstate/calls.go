@@ -13,39 +13,15 @@ import (
 // the background (it cannot be withdrawn), so a cancelled write may still take effect: writes
 // go through doWrite, which keeps such a write ahead of the next write of its paths.
 func do[T any](ctx context.Context, s *Store, call func() (T, error)) (T, error) {
-	var zero T
-	if s.closed.Load() {
-		return zero, ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	if ctx.Done() == nil {
-		return call()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := call()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
+	return doWrite(ctx, s, nil, call)
 }
 
-// doWrite is do for a write of paths (full paths). A write whose caller gave up on ctx still
-// runs, and its goroutine may not even have sent the request when the caller writes the same
-// path again: the older write would then be applied after the newer one (an auto-commit
-// cancelled at Close, overtaking Close's last commit of a later offset). So a write waits,
-// within its own ctx, until the abandoned writes of its paths have been answered: writes of
-// one path issued one after the other are applied in that order, abandoned or not.
+// doWrite is do for a write of paths (full paths; none for a read). A write whose caller gave up
+// on ctx still runs, and its goroutine may not even have sent the request when the caller writes
+// the same path again: the older write would then be applied after the newer one (an auto-commit
+// cancelled at Close, overtaking Close's last commit of a later offset). So a write waits, within
+// its own ctx, until the abandoned writes of its paths have been answered: writes of one path
+// issued one after the other are applied in that order, abandoned or not.
 func doWrite[T any](ctx context.Context, s *Store, paths []string, call func() (T, error)) (T, error) {
 	var zero T
 	if err := s.abandoned.wait(ctx, paths); err != nil {
@@ -64,18 +40,26 @@ func doWrite[T any](ctx context.Context, s *Store, paths []string, call func() (
 		v   T
 		err error
 	}
-	ch, answered := make(chan result, 1), make(chan struct{})
+	ch := make(chan result, 1)
+	var answered chan struct{} // only a write's answer is waited for (no paths: a read)
+	if len(paths) > 0 {
+		answered = make(chan struct{})
+	}
 	go func() {
 		v, err := call()
 		ch <- result{v, err}
-		close(answered)
-		s.abandoned.forget(paths, answered)
+		if answered != nil {
+			close(answered)
+			s.abandoned.forget(paths, answered)
+		}
 	}()
 	select {
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		s.abandoned.hold(paths, answered)
+		if answered != nil {
+			s.abandoned.hold(paths, answered)
+		}
 		return zero, ctx.Err()
 	}
 }
