@@ -41,21 +41,11 @@ import (
 //
 // G is ZKBRIDGE_BENCH_GROUPS (default 30); the figure is 300.
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
-	groups := 30
-	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
-		groups = n
-	}
+	groups := benchGroups()
 	const parts, session = 6, 4 * time.Second
 	for range b.N {
 		b.StopTimer()
-		connect := zktest.Connect(b)
-		zk := zktest.OpenStore(b, connect)
-		kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, dfTopic))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(kf.Close)
-		loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
+		connect, zk := startDfBenchCluster(b, parts)
 
 		ids := []int32{9001, 9002, 9003}
 		const dead int32 = 9003
@@ -103,6 +93,29 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		b.ReportMetric(float64(f.double.Load()), "double-owned")
 		b.ReportMetric(float64(f.regressed.Load()), "offsets-regressed")
 	}
+}
+
+// benchGroups is the number of groups the data-path benchmarks run: ZKBRIDGE_BENCH_GROUPS, 30 by
+// default.
+func benchGroups() int {
+	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
+		return n
+	}
+	return 30
+}
+
+// startDfBenchCluster is the data-path benchmarks' world: a chroot and its store, and a kfake
+// cluster of 3 brokers with dfTopic in parts partitions, registered in /brokers as Kafka does.
+func startDfBenchCluster(b *testing.B, parts int32) (string, *zkstate.Store) {
+	connect := zktest.Connect(b)
+	zk := zktest.OpenStore(b, connect)
+	kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, dfTopic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(kf.Close)
+	loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
+	return connect, zk
 }
 
 // failoverRun is the clients of BenchmarkCrashFailoverDataPath and what they saw.

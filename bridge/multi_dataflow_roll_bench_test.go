@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate"
@@ -47,21 +45,11 @@ import (
 // ZKBRIDGE_BENCH_METADATA_MIN_AGE=250ms sets the members' kgo MetadataMinAge (default 5 s), and
 // ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member's client and every group's stalls.
 func BenchmarkRollingRestartDataPath(b *testing.B) {
-	groups := 30
-	if n, err := strconv.Atoi(os.Getenv("ZKBRIDGE_BENCH_GROUPS")); err == nil && n > 0 {
-		groups = n
-	}
+	groups := benchGroups()
 	const parts = 6
 	for range b.N {
 		b.StopTimer()
-		connect := zktest.Connect(b)
-		zk := zktest.OpenStore(b, connect)
-		kf, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, dfTopic))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(kf.Close)
-		loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
+		connect, zk := startDfBenchCluster(b, parts)
 
 		start := func(id int32, listen string) *running {
 			cfg := testBridgeConfig(connect, id, newLogger(b).Level(zerolog.WarnLevel).With().Int32("test_node", id).Logger())
