@@ -328,16 +328,7 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 		startDpMember(t, seeds, static, seenStatic, kgo.InstanceID(fmt.Sprintf("static-%d", i)))
 		startDpMember(t, seeds, dynamic, seenDynamic)
 	}
-	producer, err := kgo.NewClient(append(dfClientOpts(seeds[0]), kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(40*time.Second), kgo.RetryTimeout(40*time.Second))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
-	all := make([]int32, e.parts)
-	for p := range all {
-		all[p] = int32(p)
-	}
+	producer, all := startDfProducer(t, seeds, e.parts)
 	before := dfProduce(t, producer, "before", 60, all)
 	seenStatic.waitAll(t, before, true)
 	seenDynamic.waitAll(t, before, true)
@@ -407,6 +398,23 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 }
 
 // generationOf reads a group's generation from its record in ZooKeeper.
+// startDfProducer is a producer through the bridges at seeds that picks each record's partition,
+// with every partition of the data-path topic, for dfProduce.
+func startDfProducer(t *testing.T, seeds []string, parts int32) (*kgo.Client, []int32) {
+	t.Helper()
+	producer, err := kgo.NewClient(append(dfClientOpts(seeds[0]), kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(40*time.Second), kgo.RetryTimeout(40*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	all := make([]int32, parts)
+	for p := range all {
+		all[p] = int32(p)
+	}
+	return producer, all
+}
+
 func generationOf(t *testing.T, zk *zkstate.Store, g string) int32 {
 	t.Helper()
 	data, _, err := zk.Get(t.Context(), zkstate.GroupRecordPath(bridge.DefaultRoot, g))

@@ -185,14 +185,7 @@ func legacySettled(t *testing.T, zk *zkstate.Store, name string, consumers []str
 // round: the new owner gathers the consumers the old one noted).
 func TestIntegration_SeveralBridgesLegacyConsumers(t *testing.T) {
 	t.Parallel()
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
-		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}, 2: {1}, 3: {1}}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	withLegacy := func(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" }
+	connect, zk := legacyEventsLayout(t)
 	a := startBridge(t, connect, 9001, withLegacy)
 	b := startBridge(t, connect, 9002, withLegacy)
 	ids := []int32{9001, 9002}
@@ -310,14 +303,7 @@ func TestIntegration_SeveralBridgesLegacyCrash(t *testing.T) {
 // When the owner drains, the consumers' relayed connections close with the group's handover,
 // and they come back through a bridge again, to the group's next owner.
 func TestIntegration_SeveralBridgesLegacyV0Consult(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
-		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}, 2: {1}, 3: {1}}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	withLegacy := func(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" }
+	connect, zk := legacyEventsLayout(t)
 	ids := []int32{9001, 9002, 9003}
 	bridges := map[int32]*running{}
 	for _, id := range ids {
@@ -367,3 +353,20 @@ func TestIntegration_SeveralBridgesLegacyV0Consult(t *testing.T) {
 		t.Logf("consumer %s: %d NOT_COORDINATOR refusals across the drain", consumers[i], r.notCo.n.Load())
 	}
 }
+
+// legacyEventsLayout is the several-bridges legacy tests' world: a chroot and its store with topic
+// "events" of 4 partitions.
+func legacyEventsLayout(t *testing.T) (string, *zkstate.Store) {
+	t.Helper()
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	if err := zkstate.LoadLayout(t.Context(), zk, zkstate.Layout{Topics: map[string]zkstate.TopicAssignment{
+		"events": {Version: 1, Partitions: map[int32][]int32{0: {1}, 1: {1}, 2: {1}, 3: {1}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return connect, zk
+}
+
+// withLegacy gives a bridge a legacy listener on a free port.
+func withLegacy(c *bridge.Config) { c.LegacyListen = "127.0.0.1:0" }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/kafkatest"
@@ -170,16 +169,7 @@ func TestIntegration_SeveralBridgesSarama(t *testing.T) {
 	for _, m := range members {
 		startSaramaMember(t, seeds, g, m, views, seen)
 	}
-	producer, err := kgo.NewClient(append(dfClientOpts(seeds[0]), kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(40*time.Second), kgo.RetryTimeout(40*time.Second))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(producer.Close)
-	all := make([]int32, e.parts)
-	for p := range all {
-		all[p] = int32(p)
-	}
+	producer, all := startDfProducer(t, seeds, e.parts)
 
 	stable := stableOn(t, second, g, 2)
 	zktest.Eventually(t, 30*time.Second, "both members hold their partitions", func() (bool, string) {
