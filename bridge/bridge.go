@@ -142,6 +142,7 @@ func New(cfg Config) (*Bridge, error) {
 	b.coord.modes = b.modes
 	b.claimers = newClaimers()
 	b.coord.claimers = b.claimers
+	b.modes.ours = b.claimers.ours
 	b.peers = newPeerSet(cfg.NodeID, cfg.Root, log)
 	b.coord.peers = b.peers // handover.go
 	if b.coord.pm, err = newPlacementMetrics(reg, b.coord.owned); err != nil {

@@ -589,6 +589,21 @@ func (cl *claimer) oursNow() map[string]bool {
 	return maps.Clone(*p)
 }
 
+// ours returns the consumer ids of the Kafka registrations that group's claimer holds or is
+// creating (its oursNow), none when the group has no claimer on this bridge.
+func (cs *claimers) ours(group string) map[string]bool {
+	if cs == nil {
+		return nil
+	}
+	cs.mu.Lock()
+	cl := cs.m[group]
+	cs.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	return cl.oursNow()
+}
+
 func (cl *claimer) failed(err error, p, doing string) {
 	if cl.metrics != nil {
 		cl.metrics.mirrorErrors.Inc()

@@ -118,7 +118,11 @@ type groupModes struct {
 	onChange func(group string)
 	// owns says whether this bridge owns a group (placement; nil: alone, every group), and
 	// placement is closed and replaced whenever that may have changed (modes_foreign.go).
-	owns      func(group string) bool
+	owns func(group string) bool
+	// ours returns the consumer ids this bridge registers in /consumers/<g>/ids (the group's
+	// claimer, a superset of what it holds there; nil or empty: none known), so that the
+	// foreign check asks ZooKeeper only about the others (modes_foreign.go).
+	ours      func(group string) map[string]bool
 	placement atomic.Pointer[chan struct{}]
 
 	mu      sync.Mutex
