@@ -263,6 +263,28 @@ func (t coordinatorTarget) counterSumAll(b *testing.B, name string) float64 {
 	return sum
 }
 
+// settle waits, untimed, until the bridges have sent no ZooKeeper request for 150 ms (at most
+// 10 s): a group's members leave one by one, each leave is a rebalance whose ownership the
+// claimer writes, and its releases went on for tens of milliseconds into the next group's
+// join, sharing the session's queue with that join's writes. Without it, a join of 10 members
+// measured about a third of its ZooKeeper requests and most of its time on the group before.
+func (t coordinatorTarget) settle(b *testing.B) {
+	b.Helper()
+	if t.bridge == nil {
+		return
+	}
+	last, still := t.counterSumAll(b, "zkbridge_zk_requests_total"), 0
+	for deadline := time.Now().Add(10 * time.Second); still < 3 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		n := t.counterSumAll(b, "zkbridge_zk_requests_total")
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+}
+
 // zkKinds is every bridge's (target first, then its peers) ZooKeeper requests by kind so far.
 func (t coordinatorTarget) zkKinds(b *testing.B) []map[string]float64 {
 	b.Helper()
@@ -560,6 +582,7 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 		joins += g.sent[kmsg.JoinGroup].Load()
 		finds += g.sent[kmsg.FindCoordinator].Load()
 		g.close()
+		t.settle(b)
 		b.StartTimer()
 	}
 	ms := float64(total.Milliseconds()) / float64(b.N)
