@@ -45,6 +45,9 @@ type (
 		ping   legacy.PingResponse
 		code   legacy.ErrorCode // of a StopResponse or StartResponse
 		err    error
+		// late: a ping or final ping timed out after it went out, and its answer is awaited
+		// (the request is still in flight); lateAnswer: that answer, or err when none came.
+		late, lateAnswer bool
 	}
 	// legacyTopicEv: the watch on /brokers/topics/<t> fired.
 	legacyTopicEv struct {
@@ -76,6 +79,10 @@ type legacyMember struct {
 	// the connection closed meanwhile: the member leaves once those results are in (leaveIfDone).
 	inFlight int
 	hungUp   bool
+	// answered is closed once the result of the last request sent has reached the actor, late
+	// answer included: an answer waits for the one before, so that the actor takes them in
+	// the order the member gave them, a late answer before the on-time answer that follows it.
+	answered chan struct{}
 }
 
 // legacyTopic is the watch on one subscribed topic's /brokers/topics/<t>.
@@ -383,32 +390,63 @@ func (g *legacyGroup) send(ctx context.Context, r group.LegacyRequest) {
 	id, sess, kind := m.id, m.sess, r.Kind
 	m.inFlight++
 	timeout := g.c.cfg.StartTimeout
+	before, answered := m.answered, make(chan struct{})
+	m.answered = answered
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
+		defer close(answered)
+		rctx := ctx
 		if kind != group.LegacyPing && timeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, timeout, legacy.ErrTimeout)
+			rctx, cancel = context.WithTimeoutCause(ctx, timeout, legacy.ErrTimeout)
 			defer cancel()
 		}
 		res := legacyResultEv{member: id, sess: sess, kind: kind}
+		var late *legacy.LateError
 		switch kind {
 		case group.LegacyPing, group.LegacyFinalPing:
-			res.ping, res.err = sess.Ping(ctx, retries)
+			res.ping, res.err = sess.Ping(rctx, retries)
+			res.late = errors.As(res.err, &late)
 		case group.LegacyStop:
 			var r legacy.StopResponse
-			r, res.err = sess.Stop(ctx)
+			r, res.err = sess.Stop(rctx)
 			res.code = r.ErrorCode
 		case group.LegacyStart:
 			var r legacy.StartResponse
-			r, res.err = sess.Start(ctx, parts)
+			r, res.err = sess.Start(rctx, parts)
 			res.code = r.ErrorCode
 		}
-		select {
-		case g.inbox <- res:
-		case <-g.quit:
+		if !g.result(res, before) || late == nil {
+			return
 		}
+		msg, err := late.Wait(ctx)
+		res = legacyResultEv{member: id, sess: sess, kind: kind, lateAnswer: true, err: err}
+		if err == nil {
+			res.ping = *msg.(*legacy.PingResponse)
+		}
+		g.result(res, before)
 	}()
+}
+
+// result hands a request's result to the actor once the result of the request sent before it
+// is in (before), late answer included, as the member gave them; a timeout goes at once (the
+// request before may wait for an answer that never comes, and the misses are what finds the
+// member dead). It reports false when the group is stopping.
+func (g *legacyGroup) result(res legacyResultEv, before chan struct{}) bool {
+	if before != nil && !errors.Is(res.err, legacy.ErrTimeout) {
+		select {
+		case <-before:
+		case <-g.quit:
+			return false
+		}
+	}
+	select {
+	case g.inbox <- res:
+		return true
+	case <-g.quit:
+		return false
+	}
 }
 
 // check is seed steps 1-3, which the engine asks for at the start of each attempt: is a

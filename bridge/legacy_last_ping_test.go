@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zkbridge/zkbridge/legacy"
 )
@@ -38,6 +39,57 @@ func TestIntegration_LegacyLastPingBeforeHangUpIsCommitted(t *testing.T) {
 					return &legacy.PingResponse{HasOffsets: true}
 				}
 				// The last commits, then the hang-up, with nothing in between.
+				raw.write(t, &legacy.PingResponse{HasOffsets: true, Offsets: []legacy.PartitionOffset{{Topic: "t", Partition: 0, Offset: want}}})
+				raw.conn.Close()
+			}
+			return nil
+		})
+		if err == nil {
+			t.Fatalf("round %d: the raw consumer's loop ended without an error", round)
+		}
+		legacyEventually(t, fmt.Sprintf("round %d: the member removed, t-0 at %d", round, want), func() (bool, string) {
+			got := legacyOffsetsInZK(t, store, "g")[tp]
+			return got == want && env.coord.Stats().Members == 0, fmt.Sprintf("t-0 at %d, %d members", got, env.coord.Stats().Members)
+		})
+	}
+}
+
+// The same when that last PingResponse comes after the ping interval, which a loaded machine
+// makes common (100 ms in tests): the coordinator counts a missed ping, and the answer, read in
+// its place on the connection, still carries the consumer's last offsets. Each round a raw
+// consumer is started on t-0, answers a ping in time with offset 100×round-1, the next one late
+// with 100×round, and hangs up. Before, the late answer was read and dropped, and t-0 stayed one
+// behind (TestIntegration_MixedThreeKinds and MixedRandomized under load: a Kafka member
+// starting a partition one offset behind the last commit of the legacy member that left).
+func TestIntegration_LegacyLateLastPingIsCommitted(t *testing.T) {
+	legacyCheckLeaks(t)
+	store := legacyOpenStore(t, legacyConnect(t))
+	t.Cleanup(func() { store.Close() })
+	legacySetTopic(t, store, "t", 1)
+	env := legacyStart(t, store, "", nil)
+	tp := legacy.TopicPartition{Topic: "t", Partition: 0}
+	for round := 1; round <= 3; round++ {
+		want := int64(100 * round)
+		reg := legacyRawRegister("g", fmt.Sprintf("c%d", round), true, "t")
+		reg.MaxPingRetries = 30 // the late answer's misses must not make the member dead first
+		raw := legacyDialRaw(t, env.addr, reg)
+		started, pings := false, 0
+		err := raw.serve(t, func(m legacy.Message) legacy.Message {
+			switch m := m.(type) {
+			case *legacy.StopRequest:
+				started = false
+				return &legacy.StopResponse{}
+			case *legacy.StartRequest:
+				started = len(m.Assigned) == 1
+				return &legacy.StartResponse{}
+			case *legacy.PingRequest:
+				if !started {
+					return &legacy.PingResponse{HasOffsets: true}
+				}
+				if pings++; pings == 1 {
+					return &legacy.PingResponse{HasOffsets: true, Offsets: []legacy.PartitionOffset{{Topic: "t", Partition: 0, Offset: want - 1}}}
+				}
+				time.Sleep(3 * legacyTestInterval) // past the interval: a missed ping
 				raw.write(t, &legacy.PingResponse{HasOffsets: true, Offsets: []legacy.PartitionOffset{{Topic: "t", Partition: 0, Offset: want}}})
 				raw.conn.Close()
 			}

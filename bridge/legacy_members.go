@@ -147,8 +147,10 @@ func (g *legacyGroup) onResult(ctx context.Context, now time.Time, r legacyResul
 	if m == nil || m.sess != r.sess {
 		return // a member removed meanwhile
 	}
-	ans := group.LegacyAnswer{Member: group.MemberID(r.member), Kind: r.kind, Err: r.err}
+	ans := group.LegacyAnswer{Member: group.MemberID(r.member), Kind: r.kind, Err: r.err, Late: r.lateAnswer}
 	switch {
+	case r.lateAnswer && r.err != nil:
+		ans.Outcome = group.LegacyFailed // no answer came: the engine forgets the ping
 	case r.err == nil && r.code != legacy.CodeNone:
 		ans.Outcome, ans.Err = group.LegacyRefused, r.code.Err()
 	case r.err == nil:
@@ -158,9 +160,12 @@ func (g *legacyGroup) onResult(ctx context.Context, now time.Time, r legacyResul
 	default:
 		ans.Outcome = group.LegacyFailed
 	}
+	ans.Late = ans.Late || r.late && ans.Outcome == group.LegacyTimedOut
 	g.answer = &r
 	defer func() { g.answer = nil }()
-	m.inFlight--
+	if !r.late { // a late answer is still to come
+		m.inFlight--
+	}
 	g.step(ctx, now, ans)
 	g.leaveIfDone(ctx, now, m)
 }
@@ -180,16 +185,18 @@ func (g *legacyGroup) accept(now time.Time, r legacyResultEv) {
 	if m == nil {
 		return
 	}
-	switch r.kind {
-	case group.LegacyPing:
+	switch {
+	case r.kind == group.LegacyPing, r.lateAnswer:
+		// A late final ping's offsets too: its attempt failed on the timeout, no claim took
+		// them.
 		g.commitPing(now, m, r.ping)
-	case group.LegacyFinalPing:
+	case r.kind == group.LegacyFinalPing:
 		check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, g.committed, r.ping)
 		g.countRefused(now, m, check)
 		for tp, off := range check.Accepted {
 			g.final[tp] = off
 		}
-	case group.LegacyStart:
+	case r.kind == group.LegacyStart:
 		m.started, m.running, m.pending = true, m.pending, nil
 	}
 }

@@ -261,7 +261,7 @@ func TestSessionPipelinesAndMatchesInOrder(t *testing.T) {
 	r, s := registerRaw(t, addr, coord, "slow", 2*time.Second, 3)
 
 	// A request answered too late (here: after the caller's ctx gave up): the caller gets
-	// ErrTimeout, and the answer is skipped when it comes.
+	// ErrTimeout, and the answer is consumed in its place when it comes.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	_, err := s.Ping(ctx, 0)
 	cancel()
@@ -272,6 +272,18 @@ func TestSessionPipelinesAndMatchesInOrder(t *testing.T) {
 		t.Fatal("consumer did not get the PingRequest")
 	}
 	r.send(&PingResponse{HasOffsets: true, Offsets: []PartitionOffset{{Topic: "t", Partition: 0, Offset: 1}}})
+	// The request went out, so its answer may still come: LateError.Wait returns it (a
+	// consumer's last offsets, when it hangs up right after).
+	var late *LateError
+	if !errors.As(err, &late) {
+		t.Fatalf("unanswered Ping: %T %v, want a *LateError", err, err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	m, err := late.Wait(wctx)
+	wcancel()
+	if p, ok := m.(*PingResponse); err != nil || !ok || len(p.Offsets) != 1 || p.Offsets[0].Offset != 1 {
+		t.Fatalf("late answer: %v, %v; want the PingResponse at offset 1", m, err)
+	}
 
 	// Two requests in flight at once.
 	type result struct {

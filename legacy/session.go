@@ -17,8 +17,8 @@ import (
 var (
 	// ErrTimeout: no response arrived within the consumer's ping interval (or before the
 	// caller's ctx deadline). The coordinator counts it as a missed ping (docs §8
-	// "Liveness"); the session stays open and the late response, if any, is read and
-	// discarded when it comes.
+	// "Liveness"); the session stays open and the late response, if any, is read when it
+	// comes: a request that went out fails with a *LateError, whose Wait returns it.
 	ErrTimeout = errors.New("legacy request timed out")
 	// ErrProtocol: the consumer broke the protocol — answered with the wrong message type,
 	// sent a response nobody asked for, sent a request after registering, or sent a frame
@@ -237,9 +237,38 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	default:
 	}
 	if ctx.Err() != nil {
-		return nil, s.ctxError(ctx, req, "waiting for its response")
+		return nil, &LateError{err: s.ctxError(ctx, req, "waiting for its response"), s: s, c: c}
 	}
 	return nil, s.closedError(req)
+}
+
+// LateError is the error of a request that went out and was not answered in time (it wraps
+// ErrTimeout). The answer may still come, in its place on the connection: Wait returns it.
+type LateError struct {
+	err error
+	s   *Session
+	c   *call
+}
+
+func (e *LateError) Error() string { return e.err.Error() }
+func (e *LateError) Unwrap() error { return e.err }
+
+// Wait returns the late answer (a PingResponse to a PingRequest, and so on), or an error when
+// the session closed before it came or ctx ended.
+func (e *LateError) Wait(ctx context.Context) (Message, error) {
+	select {
+	case m := <-e.c.resp:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.s.done:
+	}
+	select { // read before the hang-up
+	case m := <-e.c.resp:
+		return m, nil
+	default:
+		return nil, e.s.Err()
+	}
 }
 
 // minWriteDeadline is the least time a request or an answer gets to be written. A frame of

@@ -158,6 +158,12 @@ type (
 		// Err says what went wrong: the timeout, the broken connection, or (LegacyRefused) the
 		// error code of the StopResponse or StartResponse.
 		Err error
+		// Late, on a ping or final ping that timed out, says that it was sent: its answer may
+		// still come, and the shell waits for it. On any other outcome it marks that answer
+		// (LegacyAnswered) or its loss (the connection closed first): the engine matches it to
+		// the oldest such ping of the member (answers come in the order the requests went out).
+		// A late answer counts for nothing but its offsets.
+		Late bool
 	}
 	// LegacyTrigger is a reason to check the group other than a member joining or leaving: a
 	// subscribed topic's partitions changed, the group's other registrations changed, the

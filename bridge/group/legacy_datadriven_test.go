@@ -24,7 +24,9 @@ import (
 //	new [delay=0s] [backoff=100ms] [backoff-max=1s]
 //	register <id> [ping=1s] [retries=2] [auto] [replaced]
 //	leave <id>                              the shell lost the member (connection closed)
-//	answer <id> ping|stop|final|start [timeout|fail|refused]
+//	answer <id> ping|stop|final|start [timeout [late]|fail|refused]
+//	late <id> [lost]                        the late answer of the member's oldest ping that
+//	                                        timed out with late, or its loss
 //	checked needed|unneeded|fail            the shell's answer to a check
 //	claimed written|blocked|fail [claim=N]  the claimer's report on claim N (default: the last)
 //	trigger <words>                         e.g. partitions of a topic changed
@@ -134,11 +136,17 @@ func (h *legacyHarness) legacyStep(line string) string {
 		a := LegacyAnswer{Member: MemberID(pos[0]), Kind: kind}
 		switch {
 		case has("timeout"):
-			a.Outcome, a.Err = LegacyTimedOut, errors.New("timed out")
+			a.Outcome, a.Err, a.Late = LegacyTimedOut, errors.New("timed out"), has("late")
 		case has("fail"):
 			a.Outcome, a.Err = LegacyFailed, errors.New("connection reset")
 		case has("refused"):
 			a.Outcome, a.Err = LegacyRefused, errors.New("UNKNOWN")
+		}
+		ev = a
+	case "late":
+		a := LegacyAnswer{Member: MemberID(pos[0]), Kind: LegacyPing, Late: true}
+		if has("lost") {
+			a.Outcome, a.Err = LegacyFailed, errors.New("connection closed")
 		}
 		ev = a
 	case "checked":
@@ -296,6 +304,9 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		}
 		md.stopped[ev.Member], md.final[ev.Member] = false, false
 	case LegacyAnswer:
+		if ev.Late && ev.Outcome != LegacyTimedOut {
+			break // the answer of a request already timed out
+		}
 		if _, member := md.auto[ev.Member]; member && !md.inflight[ev.Member][ev.Kind] {
 			errs = append(errs, fmt.Errorf("answer of %s's %v, which was not sent", ev.Member, ev.Kind))
 		}

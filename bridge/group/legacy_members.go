@@ -21,6 +21,16 @@ type legacyMember struct {
 	req       LegacyRequestKind //
 	reqSent   time.Time         //
 	nextPing  time.Time         // when the next regular ping is due
+	// late are the pings and final pings that timed out after they were sent, oldest first:
+	// their answers may still come (LegacyAnswer.Late).
+	late []legacyLatePing
+}
+
+// legacyLatePing is a ping whose answer is late: when it was sent, and the number of the last
+// claim asked for then.
+type legacyLatePing struct {
+	sent   time.Time
+	claims uint64
 }
 
 // legacyJoin admits a registered consumer: it is pinged at once, and a new member always
@@ -102,6 +112,9 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 	switch {
 	case mb == nil:
 		return // removed meanwhile
+	case ev.Late && ev.Outcome != LegacyTimedOut:
+		m.legacyLateAnswer(mb, ev)
+		return
 	case ev.Kind == LegacyPing && !mb.pinging, ev.Kind != LegacyPing && (!mb.inAttempt || mb.req != ev.Kind):
 		return // not in flight: the shell answers each request once
 	}
@@ -120,6 +133,9 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 		mb.missed = 0
 		mb.nextPing = sent.Add(mb.interval)
 	case LegacyTimedOut:
+		if ev.Late && (ev.Kind == LegacyPing || ev.Kind == LegacyFinalPing) {
+			mb.late = append(mb.late, legacyLatePing{sent: sent, claims: l.claims})
+		}
 		mb.missed++
 		if mb.missed >= mb.maxMissed {
 			m.legacyDrop(LegacyDrop{Member: mb.id, Dead: true, Missed: mb.missed, Interval: mb.interval})
@@ -148,6 +164,23 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 	case LegacyFinalPing:
 		m.fx.Legacy.Accepted = current
 	}
+}
+
+// legacyLateAnswer takes the answer of the member's oldest ping that timed out, or its loss.
+// Its offsets are the member's last word when it hangs up right after it (a consumer that
+// leaves reports its offsets in a ping and closes the connection): dropping them would start
+// the next owner behind them. They count when the ping was sent after the last claim was written
+// (as for a ping answered in time) and no claim was asked for since: a claim asked for later
+// carries the member's final offsets, answered after this one and never older, and this commit,
+// handed to the claimer after that claim, would be written after it.
+func (m *Machine) legacyLateAnswer(mb *legacyMember, ev LegacyAnswer) {
+	if len(mb.late) == 0 {
+		return
+	}
+	p := mb.late[0]
+	mb.late = mb.late[1:]
+	l := &m.legacy
+	m.fx.Legacy.Accepted = ev.Outcome == LegacyAnswered && !p.sent.Before(l.assignedAt) && p.claims == l.claims
 }
 
 func orUnknown(err error) error {
