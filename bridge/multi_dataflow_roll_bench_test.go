@@ -51,11 +51,13 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		b.StopTimer()
 		connect, zk := startDfBenchCluster(b, parts)
 
-		start := func(id int32, listen string) *running {
+		start := func(id int32, listen string, proxies map[int32]string) *running {
 			cfg := testBridgeConfig(connect, id, newLogger(b).Level(zerolog.WarnLevel).With().Int32("test_node", id).Logger())
 			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
 			if listen != "" {
-				cfg.KafkaListen = listen // a restarted bridge keeps its address, as a deployment's does
+				// A restarted bridge keeps its addresses, as a deployment's does (a fixed
+				// --proxy-listen base port): its Kafka listener's and its proxy listeners'.
+				cfg.KafkaListen, cfg.ProxyMap = listen, proxies
 			}
 			return runBridge(b, cfg)
 		}
@@ -63,7 +65,7 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		bridges := map[int32]*running{}
 		var seeds []string
 		for _, id := range ids {
-			bridges[id] = start(id, "")
+			bridges[id] = start(id, "", nil)
 			seeds = append(seeds, bridges[id].Addr().String())
 		}
 		time.Sleep(time.Second) // registrations and proxy maps seen everywhere
@@ -102,12 +104,15 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		f.startGaps()
 		for _, id := range ids {
 			b.Logf("roll: stopping %d at %s", id, time.Now().Format("15:04:05.000"))
-			addr := bridges[id].Addr().String()
+			addr, proxies := bridges[id].Addr().String(), map[int32]string{}
+			for k, a := range bridges[id].ProxyAddrs() {
+				proxies[k] = a.String()
+			}
 			if err := bridges[id].stop(); err != nil {
 				b.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond)
-			bridges[id] = start(id, addr)
+			bridges[id] = start(id, addr, proxies)
 			placed(ids, 2*time.Minute)
 			b.Logf("roll: %d stopped, started again, every group back with its owner at %s", id, time.Now().Format("15:04:05.000"))
 			time.Sleep(time.Second)
@@ -125,7 +130,7 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		f.startGaps()
 		b.StartTimer()
 		b.Logf("join: starting 9004 at %s", time.Now().Format("15:04:05.000"))
-		bridges[9004] = start(9004, "")
+		bridges[9004] = start(9004, "", nil)
 		placed(append(slices.Clone(ids), 9004), 2*time.Minute)
 		time.Sleep(5 * time.Second)
 		join, joinFetch := f.stalls(), f.fetchStalls()
