@@ -461,11 +461,21 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *serving, runErr error) error {
 	b.log.Info().Msg("bridge shutting down")
 	if b.cfg.HandoffTimeout > 0 && !b.peers.alone() {
-		// handover.go: deregister, then hand every group to the bridges that remain.
-		told := b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() { b.deregister(store) })
+		// handover.go: deregister, then hand every group to the bridges that remain; with the
+		// data path, the brokers too (relay/drain.go: the clients fetching through our proxy
+		// listeners are told to refresh their metadata, which names the others now).
+		var fetchers func() int
+		told := b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() {
+			b.deregister(store)
+			if p.proxy != nil {
+				p.proxy.Drain()
+				fetchers = p.proxy.Untold
+			}
+		})
 		b.unregister(store)
-		// handover_linger.go: the members hear NOT_COORDINATOR before the listener closes.
-		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns)
+		// handover_linger.go: the members hear NOT_COORDINATOR, and the fetchers
+		// NOT_LEADER_OR_FOLLOWER, before the listeners close.
+		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns, fetchers)
 	}
 	if b.cfg.HandoffTimeout > 0 {
 		b.coord.handOff(b.cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first

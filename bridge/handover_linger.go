@@ -131,26 +131,35 @@ func (c *coordinator) tellMembers(ctx context.Context, store *zkstate.Store, nam
 	return u
 }
 
-// linger waits until every member tellMembers noted has been told, open() reports no client
-// connection, or handoverLinger passed.
-func (c *coordinator) linger(ctx context.Context, u *untold, open func() int) {
+// linger waits until every member tellMembers noted has been told and, with the data path,
+// fetchers() reports no client fetching through our proxy listeners that has not been sent to
+// the bridge serving its broker now (relay/drain.go); or until open() reports no client
+// connection, or handoverLinger passed. fetchers is nil without the data path.
+func (c *coordinator) linger(ctx context.Context, u *untold, open, fetchers func() int) {
 	defer c.untold.Store(nil)
 	if u == nil {
 		return
+	}
+	if fetchers == nil {
+		fetchers = func() int { return 0 }
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, handoverLinger)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	all := u.all
 	for {
 		select {
-		case <-u.all:
+		case <-all:
+			all = nil // told; the fetchers are checked now and at every tick
 			if u.members > 0 {
 				c.log.Info().Int("members", u.members).Dur("waited", time.Since(start)).
 					Msg("drained: every member of the groups handed over was told they moved")
 			}
-			return
+			if fetchers() == 0 {
+				return
+			}
 		case <-ctx.Done():
 			u.mu.Lock()
 			left := 0
@@ -158,11 +167,17 @@ func (c *coordinator) linger(ctx context.Context, u *untold, open func() int) {
 				left += len(m)
 			}
 			u.mu.Unlock()
-			c.log.Info().Int("members", u.members).Int("not_told", left).Dur("waited", time.Since(start)).
-				Msg("drained: stopped waiting for members of the groups handed over to ask here again")
+			c.log.Info().Int("members", u.members).Int("not_told", left).Int("fetchers_not_told", fetchers()).
+				Dur("waited", time.Since(start)).Msg("drained: stopped waiting for members of the groups handed over, and for fetchers, to ask here again")
 			return
 		case <-tick.C:
 			if open() == 0 {
+				return
+			}
+			if all == nil && fetchers() == 0 {
+				if time.Since(start) > 50*time.Millisecond {
+					c.log.Info().Dur("waited", time.Since(start)).Msg("drained: every client fetching here was sent to the bridges serving its brokers now")
+				}
 				return
 			}
 		}

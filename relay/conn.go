@@ -11,6 +11,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,6 +37,10 @@ type relayConn struct {
 	// pinned is the upstream connection the client authenticated on (sasl.go): the
 	// only one it may use.
 	pinned *upConn
+
+	// fetched: the client fetched on this proxy listener; told: a Fetch
+	// was refused since the proxy drains (drain.go).
+	fetched, told atomic.Bool
 }
 
 // Open is the Server's hook for a new client connection
@@ -43,6 +48,7 @@ type relayConn struct {
 func (p *Proxy) Open(c *newproto.ClientConn) newproto.RelayConn {
 	rc := &relayConn{p: p, c: c, in: c.Reader()}
 	rc.broker, rc.proxied = c.Info().UpstreamBroker()
+	p.track(rc, true)
 	return rc
 }
 
@@ -134,6 +140,20 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		p.rewrite = rc.rewriter(h, edit)
 
 	case routeRelay:
+		if h.key == int16(kmsg.Fetch) && rc.refusesFetch() {
+			if head, err = whole(); err != nil {
+				return false, nil, nil, err
+			}
+			raw, err := refuseFetch(head)
+			rc.p.bufs.put(head)
+			if err != nil {
+				return false, nil, nil, err
+			}
+			rc.told.Store(true)
+			rc.p.metrics.failure("draining")
+			c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version, Raw: raw})
+			return true, nil, nil, nil
+		}
 		if h.key == int16(kmsg.Produce) {
 			acks, err := produceAcks(head, h.version)
 			if err != nil && int(n) > len(head) {
@@ -357,6 +377,7 @@ func (rc *relayConn) Release(raw []byte) { rc.p.bufs.put(raw) }
 // Close closes the upstream connection; its goroutine then fails what was
 // in flight (nobody reads it: the client connection is gone) and exits.
 func (rc *relayConn) Close() {
+	rc.p.track(rc, false)
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.closed = true

@@ -110,6 +110,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -224,6 +225,11 @@ type Proxy struct {
 	last map[int32]int32
 	// portsChanged is closed, and replaced, when ports changes (Ports).
 	portsChanged chan struct{}
+
+	// draining: Fetches for brokers served elsewhere are refused (drain.go).
+	draining atomic.Bool
+	connsMu  sync.Mutex
+	conns    map[*relayConn]struct{} // open client connections, for Untold
 }
 
 // New checks cfg and builds a Proxy; it does not listen.
@@ -241,7 +247,7 @@ func New(cfg Config) (*Proxy, error) {
 	log := cfg.Logger.With().Str("component", "relay").Logger()
 	return &Proxy{cfg: cfg, up: cfg.Upstream, log: log, metrics: m, bufs: &bufPool{},
 		suspects: make(chan int32, 64), ports: map[int32]int32{}, last: map[int32]int32{},
-		portsChanged: make(chan struct{})}, nil
+		portsChanged: make(chan struct{}), conns: map[*relayConn]struct{}{}}, nil
 }
 
 // suspect asks the prober to dial broker id soon: it closed an upstream

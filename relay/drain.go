@@ -1,0 +1,136 @@
+package relay
+
+// A bridge that shuts down with other bridges live (several bridges as one
+// service) first hands its upstream brokers to them: the others' Metadata,
+// and its own, then name each broker at another bridge's proxy listener.
+// Clients holding the older Metadata still fetch through this bridge's
+// listeners, and would learn that the broker moved only when the listener
+// closes. A closed connection is the slow way to tell them: kgo, for one,
+// then refreshes its metadata no sooner than metadata.min.age after its
+// last refresh (5 s by default), and fetches nothing meanwhile. A Kafka
+// broker that gives up a partition's leadership answers its fetchers
+// NOT_LEADER_OR_FOLLOWER instead, and clients refresh their metadata at
+// once on that answer (kgo, librdkafka, the Java client).
+//
+// So, once Drain is called, a Fetch that arrives on the proxy listener of
+// a broker another bridge now serves is answered here, not relayed: every
+// partition it names NOT_LEADER_OR_FOLLOWER. A Fetch of an incremental
+// fetch session (KIP-227) may name no partition at all; it is answered
+// FETCH_SESSION_ID_NOT_FOUND, on which a client sends a full fetch at
+// once, which names them all. A Fetch already relayed is let finish: it
+// may carry records, and the client's next one is refused.
+//
+// Produce and every other request are still relayed: a producer loses
+// nothing while the bridge is up, and a refused Produce would only make it
+// retry against the same listener until its metadata refresh, which kgo
+// paces by metadata.min.age whatever the error.
+//
+// Untold counts the client connections that fetched here and have not
+// been refused since: the bridge keeps its listeners open until it is 0
+// (every fetcher moved) or a bound passes.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+// Drain makes the proxy refuse Fetch requests on the listeners of the
+// brokers another bridge serves (Config.Peers), from now until the
+// process ends. Without Peers it does nothing: a bridge alone has nowhere
+// to send its clients.
+func (p *Proxy) Drain() {
+	if p.cfg.Peers != nil {
+		p.draining.Store(true)
+	}
+}
+
+// Untold returns how many open client connections fetched through a proxy
+// listener and have not had a Fetch refused since Drain.
+func (p *Proxy) Untold() int {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	n := 0
+	for rc := range p.conns {
+		if rc.fetched.Load() && !rc.told.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// track adds (open) or removes a client connection from the ones Untold
+// counts.
+func (p *Proxy) track(rc *relayConn, open bool) {
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	if open {
+		p.conns[rc] = struct{}{}
+	} else {
+		delete(p.conns, rc)
+	}
+}
+
+// refusesFetch reports whether a Fetch on this connection is answered
+// here (refuseFetch) rather than relayed, and notes that the connection
+// fetches.
+func (rc *relayConn) refusesFetch() bool {
+	if !rc.proxied {
+		return false
+	}
+	rc.fetched.Store(true)
+	if !rc.p.draining.Load() {
+		return false
+	}
+	_, elsewhere := rc.p.cfg.Peers.ServedElsewhere()[rc.broker]
+	return elsewhere
+}
+
+// refuseFetch builds the response frame (size prefix included) to a Fetch
+// request frame (without its size prefix) from a broker that is no
+// longer the leader of anything the request names.
+func refuseFetch(frame []byte) ([]byte, error) {
+	req, err := newproto.ParseRequest(frame)
+	if err != nil {
+		return nil, err
+	}
+	fr, ok := req.Msg.(*kmsg.FetchRequest)
+	if !ok {
+		return nil, fmt.Errorf("refusing a Fetch: the frame is a %s", kmsg.NameForKey(req.Msg.Key()))
+	}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(fr.Version)
+	if fr.SessionID > 0 && fr.SessionEpoch > 0 {
+		// Incremental: the partitions not named are in the session.
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	} else {
+		// Keep the client's session id, so that the client keeps
+		// using sessions (an id of 0 turns them off for the broker in
+		// kgo); it sends epoch 0 next, which starts a new one.
+		resp.SessionID = max(fr.SessionID, 0)
+		for _, t := range fr.Topics {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, fp := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition = fp.Partition
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	out := make([]byte, 8, 64)
+	binary.BigEndian.PutUint32(out[4:], uint32(req.CorrelationID))
+	if resp.IsFlexible() {
+		out = append(out, 0) // response header v1: no tagged fields
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, nil
+}
