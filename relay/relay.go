@@ -277,6 +277,7 @@ func (p *Proxy) addressBook(c *newproto.ClientConn) *addressBook {
 	if p.cfg.Peers != nil {
 		a.bridges = p.cfg.Peers.Others()
 		a.elsewhere = p.cfg.Peers.ServedElsewhere()
+		a.draining = p.draining.Load()
 	}
 	return a
 }

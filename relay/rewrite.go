@@ -217,6 +217,9 @@ type addressBook struct {
 	// at that bridge's proxy listener (shared: read only).
 	bridges   []newproto.Broker
 	elsewhere map[int32]newproto.Broker
+	// draining: this bridge is shutting down (Proxy.Drain), and is not
+	// listed while another bridge is (drain.go).
+	draining bool
 }
 
 // lookup returns the address clients reach broker id at through the
@@ -244,7 +247,7 @@ func (a *addressBook) isBridge(id int32) bool {
 // out and the partitions it leads are reported LEADER_NOT_AVAILABLE with
 // leader -1, as Kafka reports a leader missing from its metadata cache: the
 // client asks again shortly. A broker with a bridge's node id is replaced
-// by the bridge.
+// by the bridge. A draining bridge is not listed while another is.
 func (a *addressBook) rewriteMetadata(resp kmsg.Response) {
 	m := resp.(*kmsg.MetadataResponse)
 	kept := m.Brokers[:0]
@@ -258,7 +261,11 @@ func (a *addressBook) rewriteMetadata(resp kmsg.Response) {
 		kept = append(kept, b)
 		listed[b.NodeID] = true
 	}
-	for _, n := range append([]newproto.Broker{a.self}, a.bridges...) {
+	nodes := a.bridges
+	if !a.draining || len(a.bridges) == 0 {
+		nodes = append([]newproto.Broker{a.self}, nodes...)
+	}
+	for _, n := range nodes {
 		b := kmsg.NewMetadataResponseBroker()
 		b.NodeID, b.Host, b.Port, b.Rack = n.NodeID, n.Host, n.Port, n.Rack
 		kept = append(kept, b)

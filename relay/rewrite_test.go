@@ -356,3 +356,36 @@ func TestPortPlan(t *testing.T) {
 		t.Errorf("port past 65535 accepted")
 	}
 }
+
+// A draining bridge (Proxy.Drain) leaves itself out of Metadata while another bridge is listed:
+// a client that refreshes there must not keep an address that closes in a moment. Alone, it
+// stays: a client needs a node to ask.
+func TestRewriteMetadataDraining(t *testing.T) {
+	others := []newproto.Broker{{NodeID: 101, Host: "b1", Port: 9092}}
+	for _, tc := range []struct {
+		bridges []newproto.Broker
+		want    []string
+	}{
+		{others, []string{"1@b1:9201", "101@b1:9092"}},
+		{nil, []string{"1@b0:9101", "100@b0:9092"}},
+	} {
+		book := &addressBook{host: "b0", ports: map[int32]int32{1: 9101}, self: newproto.Broker{NodeID: 100, Host: "b0", Port: 9092},
+			bridges: tc.bridges, draining: true}
+		if tc.bridges != nil {
+			book.elsewhere = map[int32]newproto.Broker{1: {NodeID: 1, Host: "b1", Port: 9201}}
+		}
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.SetVersion(12)
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = 1, "real", 9092
+		resp.Brokers = append(resp.Brokers, b)
+		book.rewriteMetadata(resp)
+		var got []string
+		for _, b := range resp.Brokers {
+			got = append(got, fmt.Sprintf("%d@%s:%d", b.NodeID, b.Host, b.Port))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("draining with other bridges %v lists %v, want %v", tc.bridges, got, tc.want)
+		}
+	}
+}
