@@ -49,14 +49,20 @@ func (p *Proxy) Drain() {
 	}
 }
 
-// Untold returns how many open client connections fetched through a proxy
-// listener and have not had a Fetch refused since Drain.
+// Untold returns how many open client connections fetched through the
+// proxy listener of a broker another bridge serves now and have not had a
+// Fetch refused since Drain (a broker served nowhere else keeps its
+// fetchers: there is nowhere to send them).
 func (p *Proxy) Untold() int {
+	if p.cfg.Peers == nil {
+		return 0
+	}
+	elsewhere := p.cfg.Peers.ServedElsewhere()
 	p.connsMu.Lock()
 	defer p.connsMu.Unlock()
 	n := 0
 	for rc := range p.conns {
-		if rc.fetched.Load() && !rc.told.Load() {
+		if _, moved := elsewhere[rc.broker]; moved && rc.proxied && rc.fetched.Load() && !rc.told.Load() {
 			n++
 		}
 	}
