@@ -23,7 +23,7 @@ import (
 // 200 ms) consuming what a producer keeps sending. Two phases on the same clients:
 //
 //  1. roll: each bridge in turn is shut down (drain: its groups and brokers handed over), started
-//     again 300 ms later on the same Kafka address, and the next one is restarted once every
+//     again 300 ms later on the same Kafka and proxy addresses, and the next one is restarted once every
 //     group is held by its placement owner again;
 //  2. join: a 4th bridge starts; the phase ends once every group is held by its owner among 4.
 //
