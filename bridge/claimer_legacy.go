@@ -7,8 +7,10 @@ package bridge
 // every other ZooKeeper read or write of the group, so that the actor does no ZooKeeper IO but
 // its watches:
 //
-//	legacyRegisterReq   a member's hosted-member znode, then its registration (Register)
-//	legacyDeregisterReq its registration, then its hosted-member znode (a member removed)
+//	legacyRegisterReq   a member's hosted-member znode, then its registration (Register):
+//	                    legacyRegisteredEv back
+//	legacyDeregisterReq its registration, then its hosted-member znode (a member removed):
+//	                    legacyDeregisteredEv back
 //	legacyCheckReq      step 3's read of the group (owners, registrations): legacyCheckEv back
 //	legacyCommitReq     the offsets of a regular PingResponse, one Multi: legacyCommitEv back
 //	legacyClaimReq      step 4's claim: read, plan (legacyPlanRebalance), release and wait
@@ -42,17 +44,17 @@ type (
 		events chan<- any
 	}
 	// legacyRegisterReq registers consumer id: its hosted-member znode (zkstate/hosted.go) and
-	// its registration data in /consumers/<g>/ids/<id>. The reply is buffered.
+	// its registration data in /consumers/<g>/ids/<id>. measure is the actor's, handed back in
+	// the event: whether what it costs counts in the rebalance being measured.
 	legacyRegisterReq struct {
-		id    string
-		data  []byte
-		reply chan legacyRegistered
+		id      string
+		data    []byte
+		measure bool
 	}
 	// legacyDeregisterReq deletes the registration of consumer id and its hosted-member znode.
-	// The reply (buffered) carries what it cost.
 	legacyDeregisterReq struct {
-		id    string
-		reply chan legacyZKCount
+		id      string
+		measure bool
 	}
 	// legacyClaimReq is step 4's claim of one attempt. in is the plan's input without what the
 	// read of the group gives (Session, Others, Owners, Committed, OffsetNodes): the members,
@@ -96,9 +98,20 @@ type legacyCommitEv struct {
 	count   legacyZKCount
 }
 
-type legacyRegistered struct {
-	err   error
-	count legacyZKCount
+// legacyRegisteredEv answers a legacyRegisterReq: the registration is written unless err.
+type legacyRegisteredEv struct {
+	id      string
+	err     error
+	count   legacyZKCount
+	measure bool
+}
+
+// legacyDeregisteredEv answers a legacyDeregisterReq with what it cost (a failed delete is
+// logged by the claimer: the ephemeral goes with the session).
+type legacyDeregisteredEv struct {
+	id      string
+	count   legacyZKCount
+	measure bool
 }
 
 // legacyZKCount counts ZooKeeper operations for the attempt being measured (LegacyRebalanceStats):
@@ -290,13 +303,13 @@ func (cl *claimer) onLegacy(ctx context.Context, r any) {
 	case legacyAttachReq:
 		lp.c, lp.log, lp.events = r.c, r.log, r.events
 	case legacyRegisterReq:
-		var n legacyZKCount
-		err := cl.legacyRegister(ctx, r.id, r.data, &n)
-		r.reply <- legacyRegistered{err: err, count: n}
+		ev := legacyRegisteredEv{id: r.id, measure: r.measure}
+		ev.err = cl.legacyRegister(ctx, r.id, r.data, &ev.count)
+		cl.emit(ev)
 	case legacyDeregisterReq:
-		var n legacyZKCount
-		cl.legacyDeregister(ctx, r.id, &n)
-		r.reply <- n
+		ev := legacyDeregisteredEv{id: r.id, measure: r.measure}
+		cl.legacyDeregister(ctx, r.id, &ev.count)
+		cl.emit(ev)
 	case legacyClaimReq:
 		lp.run = &legacyClaimRun{claimWait: claimWait{backoff: cl.backoff}, req: r}
 	case legacyCancelReq:
@@ -467,7 +480,9 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	if refreshed {
 		view, err = rd.refreshWaited(ctx, w)
 	} else {
-		own := func(id string) bool { _, ok := r.req.in.Members[id]; return ok }
+		// A registration of ours whose member has not joined yet (its Register is being
+		// answered) is not another member's either.
+		own := func(id string) bool { _, ok := r.req.in.Members[id]; return ok || lp.regs[id] != nil }
 		view, ev.skipped, err = rd.readGroup(ctx, own, lp.written, lp.writtenSession, true)
 	}
 	if err != nil {

@@ -583,6 +583,8 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 		quit:        make(chan struct{}),
 		exited:      make(chan struct{}),
 		members:     map[string]*legacyMember{},
+		registering: map[string]*legacyRegistering{},
+		leaving:     map[string]int{},
 		topics:      map[string]*legacyTopic{},
 		others:      map[string]bool{},
 		regs:        map[string]string{},

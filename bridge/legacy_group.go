@@ -125,7 +125,11 @@ type legacyGroup struct {
 	unmeasured bool
 
 	members map[string]*legacyMember
-	topics  map[string]*legacyTopic
+	// registering are the Registers whose registration the claimer is writing, by consumer id;
+	// leaving counts the removals (let) of each consumer id the claimer has not answered yet.
+	registering map[string]*legacyRegistering
+	leaving     map[string]int
+	topics      map[string]*legacyTopic
 	// ids watches the children of /consumers/<g>/ids while the group has members (nil
 	// otherwise); others watches the data of every registration there that is not one of our
 	// members', by consumer id.
@@ -224,6 +228,10 @@ func (g *legacyGroup) handle(ctx context.Context, now time.Time, ev any) {
 		g.onCheck(ctx, now, ev)
 	case legacyCommitEv:
 		g.onCommit(ev)
+	case legacyRegisteredEv:
+		g.onRegistered(ctx, now, ev)
+	case legacyDeregisteredEv:
+		g.onDeregistered(ev)
 	}
 }
 
@@ -461,9 +469,12 @@ func (g *legacyGroup) check(now time.Time, c *group.LegacyCheck) group.Event {
 			Int("attempt", c.Attempt).Msg("rebalancing: stopping every member (seed step 4.1)")
 		return group.LegacyChecked{Needed: true, Reason: reason}
 	}
-	own := make(map[string]bool, len(g.members))
+	own := make(map[string]bool, len(g.members)+len(g.registering))
 	for id := range g.members {
 		own[id] = true
+	}
+	for id := range g.registering {
+		own[id] = true // not a member yet, but its registration is ours, not another's
 	}
 	g.checking = c
 	g.cl.legacyReq(legacyCheckReq{own: own}) // claimer_legacy.go
@@ -486,9 +497,15 @@ func (g *legacyGroup) onCheck(ctx context.Context, now time.Time, ev legacyCheck
 	}
 	g.noteSkipped(ev.skipped)
 	view := ev.view
-	for id := range g.members {
-		delete(view.others, id)
-		delete(view.regs, id)
+	for id := range view.others {
+		if g.ours(id) {
+			delete(view.others, id)
+		}
+	}
+	for id := range view.regs {
+		if g.ours(id) {
+			delete(view.regs, id)
+		}
 	}
 	plan, err := legacyPlanRebalance(g.planInput(view, nil))
 	if err != nil {

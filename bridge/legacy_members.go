@@ -16,10 +16,16 @@ import (
 )
 
 // onRegister admits a registered consumer (legacy.Coordinator.Register): its registration in
-// ZooKeeper first, then the engine takes it in (group.LegacyJoin).
+// ZooKeeper first, by the group's claimer, then the engine takes it in (onRegistered). A
+// Register of a consumer id whose registration is being written waits for it: they are decided
+// in the order they came.
 func (g *legacyGroup) onRegister(ctx context.Context, now time.Time, ev legacyRegisterEv) {
 	reg := ev.sess.Register()
 	id := reg.ConsumerID
+	if p := g.registering[id]; p != nil {
+		p.queued = append(p.queued, ev)
+		return
+	}
 	replaced := false
 	if old := g.members[id]; old != nil {
 		if old.sess.Err() == nil {
@@ -32,27 +38,32 @@ func (g *legacyGroup) onRegister(ctx context.Context, now time.Time, ev legacyRe
 		g.let(old, old.sess.Err())
 		replaced = true
 	}
-	if err := g.admit(ctx, now, ev, reg); err != nil {
-		ev.reply <- err
-		if replaced {
-			g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(id), Cause: err})
-		}
-		return
+	p := &legacyRegistering{ev: ev, reg: reg, replaced: replaced}
+	if err := g.admit(ctx, now, p); err != nil {
+		g.refuse(ctx, now, p, err)
 	}
-	ev.reply <- nil
-	g.log.Info().Str("consumer", id).Stringer("remote", ev.sess.RemoteAddr()).Bool("auto_commit", reg.AutoCommit).
-		Int("members", len(g.members)).Msg("legacy consumer registered")
-	// "On Consumer Failover": a new member always triggers a rebalance.
-	g.step(ctx, now, group.LegacyJoin{Member: group.MemberID(id), PingInterval: ev.sess.PingInterval(),
-		MaxPingRetries: int(reg.MaxPingRetries), AutoCommit: reg.AutoCommit, Replaced: replaced})
 }
 
-// admit writes a consumer's registration (through the group's claimer) and watches what its
-// group follows; an error is the RegisterResponse's.
-func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegisterEv, reg legacy.RegisterRequest) error {
+// legacyRegistering is a Register whose registration the claimer is writing: the event, its
+// request, whether it replaces a member whose connection closed, and the Registers of the same
+// consumer id that came meanwhile.
+type legacyRegistering struct {
+	ev       legacyRegisterEv
+	reg      legacy.RegisterRequest
+	replaced bool
+	queued   []legacyRegisterEv
+}
+
+// admit watches what the consumer's group follows and hands its registration to the group's
+// claimer; an error is the RegisterResponse's.
+func (g *legacyGroup) admit(ctx context.Context, now time.Time, p *legacyRegistering) error {
+	reg := p.reg
 	id := reg.ConsumerID
+	// Watched as the group's from now on (syncWatches), whatever comes meanwhile.
+	g.registering[id] = p
 	for _, s := range reg.Subscription {
 		if err := g.watchTopic(ctx, s.Topic); err != nil {
+			delete(g.registering, id)
 			g.syncWatches()
 			return fmt.Errorf("bridge: legacy group %q: watching topic %q: %w: %w",
 				g.name, s.Topic, err, legacy.CodeCoordinatorNotAvailable.Err())
@@ -60,6 +71,7 @@ func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegiste
 	}
 	// The other members of the group: their registrations count in our assignment.
 	if err := g.watchIDs(ctx, now); err != nil {
+		delete(g.registering, id)
 		g.syncWatches()
 		return fmt.Errorf("bridge: legacy group %q: watching %s: %w: %w",
 			g.name, zkstate.IDsPath(g.name), err, legacy.CodeCoordinatorNotAvailable.Err())
@@ -72,13 +84,28 @@ func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegiste
 	// member, and first its hosted-member znode, so that nobody reading the group takes the
 	// registration for a zk member's (zkstate/hosted.go).
 	data := zkstate.ConsumerRegistration{Version: 1, Subscription: sub, Pattern: zkstate.PatternStatic, TimestampMs: now.UnixMilli()}.Encode()
-	reply := make(chan legacyRegistered, 1)
-	g.cl.legacyReq(legacyRegisterReq{id: id, data: data, reply: reply}) // claimer_legacy.go
-	r := <-reply
-	g.countAttempt(r.count)
-	err := r.err
-	if err != nil {
-		g.syncWatches()
+	g.cl.legacyReq(legacyRegisterReq{id: id, data: data, measure: g.measuring()}) // claimer_legacy.go
+	return nil
+}
+
+// onDeregistered takes the claimer's answer to a member's removal (let).
+func (g *legacyGroup) onDeregistered(r legacyDeregisteredEv) {
+	g.countIf(r.measure, r.count)
+	if g.leaving[r.id]--; g.leaving[r.id] <= 0 {
+		delete(g.leaving, r.id)
+	}
+}
+
+// onRegistered takes the claimer's answer to a registration: the member joins, or its Register
+// is refused; then the Registers of the same consumer id that waited for it are decided.
+func (g *legacyGroup) onRegistered(ctx context.Context, now time.Time, r legacyRegisteredEv) {
+	p := g.registering[r.id]
+	if p == nil {
+		return
+	}
+	delete(g.registering, r.id)
+	g.countIf(r.measure, r.count)
+	if err := r.err; err != nil {
 		code := legacy.CodeCoordinatorNotAvailable
 		if errors.Is(err, zkstate.ErrNodeExists) {
 			// Another ZooKeeper session holds /ids/<id> or the hosted znode: a 0.8 consumer
@@ -87,9 +114,30 @@ func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegiste
 			// member under that consumer id.
 			code = legacy.CodeConsumerIDInUse
 		}
-		return fmt.Errorf("bridge: legacy group %q: registering consumer %q in ZooKeeper: %w: %w", g.name, id, err, code.Err())
+		g.syncWatches()
+		g.refuse(ctx, now, p, fmt.Errorf("bridge: legacy group %q: registering consumer %q in ZooKeeper: %w: %w", g.name, r.id, err, code.Err()))
+	} else {
+		g.join(ctx, now, p)
 	}
-	m := &legacyMember{id: id, sess: ev.sess, reg: reg}
+	for _, q := range p.queued {
+		g.onRegister(ctx, now, q)
+	}
+}
+
+// refuse answers a Register with err; a member it was to replace has left.
+func (g *legacyGroup) refuse(ctx context.Context, now time.Time, p *legacyRegistering, err error) {
+	p.ev.reply <- err
+	if p.replaced {
+		g.step(ctx, now, group.LegacyLeave{Member: group.MemberID(p.reg.ConsumerID), Cause: err})
+	}
+}
+
+// join takes a registered consumer in: a member of the group, followed until its connection
+// closes, and (seed 001 "On Consumer Failover": a new member always triggers a rebalance) the
+// engine's.
+func (g *legacyGroup) join(ctx context.Context, now time.Time, p *legacyRegistering) {
+	reg, sess, id := p.reg, p.ev.sess, p.reg.ConsumerID
+	m := &legacyMember{id: id, sess: sess, reg: reg}
 	g.members[id] = m
 	// Seen as another member's registration until now (the children event of our own
 	// create, or an earlier owner of the id): it is ours.
@@ -108,7 +156,11 @@ func (g *legacyGroup) admit(ctx context.Context, now time.Time, ev legacyRegiste
 		case <-g.quit:
 		}
 	}()
-	return nil
+	p.ev.reply <- nil
+	g.log.Info().Str("consumer", id).Stringer("remote", sess.RemoteAddr()).Bool("auto_commit", reg.AutoCommit).
+		Int("members", len(g.members)).Msg("legacy consumer registered")
+	g.step(ctx, now, group.LegacyJoin{Member: group.MemberID(id), PingInterval: sess.PingInterval(),
+		MaxPingRetries: int(reg.MaxPingRetries), AutoCommit: reg.AutoCommit, Replaced: p.replaced})
 }
 
 // drop carries out the engine's LegacyDrop: a dead member (max_ping_retries missed in a row,
@@ -127,15 +179,15 @@ func (g *legacyGroup) drop(now time.Time, d group.LegacyDrop) {
 }
 
 // let lets a member go: its connection is closed, its /ids znode and hosted-member znode
-// deleted (by the group's claimer).
+// deleted by the group's claimer, which answers with a legacyDeregisteredEv (countIf). Anything
+// asked of the claimer after this is served after the deletes.
 func (g *legacyGroup) let(m *legacyMember, cause error) {
 	m.sess.Close(cause)
 	delete(g.members, m.id)
 	g.c.members.Add(-1)
 	g.c.metrics.members.Dec()
-	reply := make(chan legacyZKCount, 1)
-	g.cl.legacyReq(legacyDeregisterReq{id: m.id, reply: reply}) // claimer_legacy.go
-	g.countAttempt(<-reply)
+	g.cl.legacyReq(legacyDeregisterReq{id: m.id, measure: g.measuring()}) // claimer_legacy.go
+	g.leaving[m.id]++
 	g.syncWatches()
 	g.log.Info().Str("consumer", m.id).AnErr("cause", cause).Int("members", len(g.members)).Msg("legacy consumer removed")
 }

@@ -127,6 +127,11 @@ func (g *legacyGroup) syncTopics() {
 			wanted[s.Topic] = true
 		}
 	}
+	for _, p := range g.registering {
+		for _, s := range p.reg.Subscription {
+			wanted[s.Topic] = true
+		}
+	}
 	for t, w := range g.topics {
 		if !wanted[t] {
 			w.cancel()
@@ -139,7 +144,7 @@ func (g *legacyGroup) syncTopics() {
 // group's registrations once no member is left.
 func (g *legacyGroup) syncWatches() {
 	g.syncTopics()
-	if len(g.members) > 0 || g.ids == nil {
+	if len(g.members) > 0 || len(g.registering) > 0 || g.ids == nil {
 		return
 	}
 	g.cl.unsubscribeIDs(g.ids)
@@ -206,13 +211,13 @@ func (g *legacyGroup) onIDs(ctx context.Context, now time.Time, ev legacyIDsEv) 
 	}
 }
 
-// syncOthers makes the other registrations those of children that are not our members', and
+// syncOthers makes the other registrations those of children that are not ours (g.ours), and
 // with trigger, checks the group when they changed.
 func (g *legacyGroup) syncOthers(ctx context.Context, now time.Time, children []string, trigger bool) {
 	present := make(map[string]bool, len(children))
 	var added, removed []string
 	for _, id := range children {
-		if g.members[id] != nil {
+		if g.ours(id) {
 			continue
 		}
 		present[id] = true
@@ -235,6 +240,13 @@ func (g *legacyGroup) syncOthers(ctx context.Context, now time.Time, children []
 	g.log.Info().Strs("registered", legacyFirst(added, 10)).Strs("left", legacyFirst(removed, 10)).
 		Int("others", len(g.others)).Msg("other members' registrations in /ids changed")
 	g.noteTrigger(ctx, now, fmt.Sprintf("other registrations in /ids changed (+%d -%d)", len(added), len(removed)))
+}
+
+// ours reports whether the registration of consumer id is one of our members': joined, being
+// written, or being deleted (the claimer has not answered yet, so a view of /ids may still
+// show it).
+func (g *legacyGroup) ours(id string) bool {
+	return g.members[id] != nil || g.registering[id] != nil || g.leaving[id] > 0
 }
 
 // legacyRegKey is what of a registration the assignment depends on: the pattern and the

@@ -242,6 +242,14 @@ func (g *legacyGroup) countAttempt(n legacyZKCount) {
 	}
 }
 
+// countIf is countAttempt for what the claimer answered to a request sent while measure said
+// whether the rebalance was being measured (measuring).
+func (g *legacyGroup) countIf(measure bool, n legacyZKCount) {
+	if measure {
+		g.countAttempt(n)
+	}
+}
+
 // legacyFanOut runs fn(0..n-1) with at most legacyReadParallelism calls in flight and returns
 // the first error. Every call has returned when it returns.
 func legacyFanOut(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
