@@ -63,6 +63,9 @@ type actor struct {
 
 	mx      mixedState // mixed.go
 	members int        // last published to zkbridge_group_members
+	// handMirror, set by a handover of a mixed group, makes closeMirror leave the Kafka
+	// members' ephemerals for the next owner to adopt (mixed_adopt.go).
+	handMirror bool
 }
 
 type writeResult struct {
@@ -149,6 +152,11 @@ func (a *actor) load(ctx context.Context) error {
 		Int32("record_version", a.gs.record).Msg("group loaded from zookeeper")
 	a.version = int64(a.gs.record)
 	a.step(ctx, group.Restore{Record: *rec, Version: a.version})
+	if a.adoptMixed(lctx) { // mixed_adopt.go
+		// Server-side assignment and the watch of the other kinds at once, not at the first
+		// request: what changes meanwhile rebalances the group.
+		a.syncAssignMode(ctx)
+	}
 	return nil
 }
 
@@ -402,6 +410,12 @@ func (a *actor) publish() {
 // closeMirror ends the actor's use of the group's claimer: the Kafka members' ephemerals are
 // deleted with release, else left to the session.
 func (a *actor) closeMirror(release bool) {
+	if a.handMirror {
+		handed := a.mirror.handOver()
+		a.c.claimers.drop(a.mirror)
+		a.c.trackAdoption(a.mirror.store, a.group, handed)
+		return
+	}
 	a.mirror.leave(false, release)
 	a.c.claimers.drop(a.mirror)
 }

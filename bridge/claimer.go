@@ -121,6 +121,9 @@ type claimer struct {
 	legacyKick chan struct{}
 	// leaves carries a kind's leave: its part released or forgotten, then acknowledged.
 	leaves chan claimerLeave
+	// adopts carries the Kafka actor's adoption of a previous owner's ephemerals
+	// (mixed_adopt.go); it waits for the result.
+	adopts chan adoptRequest
 	stop   chan struct{} // closed by the last drop
 	// abandon cancels the ZooKeeper call in progress, at the last drop.
 	abandon context.CancelFunc
@@ -160,10 +163,13 @@ type kafkaPart struct {
 }
 
 // claimerLeave is a kind leaving the claimer: with release, what it holds is deleted first
-// (bounded by releaseTimeout), else forgotten (it goes with the session).
+// (bounded by releaseTimeout), else forgotten (it goes with the session). handed, when set,
+// receives what the Kafka members held, or may hold (unsure), as it forgets it: the group's
+// next owner adopts it (mixed_adopt.go).
 type claimerLeave struct {
 	legacy  bool
 	release bool
+	handed  *mirrorState
 	ack     chan struct{}
 }
 
@@ -174,6 +180,7 @@ func newClaimer(cfg claimerConfig) *claimer {
 		want:       make(chan mirrorRequest, 1),
 		legacyKick: make(chan struct{}, 1),
 		leaves:     make(chan claimerLeave),
+		adopts:     make(chan adoptRequest),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		kafka:      kafkaPart{held: mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}, unsure: map[string][]byte{}},
@@ -209,7 +216,18 @@ func (cl *claimer) request(r mirrorRequest) {
 
 // leave ends a kind's use of the claimer (see claimerLeave); it returns once done.
 func (cl *claimer) leave(legacy, release bool) {
-	l := claimerLeave{legacy: legacy, release: release, ack: make(chan struct{})}
+	cl.sendLeave(claimerLeave{legacy: legacy, release: release, ack: make(chan struct{})})
+}
+
+// handOver ends the Kafka actor's use of the claimer, forgetting what its members hold, and
+// returns it (mixed_adopt.go).
+func (cl *claimer) handOver() mirrorState {
+	handed := mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+	cl.sendLeave(claimerLeave{handed: &handed, ack: make(chan struct{})})
+	return handed
+}
+
+func (cl *claimer) sendLeave(l claimerLeave) {
 	select {
 	case cl.leaves <- l:
 		<-l.ack
@@ -248,6 +266,9 @@ func (cl *claimer) run(ctx context.Context) {
 			continue
 		case l := <-cl.leaves:
 			cl.onLeave(l)
+			continue
+		case r := <-cl.adopts:
+			r.result <- cl.adopt(ctx, r)
 			continue
 		case <-cl.kafkaDone():
 			cl.kafka.run = nil // the generation is over
@@ -316,6 +337,18 @@ func (cl *claimer) onLeave(l claimerLeave) {
 		cl.kafka.run, cl.kafka.want = nil, nil
 		if l.release {
 			cl.reconcile(rctx, &cl.kafka.held, mirrorState{})
+		}
+		if h := l.handed; h != nil {
+			maps.Copy(h.ids, cl.kafka.held.ids)
+			maps.Copy(h.owners, cl.kafka.held.owners)
+			for p, d := range cl.kafka.unsure {
+				if strings.HasPrefix(p, zkstate.OwnersPath(cl.group)+"/") {
+					h.owners[p] = d
+				} else {
+					h.ids[p] = d
+				}
+			}
+			clear(cl.kafka.unsure)
 		}
 		cl.kafka.held = mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
 		cl.publishOurs(nil, nil)

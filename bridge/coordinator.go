@@ -77,6 +77,9 @@ type coordinator struct {
 	untold atomic.Pointer[untold]
 
 	wg sync.WaitGroup // one per goroutine started by goLocked (the actors, the rescans)
+	// adopting counts the handed-over mixed groups whose ephemerals wait for their next owner
+	// (mixed_adopt.go): the drain waits for them before the session closes.
+	adopting atomic.Int32
 
 	// modes keeps every group's mode current (modes.go); nil admits every request.
 	modes *groupModes

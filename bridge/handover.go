@@ -223,6 +223,7 @@ func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregist
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	c.waitAdoptions(adoptWait + time.Second) // mixed_adopt.go: our session keeps them until then
 	to := map[int32][]string{}
 	for _, name := range names {
 		n, ok := c.peers.ownerOK(name)
@@ -266,6 +267,9 @@ wait:
 		a.writing, a.gs = false, res.gs
 	}
 	gs := a.gs
+	// mixed_adopt.go: the Kafka members carry on in their generation; the next owner adopts
+	// their ephemerals.
+	a.handMirror = a.mixedMode() && a.m.State() != group.Empty
 	a.released = func() {
 		if gs == nil || gs.epoch < 0 {
 			return
