@@ -248,13 +248,23 @@ func (c *coordinator) trackAdoption(store *zkstate.Store, name string, handed mi
 
 // awaitAdoption keeps the old owner's handed-over ephemerals until the new owner has adopted
 // them (none is ours any more), at most adoptWait; then it deletes those still ours with the
-// data we wrote, owner znodes first. The drain waits for it before the session closes.
+// data we wrote. The drain waits for it before the session closes.
+//
+// The hosted-member znodes go first. Only a group's owner creates them, so while the new
+// owner's Multi deletes one at the version it read, that Multi fails once we deleted it: an
+// adoption racing this release can never delete, at a version it read from us, an owner znode
+// a zk member made again in the meantime. (A session that ends takes all of its ephemerals in
+// one transaction, with the same effect.) Then the owner znodes, then the registrations: an
+// owner znode whose consumer is not registered would look like nobody's.
 func (c *coordinator) awaitAdoption(ctx context.Context, store *zkstate.Store, name string, handed mirrorState) {
 	defer c.adopting.Add(-1)
 	session := store.SessionID()
-	owners, ids := slices.Sorted(maps.Keys(handed.owners)), slices.Sorted(maps.Keys(handed.ids))
-	paths := append(owners, hostedFirst(ids)...)
-	slices.Reverse(paths[len(owners):]) // registrations before their hosted-member znodes
+	ids := hostedFirst(slices.Sorted(maps.Keys(handed.ids)))
+	hosted := 0
+	for hosted < len(ids) && !strings.HasPrefix(ids[hosted], zkstate.ConsumersPath+"/") {
+		hosted++
+	}
+	paths := slices.Concat(ids[:hosted], slices.Sorted(maps.Keys(handed.owners)), ids[hosted:])
 	data := func(p string) []byte {
 		if d, ok := handed.owners[p]; ok {
 			return d
