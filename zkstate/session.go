@@ -354,6 +354,19 @@ func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) erro
 	return nil
 }
 
+// ForgetEphemeral forgets a remembered ephemeral and leaves its node as it is: another session
+// takes it over (a group's next owner, bridge/mixed_adopt.go), or it goes with this session.
+// Remembered, it would be made again in the next session if this one expired, after its new
+// holder may have deleted it.
+func (s *Store) ForgetEphemeral(ctx context.Context, p string) error {
+	if err := s.eph.lock(ctx, p); err != nil {
+		return pathErr("forget ephemeral", p, err)
+	}
+	defer s.eph.unlock(p)
+	s.eph.set(p, nil)
+	return nil
+}
+
 // DeleteEphemeral forgets a remembered ephemeral and deletes its node if our session holds it.
 // A missing node is fine; a node held by another session is left alone and ErrNotOwner
 // returned.

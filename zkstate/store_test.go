@@ -426,14 +426,19 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	observer := zktest.OpenStore(t, connect)
 	ctx := timeout(t, 45*time.Second)
 
-	const c1, c2 = "/consumers/g/ids/c1", "/consumers/g/ids/c2"
-	for _, p := range []string{c1, c2} {
+	const c1, c2, c3 = "/consumers/g/ids/c1", "/consumers/g/ids/c2", "/consumers/g/ids/c3"
+	for _, p := range []string{c1, c2, c3} {
 		if err := s.CreateEphemeral(ctx, p, []byte("data of "+p)); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := s.OwnedByUs(ctx, p); !ok || err != nil {
 			t.Fatalf("OwnedByUs(%s) = %v, %v right after CreateEphemeral", p, ok, err)
 		}
+	}
+	// A forgotten ephemeral is left to its session (another session adopts it) and not made
+	// again after the session expires.
+	if err := s.ForgetEphemeral(ctx, c3); err != nil {
+		t.Fatalf("ForgetEphemeral: %v", err)
 	}
 	// Rewritten data is what a reclaim brings back (a bridge's registration changes).
 	if err := s.SetEphemeral(ctx, c1, []byte("new data of "+c1)); err != nil {
@@ -446,8 +451,8 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(t, watch); !slices.Equal(ev.Children, []string{"c1", "c2"}) {
-		t.Fatalf("initial watch event = %+v, want c1 and c2", ev)
+	if ev := nextEvent(t, watch); !slices.Equal(ev.Children, []string{"c1", "c2", "c3"}) {
+		t.Fatalf("initial watch event = %+v, want c1, c2 and c3", ev)
 	}
 	oldID := s.SessionID()
 
@@ -497,6 +502,9 @@ func TestIntegration_SessionExpiryReclaimsEphemerals(t *testing.T) {
 	}
 	if data, _, _ := s.Get(ctx, c1); string(data) != "new data of "+c1 {
 		t.Errorf("%s after reclaim = %q, want the data SetEphemeral gave it", c1, data)
+	}
+	if ok, _, err := observer.Exists(ctx, c3); ok || err != nil {
+		t.Errorf("forgotten %s after reclaim: exists %v (%v), want gone", c3, ok, err)
 	}
 	conflicts := reclaimed.ReclaimConflicts()
 	if len(conflicts) != 1 || conflicts[0].Path != c2 || conflicts[0].Owner != observer.SessionID() ||
