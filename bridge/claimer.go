@@ -349,6 +349,15 @@ func (cl *claimer) onLeave(l claimerLeave) {
 				}
 			}
 			clear(cl.kafka.unsure)
+			// The store must not make them again if our session expires: the next owner
+			// may have deleted them by then.
+			for _, m := range []map[string][]byte{h.ids, h.owners} {
+				for p := range m {
+					if err := cl.store.ForgetEphemeral(rctx, p); err != nil {
+						cl.log.Debug().Err(err).Str("path", p).Msg("forgetting a handed-over ephemeral failed")
+					}
+				}
+			}
 		}
 		cl.kafka.held = mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
 		cl.publishOurs(nil, nil)
