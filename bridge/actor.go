@@ -66,6 +66,13 @@ type actor struct {
 	// handMirror, set by a handover of a mixed group, makes closeMirror leave the Kafka
 	// members' ephemerals for the next owner to adopt (mixed_adopt.go).
 	handMirror bool
+
+	// loading carries the load's result while the group loads (nil after); hold is armed
+	// while a group that could not be loaded is refused with refusal (refuse).
+	host    *host // whose goroutine runs the actor (host.go); set before it starts
+	loading chan loadResult
+	hold    *time.Timer
+	refusal group.ErrorCode
 }
 
 type writeResult struct {
@@ -94,20 +101,16 @@ func newActor(c *coordinator, name string) *actor {
 	}
 }
 
-func (a *actor) run(ctx context.Context) {
+// start sets the actor up on its host's goroutine (host.go) and starts loading the group; it
+// returns the actor's ctx, which ends with the actor too (stopPut, by finish and leave): the
+// write in flight, the claim and the watcher it started stop then.
+func (a *actor) start(ctx context.Context) context.Context {
 	a.c.metrics.groupsLoaded.Inc()
-	defer a.c.metrics.groupsLoaded.Dec()
-	defer a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
-	// ctx ends with the actor too (stopPut, by finish and leave): the write in flight, the claim
-	// and the watcher it started stop then.
 	ctx, a.stopPut = context.WithCancel(ctx)
-	defer a.stopPut()
 	a.timer = time.NewTimer(time.Hour)
 	a.timer.Stop()
 	a.idle = time.NewTimer(time.Hour)
 	a.idle.Stop()
-	defer a.timer.Stop()
-	defer a.idle.Stop()
 
 	a.c.mu.Lock()
 	store := a.c.store
@@ -118,123 +121,182 @@ func (a *actor) run(ctx context.Context) {
 	}
 	a.m = group.New(a.c.cfg.Group, a.group)
 	a.mirror = a.c.claimers.join(claimerConfig{store: store, group: a.group, retry: a.c.cfg.MirrorRetry, log: a.log, metrics: a.c.metrics})
+	// The load reads ZooKeeper on a goroutine of its own: the host steps the group's other
+	// events meanwhile (its legacy members'); requests wait until it is in (chans).
+	a.loading = make(chan loadResult, 1)
+	gs, loaded := a.gs, a.loading
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
+		defer cancel()
+		var res loadResult
+		res.rec, res.err = gs.load(lctx)
+		if res.err == nil && res.rec == nil {
+			// No record: a new group, or one that only has offsets. Nothing is taken over
+			// until the first write, so that looking at a group (Describe) creates nothing.
+			if res.offsets, res.err = gs.hasOffsets(lctx); res.err != nil {
+				res.err = fmt.Errorf("load group %q: %w", a.group, res.err)
+			}
+		}
+		loaded <- res
+	}()
+	return ctx
+}
 
-	if err := a.load(ctx); err != nil {
+// loadResult is what the load of a group read.
+type loadResult struct {
+	rec     *group.Record
+	offsets bool
+	err     error
+}
+
+// onLoaded restores the machine from what the load read, or refuses the group.
+func (a *actor) onLoaded(ctx context.Context, res loadResult) {
+	a.loading = nil
+	if res.err != nil {
 		a.closeMirror(false)
-		a.refuse(ctx, err)
+		a.refuse(res.err)
 		return
 	}
 	a.loaded.Store(true)
-	a.loop(ctx)
-}
-
-// load reads the group from ZooKeeper and restores the machine.
-func (a *actor) load(ctx context.Context) error {
-	lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
-	defer cancel()
-	rec, err := a.gs.load(lctx)
-	if err != nil {
-		return err
-	}
-	if rec == nil {
-		// No record: a new group, or one that only has offsets. Nothing is taken over until
-		// the first write, so that looking at a group (Describe) creates nothing.
-		ok, err := a.gs.hasOffsets(lctx)
-		if err != nil {
-			return fmt.Errorf("load group %q: %w", a.group, err)
-		}
-		a.exists = ok
+	if res.rec == nil {
+		a.exists = res.offsets
 		a.publish()
-		return nil
+		return
 	}
+	rec := res.rec
 	a.exists = true
 	a.log.Info().Int32("generation", int32(rec.Generation)).Int("members", len(rec.Members)).
 		Int32("record_version", a.gs.record).Msg("group loaded from zookeeper")
 	a.version = int64(a.gs.record)
 	a.step(ctx, group.Restore{Record: *rec, Version: a.version})
-	if a.adoptMixed(lctx) { // mixed_adopt.go
+	actx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
+	defer cancel()
+	if a.adoptMixed(actx) { // mixed_adopt.go
 		// Server-side assignment and the watch of the other kinds at once, not at the first
 		// request: what changes meanwhile rebalances the group.
 		a.syncAssignMode(ctx)
 	}
-	return nil
 }
 
-// refuse answers every request with the load error for refuseHold, then ends the actor.
-func (a *actor) refuse(ctx context.Context, err error) {
-	code := group.ErrCoordinatorNotAvailable
+// refuse makes the actor answer every request with the load error for refuseHold, then end
+// (endRefusal).
+func (a *actor) refuse(err error) {
+	a.refusal = group.ErrCoordinatorNotAvailable
 	var owned *OwnedError
 	if errors.As(err, &owned) || errors.Is(err, ErrFenced) {
-		code = group.ErrNotCoordinator
+		a.refusal = group.ErrNotCoordinator
 		a.log.Info().Err(err).Msg("not serving the group")
 	} else {
 		a.log.Warn().Err(err).Msg("cannot load the group")
 	}
-	hold := time.NewTimer(refuseHold)
-	defer hold.Stop()
-	for {
-		select {
-		case req := <-a.reqs:
-			req.reply <- req.finish(errorReply(a.group, req.ev, code))
-		case <-hold.C:
-			a.c.remove(a)
-			close(a.done)
-			return
-		case <-ctx.Done():
-			a.c.remove(a)
-			close(a.done)
-			return
-		}
+	a.hold = time.NewTimer(refuseHold)
+}
+
+func (a *actor) endRefusal() {
+	a.hold.Stop()
+	a.c.remove(a)
+	close(a.done)
+}
+
+// actorChans are the channels the host selects on for the actor (nil: not now).
+type actorChans struct {
+	reqs              chan *request
+	loaded            chan loadResult
+	hold, timer, idle <-chan time.Time
+	results           chan claimResult
+	others            chan string
+	handoff           chan chan struct{}
+	writes            chan writeResult
+	fence             chan error
+	mode              chan struct{}
+	handover          chan string
+	stop              <-chan struct{}
+}
+
+// chans are the channels the host selects on for a (none when a is nil): while the group
+// loads, only its result and the end; while it is refused, requests, the hold and the end.
+func (a *actor) chans(ctx context.Context) actorChans {
+	switch {
+	case a == nil:
+		return actorChans{}
+	case a.loading != nil:
+		return actorChans{loaded: a.loading, stop: ctx.Done()}
+	case a.hold != nil:
+		return actorChans{reqs: a.reqs, hold: a.hold.C, stop: ctx.Done()}
+	}
+	return actorChans{reqs: a.reqs, timer: a.timer.C, idle: a.idle.C, results: a.mx.results, others: a.mx.others,
+		handoff: a.mx.handoff, writes: a.writes, fence: a.fence, mode: a.modeCh, handover: a.handover, stop: ctx.Done()}
+}
+
+// before runs before each of the host's selects: it ends a fenced or deleted group (false),
+// else asks for the rebalances the mixed group's other kinds need and keeps the idle timer.
+func (a *actor) before(ctx context.Context) bool {
+	if a.loading != nil || a.hold != nil {
+		return true
+	}
+	switch {
+	case a.m.Fenced():
+		a.c.metrics.fenced.Inc()
+		a.finish(true)
+		return false
+	case a.m.State() == group.Dead && !a.writing:
+		// Deleted and its deletion persisted: the next request starts a new group.
+		a.finish(true)
+		return false
+	}
+	a.checkOthers(ctx) // mixed.go
+	a.armIdle()
+	return !a.ended()
+}
+
+func (a *actor) onRequest(ctx context.Context, req *request) {
+	if a.hold != nil {
+		req.reply <- req.finish(errorReply(a.group, req.ev, a.refusal))
+		return
+	}
+	a.handle(ctx, req)
+}
+
+func (a *actor) onFence(ctx context.Context, err error) { a.step(ctx, group.PersistFailed{Err: err}) }
+
+func (a *actor) onIdle() {
+	a.idleOn = false
+	if a.isIdle() {
+		a.log.Debug().Msg("unloading idle group")
+		a.finish(true)
 	}
 }
 
-func (a *actor) loop(ctx context.Context) {
-	for {
-		switch {
-		case a.m.Fenced():
-			a.c.metrics.fenced.Inc()
-			a.finish(true)
-			return
-		case a.m.State() == group.Dead && !a.writing:
-			// Deleted and its deletion persisted: the next request starts a new group.
-			a.finish(true)
-			return
-		}
-		a.checkOthers(ctx) // mixed.go
-		a.armIdle()
-		select {
-		case req := <-a.reqs:
-			a.handle(ctx, req)
-		case res := <-a.mx.results:
-			a.claimed(ctx, res) // mixed.go
-		case fp := <-a.mx.others:
-			a.mx.othersFP = fp // mixed.go: checked at the top of the loop
-		case done := <-a.mx.handoff:
-			a.startHandoff(ctx, done) // mixed.go
-		case <-a.timer.C:
-			a.step(ctx, group.Tick{})
-		case res := <-a.writes:
-			a.written(ctx, res)
-		case err := <-a.fence:
-			a.step(ctx, group.PersistFailed{Err: err})
-		case <-a.modeCh:
-			a.onModeChange(ctx) // modes.go
-		case cause := <-a.handover:
-			a.leave(ctx, cause) // handover.go
-			return
-		case <-a.idle.C:
-			a.idleOn = false
-			if a.isIdle() {
-				a.log.Debug().Msg("unloading idle group")
-				a.finish(true)
-				return
-			}
-		case <-ctx.Done():
-			a.finish(false)
-			return
-		}
+// onStop ends the actor with its ctx (the bridge stopping).
+func (a *actor) onStop() {
+	if a.hold != nil {
+		a.endRefusal()
+		return
+	}
+	a.finish(false)
+}
+
+// ended reports whether the actor takes no more requests.
+func (a *actor) ended() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
 	}
 }
+
+// exit undoes start once the actor has ended.
+func (a *actor) exit() {
+	a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
+	a.stopPut()
+	a.timer.Stop()
+	a.idle.Stop()
+	a.c.metrics.groupsLoaded.Dec()
+}
+
+// groupTick is the timer's event.
+var groupTick group.Event = group.Tick{}
 
 // handle steps one request.
 func (a *actor) handle(ctx context.Context, req *request) {

@@ -92,9 +92,11 @@ type Bridge struct {
 	// claimers holds one claimer per group (claimer.go), shared by the group's Kafka and legacy
 	// actors.
 	claimers *claimers
-	modes    *groupModes // every group's mode, kept current (modes.go)
-	peers    *peerSet    // the live bridges and the groups' placement (peers.go)
-	legacy   atomic.Pointer[LegacyCoordinator]
+	// hosts holds one goroutine per group (host.go), shared by its Kafka and legacy members.
+	hosts  *hosts
+	modes  *groupModes // every group's mode, kept current (modes.go)
+	peers  *peerSet    // the live bridges and the groups' placement (peers.go)
+	legacy atomic.Pointer[LegacyCoordinator]
 	// proxySrv is the Kafka server while it relays to an upstream cluster (upstream.go).
 	proxySrv atomic.Pointer[newproto.Server]
 	// cluster serves Metadata; OffsetFetch v10 maps topic ids through it (TopicIDs).
@@ -142,6 +144,8 @@ func New(cfg Config) (*Bridge, error) {
 	b.coord.modes = b.modes
 	b.claimers = newClaimers()
 	b.coord.claimers = b.claimers
+	b.hosts = newHosts()
+	b.coord.hosts = b.hosts
 	b.modes.ours = b.claimers.ours
 	b.peers = newPeerSet(cfg.NodeID, cfg.Root, log)
 	b.coord.peers = b.peers // handover.go
@@ -529,6 +533,7 @@ func (b *Bridge) newLegacy(ctx context.Context, lc *net.ListenConfig, store *zks
 	b.peers.subscribe(coord.placementChanged)
 	coord.modes = b.modes // modes.go: kafka and finalized groups refuse legacy consumers
 	coord.claimers = b.claimers
+	coord.hosts = b.hosts
 	maxConns := b.cfg.MaxConnections // the Kafka listeners' connection limits apply here too
 	if maxConns == 0 {
 		maxConns = newproto.DefaultMaxConnections

@@ -86,6 +86,8 @@ type coordinator struct {
 	// claimers holds the groups' claimers (claimer.go), shared with the legacy coordinator's
 	// groups; nil without a Bridge (each actor has its own).
 	claimers *claimers
+	// hosts holds one goroutine per group (host.go), shared with the group's legacy members.
+	hosts *hosts
 
 	// gate withholds relayed fetches while the bridge cannot vouch for its mixed groups'
 	// owners (fetchgate.go).
@@ -260,7 +262,11 @@ func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) {
 	}
 	a := newActor(c, name)
 	c.actors[name] = a
-	c.goLocked(a.run)
+	h := c.hosts.join(name) // host.go: the group's one goroutine, shared with its legacy members
+	c.goLocked(func(ctx context.Context) {
+		h.attachKafka(ctx, a)
+		<-a.done
+	})
 	return a, group.ErrNone
 }
 

@@ -332,6 +332,9 @@ type LegacyCoordinator struct {
 	// claimers holds the groups' claimers (claimer.go), shared with the Kafka members of the
 	// same groups; set by Bridge.newLegacy, nil outside a Bridge (each group has its own).
 	claimers *claimers
+	// hosts holds the groups' hosts (host.go), the one goroutine of each group, shared with
+	// the Kafka members of the same groups; nil outside a Bridge (each group has its own).
+	hosts *hosts
 	// badOffsets logs each malformed offset znode once (limits.go).
 	badOffsets onceLog
 	// peers places groups on the live bridges (legacy_placement.go); set by Bridge.newLegacy,
@@ -596,9 +599,11 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	g.cl.legacyReq(legacyAttachReq{c: c, log: g.log, events: g.inbox})
 	c.groups[name] = g
 	c.actorWG.Add(1)
+	h := c.hosts.join(name) // host.go: the group's one goroutine, shared with its Kafka members
+	h.attachLegacy(ctx, g)
 	go func() {
 		defer c.actorWG.Done()
-		g.run(ctx)
+		<-g.exited
 		c.mu.Lock()
 		delete(c.groups, name)
 		delete(c.lifetimes, name)

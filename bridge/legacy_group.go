@@ -111,9 +111,13 @@ type legacyGroup struct {
 	// cl is the group's claimer, shared with the group's Kafka members: it writes every
 	// ephemeral of ours under /consumers/<g> (claimer_legacy.go).
 	cl     *claimer
-	quit   chan struct{}  // closed when the actor stops: senders give up
-	exited chan struct{}  // closed when run has returned
-	wg     sync.WaitGroup // request goroutines and watch forwarders
+	quit   chan struct{} // closed when the actor stops: senders give up
+	exited chan struct{} // closed when shutdown is done
+	timer  *time.Timer   // the engine's next wake (chans)
+	host   *host         // whose goroutine runs the actor (host.go); set before it starts
+	// stopped: shutdown has run; the host no longer steps the actor.
+	stopped bool
+	wg      sync.WaitGroup // request goroutines and watch forwarders
 
 	// m is the group's engine: the legacy members' liveness and rebalance; wakeAt is when it
 	// asked to be stepped next.
@@ -174,33 +178,42 @@ type legacyGroup struct {
 	suppressedRefusalCount              int
 }
 
-// run is the actor's goroutine; ctx ends with the group (a handover, the coordinator's Run
+// start sets the actor up on its host's goroutine (host.go), which then steps its events
+// (chans): ctx, given at the attach, ends with the group (a handover, the coordinator's Run
 // ending), and bounds the group's own work: its requests to members, its watches.
-func (g *legacyGroup) run(ctx context.Context) {
-	defer close(g.exited)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		if wake := g.nextWake(); !wake.IsZero() {
-			timer.Reset(max(time.Until(wake), 0))
-		} else {
-			timer.Stop()
-		}
-		select {
-		case ev := <-g.inbox:
-			now := time.Now()
-			g.fenceUnvouched(now)
-			g.handle(ctx, now, ev)
-		case <-timer.C:
-			now := time.Now()
-			g.fenceUnvouched(now)
-			g.step(ctx, now, group.Tick{})
-		case <-ctx.Done():
-			g.shutdown()
-			return
-		}
-	}
+func (g *legacyGroup) start() {
+	g.timer = time.NewTimer(time.Hour)
+	g.timer.Stop()
 }
+
+// legacyChans are the channels the host selects on for the legacy actor (nil: none).
+type legacyChans struct {
+	inbox chan any
+	timer <-chan time.Time
+	stop  <-chan struct{}
+}
+
+// chans arms the timer for the engine's next wake and returns the channels to select on.
+func (g *legacyGroup) chans(ctx context.Context) legacyChans {
+	if g == nil {
+		return legacyChans{}
+	}
+	if wake := g.nextWake(); !wake.IsZero() {
+		g.timer.Reset(max(time.Until(wake), 0))
+	} else {
+		g.timer.Stop()
+	}
+	return legacyChans{inbox: g.inbox, timer: g.timer.C, stop: ctx.Done()}
+}
+
+func (g *legacyGroup) onTimer(ctx context.Context) {
+	now := time.Now()
+	g.fenceUnvouched(now)
+	g.step(ctx, now, group.Tick{})
+}
+
+// ended reports whether the actor has stopped (shutdown): the host no longer steps it.
+func (g *legacyGroup) ended() bool { return g.stopped }
 
 func (g *legacyGroup) handle(ctx context.Context, now time.Time, ev any) {
 	switch ev := ev.(type) {

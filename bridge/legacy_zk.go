@@ -289,6 +289,9 @@ func legacyFanOut(ctx context.Context, n int, fn func(ctx context.Context, i int
 // shutdown ends the actor: every member's connection is closed (the consumers stop fetching and
 // look for a coordinator), the goroutines are waited for, and the claimer deletes the ids
 // znodes and our owner znodes, so that 0.8 tools do not show owners that no longer consume.
+// The host goes on at once (ended): the claimer may be waiting for the group's Kafka side to
+// take a claim's result, so the wait for its release is on a goroutine of its own, which
+// closes exited when done.
 func (g *legacyGroup) shutdown() {
 	close(g.quit)
 	for _, m := range g.members {
@@ -300,11 +303,15 @@ func (g *legacyGroup) shutdown() {
 	if g.ids != nil {
 		g.cl.unsubscribeIDs(g.ids)
 	}
-	g.wg.Wait()
-	g.cl.leave(true, true)
-	g.c.claimers.drop(g.cl)
-	for range g.members {
-		g.c.members.Add(-1)
-		g.c.metrics.members.Dec()
-	}
+	g.timer.Stop()
+	g.stopped = true
+	members := len(g.members)
+	go func() {
+		g.wg.Wait()
+		g.cl.leave(true, true)
+		g.c.claimers.drop(g.cl)
+		g.c.members.Add(-int64(members))
+		g.c.metrics.members.Sub(float64(members))
+		close(g.exited)
+	}()
 }
