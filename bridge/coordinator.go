@@ -13,6 +13,8 @@ package bridge
 //   - A fenced machine (lost CAS, lost session), a deleted group and an idle Empty group end
 //     their actor; the next request for the group starts a new one, which loads the group from
 //     ZooKeeper again.
+//   - The actor runs on the group's host (host.go): the one goroutine of the group on this
+//     bridge, which also runs its legacy members' actor and outlives the actor.
 
 import (
 	"context"

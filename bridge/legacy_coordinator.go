@@ -75,7 +75,8 @@ package bridge
 //
 // Identifiers of this file start with "legacy" (or "Legacy" when exported): package bridge is
 // shared with the Kafka-protocol shell. The legacy members are a kind of the common group engine
-// (group.KindLegacy); their actor is still a goroutine of its own beside the Kafka members'.
+// (group.KindLegacy); their actor runs on the group's host (host.go), the one goroutine that also
+// runs the group's Kafka members' actor, with a group.Machine of its own for now.
 
 import (
 	"cmp"
