@@ -191,43 +191,32 @@ type mixedOwners struct {
 
 func watchMixedOwners(t *testing.T, mc *mixedCluster, zkIDs []string, kafka ...string) *mixedOwners {
 	w := &mixedOwners{}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	w.stop = func() { cancel(); <-done }
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			snap, err := mc.zk.SnapshotOf(ctx, mc.group, zkstate.WithOwners)
-			t1 := time.Now()
-			if err == nil {
-				w.mu.Lock()
-				w.polls++
-				for _, k := range kafka {
-					before, after := mc.views.ownedAt(k, t0), mc.views.ownedAt(k, t1)
-					for p := range before {
-						if !after[p] {
-							continue
-						}
-						th, ok := snap.Owners[p]
-						cid, _, _ := zkstate.ParseThreadID(th)
-						switch {
-						case !ok:
-							w.bad = append(w.bad, fmt.Sprintf("%s consumes %s-%d, which has no owner znode", k, p.Topic, p.Partition))
-						case slices.Contains(zkIDs, cid):
-							w.bad = append(w.bad, fmt.Sprintf("%s consumes %s-%d, whose owner znode is %s's", k, p.Topic, p.Partition, th))
-						}
+	w.stop = pollEvery(t, 20*time.Millisecond, func(ctx context.Context) {
+		t0 := time.Now()
+		snap, err := mc.zk.SnapshotOf(ctx, mc.group, zkstate.WithOwners)
+		t1 := time.Now()
+		if err == nil {
+			w.mu.Lock()
+			w.polls++
+			for _, k := range kafka {
+				before, after := mc.views.ownedAt(k, t0), mc.views.ownedAt(k, t1)
+				for p := range before {
+					if !after[p] {
+						continue
+					}
+					th, ok := snap.Owners[p]
+					cid, _, _ := zkstate.ParseThreadID(th)
+					switch {
+					case !ok:
+						w.bad = append(w.bad, fmt.Sprintf("%s consumes %s-%d, which has no owner znode", k, p.Topic, p.Partition))
+					case slices.Contains(zkIDs, cid):
+						w.bad = append(w.bad, fmt.Sprintf("%s consumes %s-%d, whose owner znode is %s's", k, p.Topic, p.Partition, th))
 					}
 				}
-				w.mu.Unlock()
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
+			w.mu.Unlock()
 		}
-	}()
-	t.Cleanup(w.stop)
+	})
 	return w
 }
 
@@ -257,38 +246,27 @@ type mixedOffsets struct {
 
 func watchMixedOffsets(t *testing.T, zk *zkstate.Store, g string, topics map[string]int) *mixedOffsets {
 	w := &mixedOffsets{last: map[mtp]int64{}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	w.stop = func() { cancel(); <-done }
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for tp, n := range topics {
-				for p := range int32(n) {
-					data, _, err := zk.Get(ctx, zkstate.OffsetPath(g, tp, p))
-					if err != nil {
-						continue
-					}
-					off, err := zkstate.ParseOffset(data)
-					if err != nil {
-						continue
-					}
-					k := mtp{Topic: tp, Partition: p}
-					w.mu.Lock()
-					if prev, ok := w.last[k]; ok && off < prev {
-						w.regressed = append(w.regressed, fmt.Sprintf("%s-%d: %d after %d", tp, p, off, prev))
-					}
-					w.last[k] = off
-					w.mu.Unlock()
+	w.stop = pollEvery(t, 20*time.Millisecond, func(ctx context.Context) {
+		for tp, n := range topics {
+			for p := range int32(n) {
+				data, _, err := zk.Get(ctx, zkstate.OffsetPath(g, tp, p))
+				if err != nil {
+					continue
 				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
+				off, err := zkstate.ParseOffset(data)
+				if err != nil {
+					continue
+				}
+				k := mtp{Topic: tp, Partition: p}
+				w.mu.Lock()
+				if prev, ok := w.last[k]; ok && off < prev {
+					w.regressed = append(w.regressed, fmt.Sprintf("%s-%d: %d after %d", tp, p, off, prev))
+				}
+				w.last[k] = off
+				w.mu.Unlock()
 			}
 		}
-	}()
-	t.Cleanup(w.stop)
+	})
 	return w
 }
 
@@ -370,4 +348,25 @@ func (p *groupProbe) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n
+}
+
+// pollEvery runs poll every d on a goroutine until the returned stop (also run at the test's
+// cleanup), which returns once the goroutine has.
+func pollEvery(t *testing.T, d time.Duration, poll func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			poll(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
