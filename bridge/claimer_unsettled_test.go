@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +19,9 @@ import (
 // a fourth bridge joined: the new owner got NodeExists until the old bridge stopped).
 func TestIntegration_ClaimerReleasesAnUnsettledCreate(t *testing.T) {
 	t.Parallel()
-	connect := legacyConnect(t)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
+	ours, proxy, connect := legacyProxiedStore(t, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ours, err := zkstate.Open(ctx, zkstate.Config{Connect: proxy.Addr() + connect[i:], SessionTimeout: 6 * time.Second, Logger: legacyTestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ours.Close()
 	observer := legacyOpenStore(t, connect)
 	defer observer.Close()
 	m, err := newMetrics(prometheus.NewRegistry())

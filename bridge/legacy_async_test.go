@@ -3,13 +3,11 @@ package bridge
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
-	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // The group's goroutine never waits for ZooKeeper: a member's removal goes to the claimer as a
@@ -20,16 +18,7 @@ import (
 func TestIntegration_LegacyActorServesWhileZooKeeperStalls(t *testing.T) {
 	t.Parallel()
 	legacyCheckLeaks(t)
-	connect := legacyConnect(t)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	store, err := zkstate.Open(ctx, zkstate.Config{Connect: proxy.Addr() + connect[i:], SessionTimeout: 6 * time.Second, Logger: legacyTestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store, proxy, _ := legacyProxiedStore(t, 6*time.Second)
 	legacySetTopic(t, store, "t", 2)
 	env := legacyStart(t, store, "", nil)
 

@@ -122,6 +122,24 @@ func legacyOpenStore(t testing.TB, connect string) *zkstate.Store {
 	return s
 }
 
+// legacyProxiedStore opens a store of a fresh chroot (legacyConnect) whose way to ZooKeeper goes
+// through a test proxy, with session timeout sessionTimeout, closed at the test's cleanup; it
+// returns the proxy (to cut or mute that way) and the chroot's direct connect string.
+func legacyProxiedStore(t testing.TB, sessionTimeout time.Duration) (*zkstate.Store, *zktest.Proxy, string) {
+	t.Helper()
+	connect := legacyConnect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store, err := zkstate.Open(ctx, zkstate.Config{Connect: proxy.Addr() + connect[i:], SessionTimeout: sessionTimeout, Logger: legacyTestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, proxy, connect
+}
+
 // legacySetTopic writes /brokers/topics/<topic> with n partitions (creating or rewriting it), as
 // Kafka's admin tools do when a topic is created or partitions are added.
 func legacySetTopic(t testing.TB, s *zkstate.Store, topic string, n int) {

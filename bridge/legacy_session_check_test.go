@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
-	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // A legacy consumer stops consuming only after (max_ping_retries + 1) × ping_interval without a
@@ -108,16 +106,7 @@ func TestLegacyClientDefaultsAreCrashSafe(t *testing.T) {
 // without this it would go on consuming after its owner znodes were gone.
 func TestIntegration_LegacyUnvouchedSessionStopsConsumers(t *testing.T) {
 	legacyCheckLeaks(t)
-	connect := legacyConnect(t)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	store, err := zkstate.Open(ctx, zkstate.Config{Connect: proxy.Addr() + connect[i:], SessionTimeout: 4 * time.Second, Logger: legacyTestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store, proxy, connect := legacyProxiedStore(t, 4*time.Second)
 	observer := legacyOpenStore(t, connect)
 	t.Cleanup(func() { observer.Close() })
 	legacySetTopic(t, observer, "t", 1)
