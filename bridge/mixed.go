@@ -178,13 +178,7 @@ func (a *actor) startClaim(ctx context.Context, req *group.AssignRequest) {
 		if err != nil {
 			a.log.Warn().Err(err).Str("member", string(jm.MemberID)).Msg("cannot read member subscription; it gets no partitions")
 		}
-		var valid []string
-		for _, t := range topics {
-			if validName("topic", t) == nil {
-				valid = append(valid, t)
-			}
-		}
-		slices.Sort(valid)
+		valid := znodeTopics(topics)
 		cid := memberConsumerID(a.group, mb, a.seen)
 		c.in.Members = append(c.in.Members, mixedMember{ID: jm.MemberID, CID: cid, Topics: valid, Owned: ownedPartitions(req.Offered[jm.MemberID])})
 		sub := map[string]int{}
@@ -489,4 +483,17 @@ func pokeOnChange(ctx context.Context, store *zkstate.Store, p string, poke chan
 		default:
 		}
 	}
+}
+
+// znodeTopics is the topics of a subscription that can be znode names, sorted: what a Kafka
+// member's 0.8 registration lists and the 0.8.2 assignment counts.
+func znodeTopics(topics []string) []string {
+	var valid []string
+	for _, t := range topics {
+		if validName("topic", t) == nil {
+			valid = append(valid, t)
+		}
+	}
+	slices.Sort(valid)
+	return valid
 }

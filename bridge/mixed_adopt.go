@@ -147,14 +147,7 @@ func (a *actor) adoptMixed(ctx context.Context) bool {
 	in := mixedInput{Group: a.group, Strategy: a.c.cfg.Strategy}
 	for _, mb := range d.Members {
 		topics, _ := subscribedTopics(mb.Metadata)
-		var valid []string
-		for _, t := range topics {
-			if validName("topic", t) == nil {
-				valid = append(valid, t)
-			}
-		}
-		slices.Sort(valid)
-		in.Members = append(in.Members, mixedMember{ID: mb.MemberID, CID: memberConsumerID(a.group, mb, a.seen), Topics: valid})
+		in.Members = append(in.Members, mixedMember{ID: mb.MemberID, CID: memberConsumerID(a.group, mb, a.seen), Topics: znodeTopics(topics)})
 	}
 	r := adoptRequest{want: want, epoch: zkstate.EpochPath(a.c.cfg.Root, a.group), version: a.gs.epoch, in: in, result: make(chan adoptResult, 1)}
 	start := time.Now()
