@@ -24,22 +24,28 @@ type hosts struct {
 
 func newHosts() *hosts { return &hosts{m: map[string]*host{}} }
 
-// host is described in the file comment. Every field below kick is owned by run's goroutine.
+// host is described in the file comment. Every field below kick is owned by run's goroutine;
+// so are the sides' contexts, which are run's variables.
 type host struct {
 	name string
 	reg  *hosts
 	refs int // sides attached or being attached; guarded by reg.mu (or owned by run when reg is nil)
 
-	// calls are the attaches queued for the goroutine, in order; kick (capacity 1) says there
-	// are some. A queue, so that a coordinator holding its lock never waits for the host.
-	mu    sync.Mutex
-	calls []func()
-	kick  chan struct{}
+	// attaches are queued for the goroutine, in order; kick (capacity 1) says there are some. A
+	// queue, so that a coordinator holding its lock never waits for the host.
+	mu       sync.Mutex
+	attaches []attach
+	kick     chan struct{}
 
 	kafka  *actor
-	kctx   context.Context
 	legacy *legacyGroup
-	lctx   context.Context
+}
+
+// attach is one side handed to the host, with the context that ends it.
+type attach struct {
+	ctx    context.Context
+	kafka  *actor
+	legacy *legacyGroup
 }
 
 // join returns the group's host, starting it if needed; every join is matched by one attach.
@@ -84,9 +90,9 @@ func (h *host) drop() bool {
 	return true
 }
 
-func (h *host) call(fn func()) {
+func (h *host) queue(at attach) {
 	h.mu.Lock()
-	h.calls = append(h.calls, fn)
+	h.attaches = append(h.attaches, at)
 	h.mu.Unlock()
 	select {
 	case h.kick <- struct{}{}:
@@ -97,69 +103,72 @@ func (h *host) call(fn func()) {
 // attachKafka hands the group's Kafka actor to the host; ctx ends it (finish(false)).
 func (h *host) attachKafka(ctx context.Context, a *actor) {
 	a.host = h
-	h.call(func() {
-		h.kafka = a
-		h.kctx = a.start(ctx)
-	})
+	h.queue(attach{ctx: ctx, kafka: a})
 }
 
 // attachLegacy hands the group's legacy actor to the host; ctx ends it (shutdown).
 func (h *host) attachLegacy(ctx context.Context, g *legacyGroup) {
 	g.host = h
-	h.call(func() {
-		h.legacy, h.lctx = g, ctx
-		g.start()
-	})
+	h.queue(attach{ctx: ctx, legacy: g})
 }
 
-func (h *host) runCalls() {
+// takeAttaches returns the attaches queued so far.
+func (h *host) takeAttaches() []attach {
 	h.mu.Lock()
-	calls := h.calls
-	h.calls = nil
-	h.mu.Unlock()
-	for _, fn := range calls {
-		fn()
-	}
+	defer h.mu.Unlock()
+	at := h.attaches
+	h.attaches = nil
+	return at
 }
 
 // run is the host's goroutine: one select over the channels of both sides (nil for a side not
 // attached), until the last side is detached.
 func (h *host) run() {
+	var kctx, lctx context.Context // the attached sides' (nil for a side not attached)
 	for {
-		h.runCalls()
-		if a := h.kafka; a != nil && !a.before(h.kctx) {
+		for _, at := range h.takeAttaches() {
+			if at.kafka != nil {
+				h.kafka = at.kafka
+				kctx = at.kafka.start(at.ctx)
+			} else {
+				h.legacy, lctx = at.legacy, at.ctx
+				at.legacy.start()
+			}
+		}
+		if a := h.kafka; a != nil && !a.before(kctx) {
+			kctx = nil
 			if h.detachKafka() {
 				return
 			}
 			continue
 		}
-		k := h.kafka.chans(h.kctx)
-		l := h.legacy.chans(h.lctx)
+		k := h.kafka.chans(kctx)
+		l := h.legacy.chans(lctx)
 		select {
 		case <-h.kick:
 			continue
 		case req := <-k.reqs:
-			h.kafka.onRequest(h.kctx, req)
+			h.kafka.onRequest(kctx, req)
 		case res := <-k.loaded:
-			h.kafka.onLoaded(h.kctx, res)
+			h.kafka.onLoaded(kctx, res)
 		case <-k.hold:
 			h.kafka.endRefusal()
 		case res := <-k.results:
-			h.kafka.claimed(h.kctx, res) // mixed.go
+			h.kafka.claimed(kctx, res) // mixed.go
 		case fp := <-k.others:
 			h.kafka.mx.othersFP = fp // mixed.go: checked by before
 		case done := <-k.handoff:
-			h.kafka.startHandoff(h.kctx, done) // mixed.go
+			h.kafka.startHandoff(kctx, done) // mixed.go
 		case <-k.timer:
-			h.kafka.step(h.kctx, groupTick)
+			h.kafka.step(kctx, groupTick)
 		case res := <-k.writes:
-			h.kafka.written(h.kctx, res)
+			h.kafka.written(kctx, res)
 		case err := <-k.fence:
-			h.kafka.onFence(h.kctx, err)
+			h.kafka.onFence(kctx, err)
 		case <-k.mode:
-			h.kafka.onModeChange(h.kctx) // modes.go
+			h.kafka.onModeChange(kctx) // modes.go
 		case cause := <-k.handover:
-			h.kafka.leave(h.kctx, cause) // handover.go
+			h.kafka.leave(kctx, cause) // handover.go
 		case <-k.idle:
 			h.kafka.onIdle()
 		case <-k.stop:
@@ -167,17 +176,21 @@ func (h *host) run() {
 		case ev := <-l.inbox:
 			now := time.Now()
 			h.legacy.fenceUnvouched(now)
-			h.legacy.handle(h.lctx, now, ev)
+			h.legacy.handle(lctx, now, ev)
 		case <-l.timer:
-			h.legacy.onTimer(h.lctx)
+			h.legacy.onTimer(lctx)
 		case <-l.stop:
 			h.legacy.shutdown()
 		}
-		if a := h.kafka; a != nil && a.ended() && h.detachKafka() {
-			return
+		if a := h.kafka; a != nil && a.ended() {
+			if kctx = nil; h.detachKafka() {
+				return
+			}
 		}
-		if g := h.legacy; g != nil && g.ended() && h.detachLegacy() {
-			return
+		if g := h.legacy; g != nil && g.ended() {
+			if lctx = nil; h.detachLegacy() {
+				return
+			}
 		}
 	}
 }
@@ -185,11 +198,11 @@ func (h *host) run() {
 // detachKafka forgets the Kafka side, which has ended; it reports whether the host ends too.
 func (h *host) detachKafka() bool {
 	h.kafka.exit()
-	h.kafka, h.kctx = nil, nil
+	h.kafka = nil
 	return h.drop()
 }
 
 func (h *host) detachLegacy() bool {
-	h.legacy, h.lctx = nil, nil
+	h.legacy = nil
 	return h.drop()
 }
