@@ -59,6 +59,7 @@ type Session struct {
 	mu      sync.Mutex
 	pending []*call // requests sent and not answered yet, oldest first
 	err     error   // why the session closed; nil while open
+	broken  error   // why nothing more can be sent (wraps ErrSessionClosed); the reader drains
 	done    chan struct{}
 }
 
@@ -201,7 +202,7 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	}
 	c := &call{want: req.Type().Response(), resp: make(chan Message, 1)}
 	s.mu.Lock()
-	if s.err != nil {
+	if s.err != nil || s.broken != nil {
 		s.mu.Unlock()
 		<-s.wsem
 		return nil, s.closedError(req)
@@ -217,8 +218,8 @@ func (s *Session) roundTrip(ctx context.Context, req Message) (Message, error) {
 	_, werr := s.nc.Write(s.wbuf)
 	<-s.wsem
 	if werr != nil {
-		// A partial frame may be on the wire: the stream cannot be trusted any more.
-		s.closeWith(fmt.Errorf("legacy: sending %v: %w", req.Type(), werr))
+		// A partial frame may be on the wire: nothing more can be sent.
+		s.breakWrites(fmt.Errorf("legacy: sending %v: %w", req.Type(), werr))
 		return nil, s.closedError(req)
 	}
 
@@ -290,7 +291,28 @@ func (s *Session) ctxError(ctx context.Context, req Message, doing string) error
 }
 
 func (s *Session) closedError(req Message) error {
-	return fmt.Errorf("legacy: %v to consumer %q: %w", req.Type(), s.reg.ConsumerID, s.Err())
+	s.mu.Lock()
+	err := s.err
+	if err == nil {
+		err = s.broken
+	}
+	s.mu.Unlock()
+	return fmt.Errorf("legacy: %v to consumer %q: %w", req.Type(), s.reg.ConsumerID, err)
+}
+
+// breakWrites ends the session's sending after a failed write, but not its reading: the most
+// common cause is a consumer that hung up (a reset) right after answering, and its answers
+// may still be unread in the socket buffer, the last offsets of a leaving consumer among them.
+// The reader takes them, in their places, for at most one ping interval more, and then closes
+// the session with cause.
+func (s *Session) breakWrites(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.broken != nil {
+		return
+	}
+	s.broken = fmt.Errorf("%w: %w", ErrSessionClosed, cause)
+	_ = s.nc.SetReadDeadline(time.Now().Add(s.interval))
 }
 
 // readLoop reads the consumer's frames until the connection closes, handing each response to
@@ -299,7 +321,12 @@ func (s *Session) readLoop() {
 	for {
 		frame, err := ReadFrame(s.nc, s.maxFrame)
 		if err != nil {
+			s.mu.Lock()
+			broken := s.broken
+			s.mu.Unlock()
 			switch {
+			case broken != nil:
+				s.closeWith(broken) // the reset or the deadline is only the failed write's sequel
 			case errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrMalformed):
 				s.closeWith(fmt.Errorf("%w: %w", ErrProtocol, err))
 			case errors.Is(err, io.EOF):

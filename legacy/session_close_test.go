@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,4 +123,94 @@ func TestSessionLateWriteKeepsTheSession(t *testing.T) {
 			t.Fatalf("ping after the late one: %v", err)
 		}
 	}
+}
+
+// slowReaderConn is the coordinator's end of a connection whose reader runs late: its first
+// Read starts only once the request marked by failNext has failed to be written and that
+// caller has returned (or after waitLong at most), as a loaded machine may schedule the reader
+// goroutine. failNext makes the next Write fail as a write to a consumer that reset the
+// connection does.
+type slowReaderConn struct {
+	net.Conn
+	failNext atomic.Bool
+	readable chan struct{} // closed by the test
+	once     sync.Once
+}
+
+func (c *slowReaderConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		select {
+		case <-c.readable:
+		case <-time.After(waitLong):
+		}
+	})
+	return c.Conn.Read(b)
+}
+
+func (c *slowReaderConn) Write(b []byte) (int, error) {
+	if c.failNext.Load() {
+		return 0, syscall.ECONNRESET
+	}
+	return c.Conn.Write(b)
+}
+
+// A consumer that leaves after a late PingResponse (its last offsets) hangs up with the retry
+// ping unread, so the coordinator's next write fails with a reset while that answer is still
+// in its socket buffer. The failed write must not close the connection under the reader: the
+// late answer is read and handed to LateError.Wait first. Before the fix the write's failure
+// closed the connection at once and the answer was lost (CI, TestIntegration_
+// LegacyLateLastPingIsCommitted: "t-0 at 299", want 300).
+func TestSessionFailedWriteKeepsAnswersAlreadySent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	consumerEnd, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumerEnd.Close()
+	coordEnd, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 50 * time.Millisecond
+	conn := &slowReaderConn{Conn: coordEnd, readable: make(chan struct{})}
+	s := newSession(conn, *validRegister("c1", interval, 3), zerolog.Nop(), 0)
+	go s.readLoop()
+	t.Cleanup(func() { s.Close(nil) })
+
+	_, err = s.Ping(context.Background(), 0)
+	var late *LateError
+	if !errors.As(err, &late) {
+		t.Fatalf("unanswered ping: %v, want a *LateError", err)
+	}
+	if _, err := ReadFrame(consumerEnd, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := consumerEnd.Write(AppendFrame(nil, lateOffsets(42))); err != nil {
+		t.Fatal(err)
+	}
+	_ = consumerEnd.Close()
+
+	conn.failNext.Store(true)
+	if _, err := s.Ping(context.Background(), 1); !errors.Is(err, ErrSessionClosed) {
+		t.Fatalf("ping to a consumer that reset the connection: %v, want ErrSessionClosed", err)
+	}
+	close(conn.readable)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	m, err := late.Wait(ctx)
+	if p, ok := m.(*PingResponse); err != nil || !ok || len(p.Offsets) != 1 || p.Offsets[0].Offset != 42 {
+		t.Fatalf("late answer: %v, %v; want the PingResponse at offset 42", m, err)
+	}
+	waitDone(t, s, "consumer reset the connection")
+	if err := s.Err(); !strings.Contains(err.Error(), "sending PingRequest") {
+		t.Errorf("session closed with %v, want the failed write as its cause", err)
+	}
+}
+
+func lateOffsets(offset int64) *PingResponse {
+	return &PingResponse{HasOffsets: true, Offsets: []PartitionOffset{{Topic: "t", Partition: 0, Offset: offset}}}
 }
