@@ -11,6 +11,7 @@ package main
 // the last record resets to the log end.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -270,16 +271,9 @@ func runOffsetsReset(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	scope, order, err := parseTopics(c.StringSlice("topic"))
+	sc, err := resetScopeOf(c, m)
 	if err != nil {
 		return err
-	}
-	all := c.Bool("all-topics")
-	switch {
-	case m.kind == resetFile && (all || len(order) > 0):
-		return usagef("offsets reset --from-file: the file names the partitions; no --topic or --all-topics")
-	case m.kind != resetFile && all == (len(order) > 0):
-		return usagef("offsets reset: give --topic (repeatable) or --all-topics")
 	}
 	s, dry, err := openWrite(c, e)
 	if err != nil {
@@ -292,48 +286,13 @@ func runOffsetsReset(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	rep := resetReport{DryRun: dry, Group: group, Mode: cur.Census.Mode, Method: methodText(m), Members: cur.Census.Members,
-		Where: zkstate.OffsetsPath(group), Rows: []resetRow{}, Skipped: map[string]string{}}
-	if rep.Members == nil {
-		rep.Members = []migrate.Member{}
+	rep, err := newResetReport(c, root, group, dry, m, cur.Census)
+	if err != nil {
+		return err
 	}
-	if cur.Census.Mode == zkstate.ModeFinalized {
-		rep.Where = zkstate.OwnOffsetsPath(root, group) + " (finalized: the bridge's records)"
-	}
-	if n := len(cur.Census.Members); n > 0 {
-		if !c.Bool("force") {
-			return codedError{exitBlocked, fmt.Sprintf("offsets reset: group %s has %s (%s): its consumers would overwrite the reset with their next commit; stop them first, or --force",
-				group, plural(n, "member"), memberList(cur.Census.Members))}
-		}
-		rep.Forced = true
-	}
-	committed := map[zkstate.TopicPartition]int64{}
-	for _, o := range cur.Offsets {
-		committed[o.TP()] = o.Offset
-	}
-
-	// The partitions to reset.
-	var tps []zkstate.TopicPartition
-	switch {
-	case m.kind == resetFile:
-		for tp := range m.file {
-			tps = append(tps, tp)
-		}
-	case all:
-		for _, o := range cur.Offsets {
-			tps = append(tps, o.TP())
-		}
-	}
-
-	// The brokers, when the method or the scope needs them, or to keep offsets within the log.
-	var (
-		facts    = map[zkstate.TopicPartition]partitionFacts{}
-		brokerOK bool
-	)
-	needAll := slices.ContainsFunc(order, func(t string) bool { return scope[t] == nil })
 	addrs, addrErr := brokerAddrs(ctx, c, s)
-	brokerOK = addrErr == nil
-	if !brokerOK {
+	if addrErr != nil {
+		addrs = nil
 		if m.needsBrokers() {
 			return fmt.Errorf("offsets reset --%s needs the brokers: %w", m.kind, addrErr)
 		}
@@ -341,97 +300,13 @@ func runOffsetsReset(c *cli.Context, e *env) error {
 	}
 	kctx, cancel := contextWithTimeout(ctx, c.Duration("kafka-timeout"))
 	defer cancel()
-	if len(order) > 0 {
-		var parts map[string][]int32
-		if needAll {
-			if brokerOK {
-				cl, err := brokerClient(addrs)
-				if err != nil {
-					return err
-				}
-				parts, err = topicPartitions(kctx, cl, order)
-				cl.Close()
-				if err != nil {
-					return fmt.Errorf("offsets reset: %w", err)
-				}
-			} else {
-				ta, _, err := s.Topics(ctx)
-				if err != nil {
-					return err
-				}
-				parts = map[string][]int32{}
-				for t, a := range ta {
-					for p := range a.Partitions {
-						parts[t] = append(parts[t], p)
-					}
-				}
-			}
-		}
-		for _, t := range order {
-			ps := scope[t]
-			if ps == nil {
-				ps = parts[t]
-				if len(ps) == 0 {
-					return fmt.Errorf("offsets reset: topic %s has no partitions the brokers know", t)
-				}
-			}
-			for _, p := range ps {
-				tps = append(tps, zkstate.TopicPartition{Topic: t, Partition: p})
-			}
-		}
+	tps, err := resetPartitions(kctx, s, addrs, m, sc, cur.Offsets)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(tps, func(a, b zkstate.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
-	tps = slices.Compact(tps)
-	for _, tp := range tps {
-		f := partitionFacts{}
-		if v, ok := committed[tp]; ok {
-			f.committed = &v
-		}
-		facts[tp] = f
-	}
-	if brokerOK && len(tps) > 0 {
-		cl, err := brokerClient(addrs)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		asks := []int64{earliestTimestamp, latestTimestamp}
-		if m.kind == resetDatetime || m.kind == resetDuration {
-			asks = append(asks, m.at.UnixMilli())
-		}
-		for _, ts := range asks {
-			got, errs, err := listOffsets(kctx, cl, tps, ts)
-			if err != nil {
-				if m.needsBrokers() {
-					return fmt.Errorf("offsets reset: %w", err)
-				}
-				rep.Notes = append(rep.Notes, "brokers did not answer ("+err.Error()+"): offsets not checked against the log")
-				break
-			}
-			for _, err := range errs {
-				rep.Notes = append(rep.Notes, err.Error())
-			}
-			for tp, v := range got {
-				f, ok := facts[tp]
-				if !ok {
-					continue
-				}
-				switch ts {
-				case earliestTimestamp:
-					f.start = &v
-				case latestTimestamp:
-					f.end = &v
-				default:
-					f.atTime = &v
-				}
-				facts[tp] = f
-			}
-		}
+	facts, err := resetFacts(kctx, addrs, m, tps, cur.Offsets, &rep)
+	if err != nil {
+		return err
 	}
 
 	var incoming []migrate.Offset
@@ -466,6 +341,181 @@ func runOffsetsReset(c *cli.Context, e *env) error {
 		return codedError{exitBlocked, writeErr.Error() + "; run the reset again"}
 	}
 	return writeErr
+}
+
+// resetScope is which partitions a reset covers: every one the group has offsets for (all), the
+// topics' partitions listed (order, in the order given; a nil list in topics: every partition),
+// or the method's file.
+type resetScope struct {
+	all    bool
+	topics map[string][]int32
+	order  []string
+}
+
+func resetScopeOf(c *cli.Context, m resetMethod) (resetScope, error) {
+	topics, order, err := parseTopics(c.StringSlice("topic"))
+	if err != nil {
+		return resetScope{}, err
+	}
+	sc := resetScope{all: c.Bool("all-topics"), topics: topics, order: order}
+	switch {
+	case m.kind == resetFile && (sc.all || len(order) > 0):
+		return sc, usagef("offsets reset --from-file: the file names the partitions; no --topic or --all-topics")
+	case m.kind != resetFile && sc.all == (len(order) > 0):
+		return sc, usagef("offsets reset: give --topic (repeatable) or --all-topics")
+	}
+	return sc, nil
+}
+
+// newResetReport starts the report of a reset of group, or refuses a group with members unless
+// --force (Kafka's rule: they would overwrite the reset with their next commit).
+func newResetReport(c *cli.Context, root, group string, dry bool, m resetMethod, census migrate.Census) (resetReport, error) {
+	rep := resetReport{DryRun: dry, Group: group, Mode: census.Mode, Method: methodText(m), Members: census.Members,
+		Where: zkstate.OffsetsPath(group), Rows: []resetRow{}, Skipped: map[string]string{}}
+	if rep.Members == nil {
+		rep.Members = []migrate.Member{}
+	}
+	if census.Mode == zkstate.ModeFinalized {
+		rep.Where = zkstate.OwnOffsetsPath(root, group) + " (finalized: the bridge's records)"
+	}
+	if n := len(census.Members); n > 0 {
+		if !c.Bool("force") {
+			return rep, codedError{exitBlocked, fmt.Sprintf("offsets reset: group %s has %s (%s): its consumers would overwrite the reset with their next commit; stop them first, or --force",
+				group, plural(n, "member"), memberList(census.Members))}
+		}
+		rep.Forced = true
+	}
+	return rep, nil
+}
+
+// resetPartitions lists the partitions of the reset, sorted: a topic given without partitions
+// has those the brokers know (addrs; nil: the ones ZooKeeper's topic records list).
+func resetPartitions(ctx context.Context, s *zkstate.Store, addrs []string, m resetMethod, sc resetScope, committed []migrate.Offset) ([]zkstate.TopicPartition, error) {
+	var tps []zkstate.TopicPartition
+	switch {
+	case m.kind == resetFile:
+		for tp := range m.file {
+			tps = append(tps, tp)
+		}
+	case sc.all:
+		for _, o := range committed {
+			tps = append(tps, o.TP())
+		}
+	}
+	if len(sc.order) > 0 {
+		var parts map[string][]int32
+		if slices.ContainsFunc(sc.order, func(t string) bool { return sc.topics[t] == nil }) {
+			var err error
+			if parts, err = knownPartitions(ctx, s, addrs, sc.order); err != nil {
+				return nil, err
+			}
+		}
+		for _, t := range sc.order {
+			ps := sc.topics[t]
+			if ps == nil {
+				ps = parts[t]
+				if len(ps) == 0 {
+					return nil, fmt.Errorf("offsets reset: topic %s has no partitions the brokers know", t)
+				}
+			}
+			for _, p := range ps {
+				tps = append(tps, zkstate.TopicPartition{Topic: t, Partition: p})
+			}
+		}
+	}
+	slices.SortFunc(tps, func(a, b zkstate.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return slices.Compact(tps), nil
+}
+
+// knownPartitions are the topics' partitions as the brokers (addrs) know them, or, with no
+// brokers, as ZooKeeper's topic records list them.
+func knownPartitions(ctx context.Context, s *zkstate.Store, addrs []string, topics []string) (map[string][]int32, error) {
+	if addrs != nil {
+		cl, err := brokerClient(addrs)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		parts, err := topicPartitions(ctx, cl, topics)
+		if err != nil {
+			return nil, fmt.Errorf("offsets reset: %w", err)
+		}
+		return parts, nil
+	}
+	ta, _, err := s.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parts := map[string][]int32{}
+	for t, a := range ta {
+		for p := range a.Partitions {
+			parts[t] = append(parts[t], p)
+		}
+	}
+	return parts, nil
+}
+
+// resetFacts is what is known of each partition of the reset: its committed offset and, from
+// the brokers (addrs; nil: not known), its log start and end and the offset at the method's time.
+// A method that needs the brokers fails when they do not answer; any other goes on, with a note.
+func resetFacts(ctx context.Context, addrs []string, m resetMethod, tps []zkstate.TopicPartition, committed []migrate.Offset, rep *resetReport) (map[zkstate.TopicPartition]partitionFacts, error) {
+	facts := map[zkstate.TopicPartition]partitionFacts{}
+	for _, tp := range tps {
+		facts[tp] = partitionFacts{}
+	}
+	for _, o := range committed {
+		if f, ok := facts[o.TP()]; ok {
+			v := o.Offset
+			f.committed = &v
+			facts[o.TP()] = f
+		}
+	}
+	if addrs == nil || len(tps) == 0 {
+		return facts, nil
+	}
+	cl, err := brokerClient(addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	asks := []int64{earliestTimestamp, latestTimestamp}
+	if m.kind == resetDatetime || m.kind == resetDuration {
+		asks = append(asks, m.at.UnixMilli())
+	}
+	for _, ts := range asks {
+		got, errs, err := listOffsets(ctx, cl, tps, ts)
+		if err != nil {
+			if m.needsBrokers() {
+				return nil, fmt.Errorf("offsets reset: %w", err)
+			}
+			rep.Notes = append(rep.Notes, "brokers did not answer ("+err.Error()+"): offsets not checked against the log")
+			break
+		}
+		for _, err := range errs {
+			rep.Notes = append(rep.Notes, err.Error())
+		}
+		for tp, v := range got {
+			f, ok := facts[tp]
+			if !ok {
+				continue
+			}
+			switch ts {
+			case earliestTimestamp:
+				f.start = &v
+			case latestTimestamp:
+				f.end = &v
+			default:
+				f.atTime = &v
+			}
+			facts[tp] = f
+		}
+	}
+	return facts, nil
 }
 
 func resetMethodOf(c *cli.Context, e *env, group string) (resetMethod, error) {
