@@ -73,6 +73,10 @@ type actor struct {
 	loading chan loadResult
 	hold    *time.Timer
 	refusal group.ErrorCode
+	// gating is the request waiting for the group's mode to be read (actor_gate.go), which
+	// comes on modeReads (buffered 1); no other request is taken meanwhile.
+	gating    *request
+	modeReads chan modeRead
 }
 
 type writeResult struct {
@@ -85,19 +89,20 @@ type writeResult struct {
 
 func newActor(c *coordinator, name string) *actor {
 	return &actor{
-		c:        c,
-		group:    name,
-		log:      c.log.With().Str("group", name).Logger(),
-		reqs:     make(chan *request),
-		done:     make(chan struct{}),
-		fence:    make(chan error, 1),
-		modeCh:   make(chan struct{}, 1),
-		handover: make(chan string, 1),
-		waiting:  map[group.Token]*request{},
-		writes:   make(chan writeResult, 1),
-		seen:     map[group.MemberID]int64{},
-		lastGen:  -1,
-		mx:       mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
+		c:         c,
+		group:     name,
+		log:       c.log.With().Str("group", name).Logger(),
+		reqs:      make(chan *request),
+		done:      make(chan struct{}),
+		fence:     make(chan error, 1),
+		modeCh:    make(chan struct{}, 1),
+		handover:  make(chan string, 1),
+		waiting:   map[group.Token]*request{},
+		writes:    make(chan writeResult, 1),
+		modeReads: make(chan modeRead, 1),
+		seen:      map[group.MemberID]int64{},
+		lastGen:   -1,
+		mx:        mixedState{results: make(chan claimResult), others: make(chan string, 1), handoff: make(chan chan struct{}, 1), claimedGen: -1},
 	}
 }
 
@@ -207,6 +212,7 @@ type actorChans struct {
 	others            chan string
 	handoff           chan chan struct{}
 	writes            chan writeResult
+	modeRead          chan modeRead
 	fence             chan error
 	mode              chan struct{}
 	handover          chan string
@@ -224,8 +230,12 @@ func (a *actor) chans(ctx context.Context) actorChans {
 	case a.hold != nil:
 		return actorChans{reqs: a.reqs, hold: a.hold.C, stop: ctx.Done()}
 	}
-	return actorChans{reqs: a.reqs, timer: a.timer.C, idle: a.idle.C, results: a.mx.results, others: a.mx.others,
-		handoff: a.mx.handoff, writes: a.writes, fence: a.fence, mode: a.modeCh, handover: a.handover, stop: ctx.Done()}
+	reqs := a.reqs
+	if a.gating != nil {
+		reqs = nil // requests keep their order behind the one waiting for the mode
+	}
+	return actorChans{reqs: reqs, timer: a.timer.C, idle: a.idle.C, results: a.mx.results, others: a.mx.others,
+		handoff: a.mx.handoff, writes: a.writes, modeRead: a.modeReads, fence: a.fence, mode: a.modeCh, handover: a.handover, stop: ctx.Done()}
 }
 
 // before runs before each of the host's selects: it ends a fenced or deleted group (false),
@@ -303,8 +313,17 @@ func (a *actor) handle(ctx context.Context, req *request) {
 	a.c.metrics.event(req.ev)
 	// Group modes (modes.go): the group's mode is known (its default persisted on first
 	// service) before anything is written under /consumers/<g>; requests the mode refuses are
-	// answered here.
-	if a.unvouched(req) || a.modeGate(ctx, req) || a.handingOff(req) { // handover.go, modes.go, mixed.go
+	// answered by the gate, and a request whose mode must be read is served once it is
+	// (actor_gate.go).
+	if a.unvouched(req) || a.modeGate(ctx, req) { // handover.go, actor_gate.go
+		return
+	}
+	a.serve(ctx, req)
+}
+
+// serve steps a request the group's mode admits.
+func (a *actor) serve(ctx context.Context, req *request) {
+	if a.handingOff(req) { // mixed_handoff.go
 		return
 	}
 	a.syncAssignMode(ctx)          // mixed.go
@@ -483,7 +502,7 @@ func (a *actor) closeMirror(release bool) {
 }
 
 func (a *actor) isIdle() bool {
-	return a.m.State() == group.Empty && len(a.waiting) == 0 && !a.writing && !a.m.Fenced()
+	return a.m.State() == group.Empty && len(a.waiting) == 0 && a.gating == nil && !a.writing && !a.m.Fenced()
 }
 
 // armIdle keeps the idle timer armed exactly while the group is idle.
@@ -524,6 +543,10 @@ func (a *actor) finish(release bool) {
 	for tok, req := range a.waiting {
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrNotCoordinator))
 		delete(a.waiting, tok)
+	}
+	if req := a.gating; req != nil {
+		a.gating = nil
+		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrNotCoordinator))
 	}
 	a.c.remove(a)
 	close(a.done)

@@ -27,3 +27,12 @@ func ownerOf(h *host, side any) any {
 	}
 	return side
 }
+
+// LegacyMembers is the number of legacy consumers registered with b's legacy coordinator.
+func LegacyMembers(b *Bridge) int {
+	lc := b.legacy.Load()
+	if lc == nil {
+		return 0
+	}
+	return lc.Stats().Members
+}

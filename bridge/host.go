@@ -163,6 +163,8 @@ func (h *host) run() {
 			h.kafka.step(kctx, groupTick)
 		case res := <-k.writes:
 			h.kafka.written(kctx, res)
+		case r := <-k.modeRead:
+			h.kafka.onModeRead(kctx, r) // actor_gate.go
 		case err := <-k.fence:
 			h.kafka.onFence(kctx, err)
 		case <-k.mode:

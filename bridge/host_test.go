@@ -1,12 +1,18 @@
 package bridge_test
 
 import (
+	"encoding/binary"
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // One goroutine owns a group, whatever its members' kinds (DESIGN §3): a mixed group with a
@@ -20,4 +26,102 @@ func TestIntegration_MixedGroupHasOneOwner(t *testing.T) {
 	if n := bridge.GroupOwners(mc.b.Bridge, "one-owner"); n != 1 {
 		t.Errorf("%d goroutines own group one-owner, want 1", n)
 	}
+}
+
+// The group's goroutine does not wait for ZooKeeper to read the group's mode: a Kafka JoinGroup
+// in a legacy group reads the mode before it is refused (the watch may not have delivered a
+// migration yet), and while that read waits for ZooKeeper the legacy members' events are still
+// taken in.
+func TestIntegration_HostServesLegacyWhileModeIsRead(t *testing.T) {
+	t.Parallel()
+	var proxy *zktest.Proxy
+	via := func(connect string) string {
+		i := len(connect)
+		for j := range connect {
+			if connect[j] == '/' {
+				i = j
+				break
+			}
+		}
+		proxy = zktest.StartProxy(t, connect[:i])
+		return proxy.Addr() + connect[i:]
+	}
+	// A session long enough that the bridge's ZooKeeper client does not give the muted
+	// connection up during the test (it would, after two thirds of it, and answer every call).
+	mc := newMixedClusterWith(t, "gate", map[string]int{"ta": 4}, zkstate.ModeLegacy, via, func(c *bridge.Config) {
+		c.ZKSessionTimeout = 12 * time.Second
+	})
+	mc.legacyMember("l1")
+	stop2 := mc.legacyMember("l2")
+	stop3 := mc.legacyMember("l3")
+	mc.waitConverged(45*time.Second, 3, nil) // no rebalance in flight when ZooKeeper stalls
+	if n := bridge.LegacyMembers(mc.b.Bridge); n != 3 {
+		t.Fatalf("%d legacy members, want 3", n)
+	}
+	addr := mc.b.Addr().String()
+	// The group's Kafka side is loaded and its mode known before ZooKeeper stalls.
+	if code := hostWireJoin(addr, "gate"); code != 23 {
+		t.Fatalf("JoinGroup in legacy mode: error %d, want INCONSISTENT_GROUP_PROTOCOL (23)", code)
+	}
+
+	proxy.Mute()
+	joined := make(chan int16, 1)
+	go func() { joined <- hostWireJoin(addr, "gate") }()
+	time.Sleep(300 * time.Millisecond) // the JoinGroup reaches the group (else the test can only pass)
+	stop2()
+	stop3()
+	deadline := time.Now().Add(3 * time.Second)
+	for bridge.LegacyMembers(mc.b.Bridge) != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	members := bridge.LegacyMembers(mc.b.Bridge)
+	proxy.Unmute()
+	if members != 1 {
+		t.Errorf("while the group's mode was being read, %d legacy members were left after two of three hung up (want 1): the group's goroutine waited for ZooKeeper", members)
+	}
+	if code := <-joined; code != 23 {
+		t.Errorf("JoinGroup in legacy mode while ZooKeeper stalled: error %d, want INCONSISTENT_GROUP_PROTOCOL (23)", code)
+	}
+}
+
+// hostWireJoin sends a new member's JoinGroup v5 to addr and returns its error code (-1 when the
+// round trip failed); it may run on any goroutine.
+func hostWireJoin(addr, g string) int16 {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.SetVersion(5)
+	req.Group = g
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 2000
+	req.ProtocolType = "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", subscription(0, "ta")
+	req.Protocols = append(req.Protocols, p)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return -1
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
+	msg = binary.BigEndian.AppendUint32(msg, 7) // correlation id
+	msg = binary.BigEndian.AppendUint16(msg, 4)
+	msg = append(msg, "test"...)
+	msg = req.AppendTo(msg)
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)); err != nil {
+		return -1
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return -1
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil || len(body) < 4 {
+		return -1
+	}
+	resp := kmsg.NewPtrJoinGroupResponse()
+	resp.SetVersion(5)
+	if resp.ReadFrom(body[4:]) != nil {
+		return -1
+	}
+	return resp.ErrorCode
 }

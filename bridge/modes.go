@@ -636,56 +636,6 @@ func (c *coordinator) modeChanged(name string) {
 	}
 }
 
-// modeGate makes sure the group's mode is known before a Kafka request that may write the
-// group is served, persisting the group's default on its first service (Describe and Delete
-// need no mode: looking at a group creates nothing), answers the requests the mode refuses
-// (legacy mode; see the file comment), and reports whether it answered req.
-//
-// It runs in the actor, which takes requests in their order of arrival: the first request of a
-// new group waits for the default to be persisted, and those behind it keep their order (the
-// first to join leads the group, as in Kafka).
-func (a *actor) modeGate(ctx context.Context, req *request) bool {
-	m := a.c.modes
-	if m == nil {
-		return false
-	}
-	switch req.ev.(type) {
-	case group.Describe, group.Delete:
-		return false
-	}
-	mode, err := m.ensure(ctx, a.group, kindKafka)
-	if err != nil {
-		a.log.Warn().Err(err).Msg("cannot read the group's mode; answering COORDINATOR_NOT_AVAILABLE")
-		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrCoordinatorNotAvailable))
-		return true
-	}
-	if _, join := req.ev.(group.JoinGroup); join && mode == zkstate.ModeLegacy {
-		mode = m.confirm(ctx, a.group, mode)
-	}
-	if mode == zkstate.ModeMixed {
-		return a.admitMixed(ctx, req) // mixed.go
-	}
-	if mode != zkstate.ModeLegacy {
-		return false
-	}
-	switch ev := req.ev.(type) {
-	case group.JoinGroup:
-		m.refused("kafka_join")
-		if m.warnOnce(a.group) {
-			a.log.Warn().Str("client_id", ev.ClientID).Str("client_host", ev.ClientHost).
-				Msgf("refusing Kafka members with INCONSISTENT_GROUP_PROTOCOL: group %q is in legacy mode; to admit them run `zkbridge migrate apply --group %s --to mixed`", a.group, a.group)
-		}
-		a.removeRefused(ctx, ev)
-		req.reply <- req.finish(errorReply(a.group, ev, group.ErrInconsistentGroupProtocol))
-		return true
-	case group.Heartbeat, group.SyncGroup:
-		// A member of the group from before a rollback: make it rejoin, where it is refused.
-		req.reply <- req.finish(errorReply(a.group, ev, group.ErrRebalanceInProgress))
-		return true
-	}
-	return false
-}
-
 // removeRefused takes the member a refused JoinGroup came from out of the group, if it is in
 // it, so that its partitions are released now rather than after its session timeout. The leave
 // is stepped like a request whose answer nobody waits for.
