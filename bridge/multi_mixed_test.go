@@ -29,8 +29,20 @@ import (
 // partition a Kafka member consumes without its owner znode or under the zk member's (the
 // owner znodes, polled), no committed offset moving backwards.
 func TestIntegration_SeveralBridgesMixedGroup(t *testing.T) {
+	// The topics' leader is broker 1, registered at 127.0.0.1:1 where nobody listens. Bridge 1
+	// stands for it in Metadata, so bridge 1 stays up: while it was away, Metadata listed
+	// 127.0.0.1:1, and a kgo member told NOT_COORDINATOR looks its coordinator up at any broker
+	// it knows; two lookups in a row at brokers that refuse the connection end its heartbeat,
+	// and it loses its partitions and rejoins (a rebalance no real cluster would cause). So the
+	// group starts on bridge 2, moves to 3, then to 1, and bridge 2 joins again and takes it back.
 	ids := []int32{1, 2, 3}
-	name := ownedGroup("mixed-several", 1, ids...)
+	var name string
+	for i := 0; name == ""; i++ {
+		n := fmt.Sprintf("mixed-several-%d", i)
+		if ownerAmong(n, ids) == 2 && ownerAmong(n, []int32{1, 3}) == 3 {
+			name = n
+		}
+	}
 	topics := map[string]int{"ta": 4, "tb": 4}
 	mc := newMixedCluster(t, name, topics)
 	withMixed := func(c *bridge.Config) {
@@ -45,7 +57,7 @@ func TestIntegration_SeveralBridgesMixedGroup(t *testing.T) {
 		got := brokersOf(t, mc.b.Addr().String())
 		return len(got) >= 3, fmt.Sprint(got)
 	})
-	first, firstLegacy := mc.b.Addr().String(), mc.b.LegacyAddr().String()
+	first, firstLegacy := bridges[2].Addr().String(), bridges[2].LegacyAddr().String()
 	var seeds []string
 	for _, id := range ids {
 		seeds = append(seeds, bridges[id].Addr().String())
@@ -111,11 +123,11 @@ func TestIntegration_SeveralBridgesMixedGroup(t *testing.T) {
 	// A restarted bridge keeps its addresses, as in a rolling restart: a client knows a broker
 	// id at one address until its next Metadata.
 	handover("first bridge joins again", func() int32 {
-		bridges[1] = startBridge(t, mc.connect, 1, func(c *bridge.Config) {
+		bridges[2] = startBridge(t, mc.connect, 2, func(c *bridge.Config) {
 			withMixed(c)
 			c.KafkaListen, c.LegacyListen = first, firstLegacy
 		})
-		return 1
+		return 2
 	})
 	owners.check(t)
 	offsets.check(t)
