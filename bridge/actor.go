@@ -77,6 +77,8 @@ type actor struct {
 	// comes on modeReads (buffered 1); no other request is taken meanwhile.
 	gating    *request
 	modeReads chan modeRead
+	// closing is closed when the releases finish started are done (closed ends the actor then).
+	closing chan struct{}
 }
 
 type writeResult struct {
@@ -217,14 +219,18 @@ type actorChans struct {
 	mode              chan struct{}
 	handover          chan string
 	stop              <-chan struct{}
+	closing           <-chan struct{}
 }
 
-// chans are the channels the host selects on for a (none when a is nil): while the group
-// loads, only its result and the end; while it is refused, requests, the hold and the end.
+// chans are the channels the host selects on for a (none when a is nil): while it closes, only
+// the end of its releases; while the group loads, only its result and the end; while it is
+// refused, requests, the hold and the end.
 func (a *actor) chans(ctx context.Context) actorChans {
 	switch {
 	case a == nil:
 		return actorChans{}
+	case a.closing != nil:
+		return actorChans{closing: a.closing}
 	case a.loading != nil:
 		return actorChans{loaded: a.loading, stop: ctx.Done()}
 	case a.hold != nil:
@@ -238,21 +244,22 @@ func (a *actor) chans(ctx context.Context) actorChans {
 		handoff: a.mx.handoff, writes: a.writes, modeRead: a.modeReads, fence: a.fence, mode: a.modeCh, handover: a.handover, stop: ctx.Done()}
 }
 
-// before runs before each of the host's selects: it ends a fenced or deleted group (false),
-// else asks for the rebalances the mixed group's other kinds need and keeps the idle timer.
+// before runs before each of the host's selects: it ends a fenced or deleted group (finish: the
+// actor is closing then), else asks for the rebalances the mixed group's other kinds need and
+// keeps the idle timer. It reports false once the actor has ended.
 func (a *actor) before(ctx context.Context) bool {
-	if a.loading != nil || a.hold != nil {
+	if a.loading != nil || a.hold != nil || a.closing != nil {
 		return true
 	}
 	switch {
 	case a.m.Fenced():
 		a.c.metrics.fenced.Inc()
 		a.finish(true)
-		return false
+		return true // closing: the host waits for its end (closed)
 	case a.m.State() == group.Dead && !a.writing:
 		// Deleted and its deletion persisted: the next request starts a new group.
 		a.finish(true)
-		return false
+		return true
 	}
 	a.checkOthers(ctx) // mixed.go
 	a.armIdle()
@@ -523,6 +530,10 @@ func (a *actor) armIdle() {
 // release is set (not at shutdown: closing the session drops it at once), every request still
 // waiting answered NOT_COORDINATOR, and only then does the group take requests again, through
 // a new actor, so that two actors of one group never write at the same time.
+//
+// The mirror's release (the claimer's leave, which waits for what the claimer is doing in
+// ZooKeeper) and a handover's epoch release run on a goroutine of their own: the actor is
+// closing until they are done (closed), and the group's host steps its other events meanwhile.
 func (a *actor) finish(release bool) {
 	a.c.metrics.members.DeleteLabelValues(a.group, zkstate.KindKafka)
 	a.c.metrics.mixedCrashUnsafe.DeleteLabelValues(a.group)
@@ -536,10 +547,20 @@ func (a *actor) finish(release bool) {
 	case <-a.writes:
 	default:
 	}
-	a.closeMirror(release)
-	if a.released != nil {
-		a.released() // handover.go: the epoch, after the mirror
-	}
+	closing, released := make(chan struct{}), a.released
+	a.closing = closing
+	go func() {
+		defer close(closing)
+		a.closeMirror(release)
+		if released != nil {
+			released() // handover.go: the epoch, after the mirror
+		}
+	}()
+}
+
+// closed ends the actor once finish's releases are done.
+func (a *actor) closed() {
+	a.closing = nil
 	for tok, req := range a.waiting {
 		req.reply <- req.finish(errorReply(a.group, req.ev, group.ErrNotCoordinator))
 		delete(a.waiting, tok)

@@ -175,6 +175,8 @@ func (h *host) run() {
 			h.kafka.onIdle()
 		case <-k.stop:
 			h.kafka.onStop()
+		case <-k.closing:
+			h.kafka.closed()
 		case ev := <-l.inbox:
 			now := time.Now()
 			h.legacy.fenceUnvouched(now)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,21 +35,10 @@ func TestIntegration_MixedGroupHasOneOwner(t *testing.T) {
 // taken in.
 func TestIntegration_HostServesLegacyWhileModeIsRead(t *testing.T) {
 	t.Parallel()
-	var proxy *zktest.Proxy
-	via := func(connect string) string {
-		i := len(connect)
-		for j := range connect {
-			if connect[j] == '/' {
-				i = j
-				break
-			}
-		}
-		proxy = zktest.StartProxy(t, connect[:i])
-		return proxy.Addr() + connect[i:]
-	}
+	zk := &hostZK{t: t}
 	// A session long enough that the bridge's ZooKeeper client does not give the muted
 	// connection up during the test (it would, after two thirds of it, and answer every call).
-	mc := newMixedClusterWith(t, "gate", map[string]int{"ta": 4}, zkstate.ModeLegacy, via, func(c *bridge.Config) {
+	mc := newMixedClusterWith(t, "gate", map[string]int{"ta": 4}, zkstate.ModeLegacy, zk.via, func(c *bridge.Config) {
 		c.ZKSessionTimeout = 12 * time.Second
 	})
 	mc.legacyMember("l1")
@@ -64,7 +54,7 @@ func TestIntegration_HostServesLegacyWhileModeIsRead(t *testing.T) {
 		t.Fatalf("JoinGroup in legacy mode: error %d, want INCONSISTENT_GROUP_PROTOCOL (23)", code)
 	}
 
-	proxy.Mute()
+	zk.proxy.Mute()
 	joined := make(chan int16, 1)
 	go func() { joined <- hostWireJoin(addr, "gate") }()
 	time.Sleep(300 * time.Millisecond) // the JoinGroup reaches the group (else the test can only pass)
@@ -75,13 +65,74 @@ func TestIntegration_HostServesLegacyWhileModeIsRead(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	members := bridge.LegacyMembers(mc.b.Bridge)
-	proxy.Unmute()
+	zk.proxy.Unmute()
 	if members != 1 {
 		t.Errorf("while the group's mode was being read, %d legacy members were left after two of three hung up (want 1): the group's goroutine waited for ZooKeeper", members)
 	}
 	if code := <-joined; code != 23 {
 		t.Errorf("JoinGroup in legacy mode while ZooKeeper stalled: error %d, want INCONSISTENT_GROUP_PROTOCOL (23)", code)
 	}
+}
+
+// The group's goroutine does not wait for ZooKeeper when the group's Kafka side ends: its
+// claimer's leave (which waits for what the claimer is doing in ZooKeeper) runs on a goroutine
+// of its own, and meanwhile the legacy members' events are still taken in. Here the Kafka side
+// of a mixed group is unloaded, idle, while the claimer waits for a muted ZooKeeper to answer
+// the legacy members' offset commits.
+func TestIntegration_HostServesLegacyWhileKafkaSideEnds(t *testing.T) {
+	t.Parallel()
+	const idle = 8 * time.Second
+	zk := &hostZK{t: t}
+	// A session long enough that the bridge's ZooKeeper client keeps the muted connection (it
+	// gives it up after two thirds of the session) and its lease (nine tenths).
+	mc := newMixedClusterWith(t, "kafka-ends", map[string]int{"ta": 4}, zkstate.ModeMixed, zk.via, func(c *bridge.Config) {
+		c.ZKSessionTimeout = 20 * time.Second
+		c.GroupIdleTimeout = idle
+	})
+	mc.legacyMember("l1")
+	stop2 := mc.legacyMember("l2")
+	stop3 := mc.legacyMember("l3")
+	k1, stopK1 := mc.kafkaMember("k1")
+	mc.waitConverged(45*time.Second, 4, map[string]*kgo.Client{"k1": k1})
+	stopK1()
+	empty := time.Now() // the Kafka side is empty: it unloads idle from here
+	mc.waitConverged(45*time.Second, 3, nil)
+	if time.Since(empty) > idle-time.Second {
+		t.Skipf("the legacy members took %v to settle: the Kafka side may have unloaded before ZooKeeper stalls", time.Since(empty))
+	}
+
+	// The claimer is soon stuck in a legacy member's offset commit (they commit at every ping).
+	zk.proxy.Mute()
+	time.Sleep(time.Until(empty.Add(idle + 500*time.Millisecond))) // the Kafka side unloads
+	// Each waits for a ping to report its last offsets, then hangs up.
+	go stop2()
+	go stop3()
+	deadline := time.Now().Add(3 * time.Second)
+	for bridge.LegacyMembers(mc.b.Bridge) != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	members := bridge.LegacyMembers(mc.b.Bridge)
+	zk.proxy.Unmute()
+	if members != 1 {
+		t.Errorf("while the Kafka side ended, %d legacy members were left after two of three hung up (want 1): the group's goroutine waited for ZooKeeper", members)
+	}
+	mc.waitConverged(45*time.Second, 1, nil)
+}
+
+// hostZK is the bridge's way to ZooKeeper through a zktest.Proxy (via, for
+// newMixedClusterWith), and the proxy once the cluster is up.
+type hostZK struct {
+	t     *testing.T
+	proxy *zktest.Proxy
+}
+
+func (z *hostZK) via(connect string) string {
+	i := strings.IndexByte(connect, '/')
+	if i < 0 {
+		i = len(connect)
+	}
+	z.proxy = zktest.StartProxy(z.t, connect[:i])
+	return z.proxy.Addr() + connect[i:]
 }
 
 // hostWireJoin sends a new member's JoinGroup v5 to addr and returns its error code (-1 when the
