@@ -363,7 +363,11 @@ func (m *Machine) joinResult(t Token, id, leader MemberID, withMembers, skip boo
 		r.Members = make([]JoinMember, 0, len(m.order))
 		for _, mid := range m.order {
 			mb := m.members[mid]
-			r.Members = append(r.Members, JoinMember{MemberID: mid, InstanceID: mb.InstanceID, Metadata: mb.metadata(m.protocolName), SessionTimeout: mb.SessionTimeout})
+			meta := mb.metadata(m.protocolName)
+			if skip && m.protocolType == "consumer" {
+				meta = ownedAsAssigned(meta, mb.Assignment, m.generation) // resume.go
+			}
+			r.Members = append(r.Members, JoinMember{MemberID: mid, InstanceID: mb.InstanceID, Metadata: meta, SessionTimeout: mb.SessionTimeout})
 		}
 	}
 	return r

@@ -98,3 +98,27 @@ func equalRack(a, b *string) bool {
 	}
 	return *a == *b
 }
+
+// ownedAsAssigned is a member's consumer subscription as the leader told to skip the assignment
+// (KIP-814) is shown it: owning what the current generation assigned it, in that generation.
+// franz-go's leader balances anyway and rejoins, asking for a rebalance, when its own share of
+// that plan differs from the assignment its SyncGroup returns; balanced from the stored
+// subscriptions, which say what each member owned before the generation's last rebalance (or,
+// for a member that resumed after a crash, nothing), the plan can differ although nothing
+// changed. A subscription that cannot carry owned partitions (version 0), or that does not
+// decode, or an assignment that does not, is left as it is.
+func ownedAsAssigned(meta, assignment []byte, gen Generation) []byte {
+	var sub kmsg.ConsumerMemberMetadata
+	var as kmsg.ConsumerMemberAssignment
+	if sub.ReadFrom(meta) != nil || sub.Version < 1 || as.ReadFrom(assignment) != nil {
+		return meta
+	}
+	sub.OwnedPartitions = sub.OwnedPartitions[:0]
+	for _, t := range as.Topics {
+		o := kmsg.NewConsumerMemberMetadataOwnedPartition()
+		o.Topic, o.Partitions = t.Topic, slices.Clone(t.Partitions)
+		sub.OwnedPartitions = append(sub.OwnedPartitions, o)
+	}
+	sub.Generation = int32(gen)
+	return sub.AppendTo(nil)
+}
