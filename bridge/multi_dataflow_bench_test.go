@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -39,7 +41,15 @@ import (
 //     them (member views; target 0);
 //   - offsets-regressed: committed 0.8 offsets seen going backwards (target 0).
 //
-// G is ZKBRIDGE_BENCH_GROUPS (default 30); the figure is 300.
+// and, to split the failover's time: expiry-ms, from the kill until the dead bridge's
+// registration is gone (ZooKeeper expired its session; the survivors are told at about the same
+// time); takeover-p50-ms and served-p50-ms over the moved groups; served-after-takeover-max-ms,
+// the longest time between a group's takeover and its first new commit (the clients' share).
+//
+// G is ZKBRIDGE_BENCH_GROUPS (default 30); the figure is 300. Diagnosis:
+// ZKBRIDGE_BENCH_BRIDGE_LOG=<file> writes the survivors' info lines there (millisecond
+// timestamps); ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member of the first moved group, =all
+// every member of the moved groups.
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
 	groups := benchGroups()
 	const parts, session = 6, 4 * time.Second
@@ -51,7 +61,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		const dead int32 = 9003
 		var seeds []string
 		for _, id := range ids[:2] {
-			cfg := testBridgeConfig(connect, id, newLogger(b).Level(zerolog.WarnLevel))
+			cfg := testBridgeConfig(connect, id, benchBridgeLog(b, id))
 			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
 			seeds = append(seeds, runBridge(b, cfg).Addr().String())
 		}
@@ -59,7 +69,10 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		seeds = append(seeds, child.addr)
 		time.Sleep(time.Second) // registrations and proxy maps seen everywhere
 
-		f := newFailoverRun(b, zk, seeds, groups, parts)
+		f := newFailoverRun(b, zk, seeds, groups, parts, func(g string) bool {
+			o, _ := placement.Owner(g, ids)
+			return o == dead
+		})
 		var affected []string
 		for _, g := range f.names {
 			if o, _ := placement.Owner(g, ids); o == dead {
@@ -71,12 +84,18 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		gens := f.generations(b)
 		atKill := f.offsets(b)
 
+		gone := watchGone(b, zk, zkstate.BridgePath(bridge.DefaultRoot, dead))
 		b.StartTimer()
 		killed := time.Now()
 		child.kill()
 		takeover := f.waitEpochs(b, affected, dead, killed, session+30*time.Second)
 		served := f.waitAdvance(b, affected, atKill, killed, session+60*time.Second)
 		b.StopTimer()
+		expiry := (<-gone).Sub(killed)
+		after := time.Duration(0)
+		for g, d := range served {
+			after = max(after, d-takeover[g])
+		}
 
 		time.Sleep(10 * time.Second) // a member that would rejoin does so by now
 		rebalanced := 0
@@ -86,13 +105,62 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 			}
 		}
 		f.stop()
-		b.ReportMetric(float64(takeover.Milliseconds()), "takeover-max-ms")
-		b.ReportMetric(float64(served.Milliseconds()), "served-max-ms")
+		b.ReportMetric(float64(expiry.Milliseconds()), "expiry-ms")
+		b.ReportMetric(float64(quantile(takeover, 1).Milliseconds()), "takeover-max-ms")
+		b.ReportMetric(float64(quantile(takeover, 0.5).Milliseconds()), "takeover-p50-ms")
+		b.ReportMetric(float64(quantile(served, 1).Milliseconds()), "served-max-ms")
+		b.ReportMetric(float64(quantile(served, 0.5).Milliseconds()), "served-p50-ms")
+		b.ReportMetric(float64(after.Milliseconds()), "served-after-takeover-max-ms")
 		b.ReportMetric(float64(len(affected)), "groups-moved")
 		b.ReportMetric(float64(rebalanced), "rebalanced-groups")
 		b.ReportMetric(float64(f.double.Load()), "double-owned")
 		b.ReportMetric(float64(f.regressed.Load()), "offsets-regressed")
 	}
+}
+
+// benchBridgeLog is a survivor's logger: warnings on the benchmark's log, or every info line in
+// the file ZKBRIDGE_BENCH_BRIDGE_LOG names, with millisecond timestamps (diagnosis).
+func benchBridgeLog(b *testing.B, id int32) zerolog.Logger {
+	path := os.Getenv("ZKBRIDGE_BENCH_BRIDGE_LOG")
+	if path == "" {
+		return newLogger(b).Level(zerolog.WarnLevel)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	zerolog.TimeFieldFormat = "15:04:05.000" // the bridges' own lines too: this knob is for diagnosis
+	return zerolog.New(zerolog.SyncWriter(f)).Level(zerolog.InfoLevel).With().Timestamp().Int32("bench_node", id).Logger()
+}
+
+// watchGone returns a channel that receives the time the znode at p is seen deleted.
+func watchGone(b *testing.B, zk *zkstate.Store, p string) <-chan time.Time {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	events, err := zk.WatchData(ctx, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gone := make(chan time.Time, 1)
+	go func() {
+		for ev := range events {
+			if !ev.Exists {
+				gone <- time.Now()
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// quantile is the q-quantile (0 < q <= 1) of the durations in m; 0 when m is empty.
+func quantile(m map[string]time.Duration, q float64) time.Duration {
+	ds := slices.Sorted(maps.Values(m))
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[max(0, int(math.Ceil(q*float64(len(ds))))-1)]
 }
 
 // benchGroups is the number of groups the data-path benchmarks run: ZKBRIDGE_BENCH_GROUPS, 30 by
@@ -173,12 +241,19 @@ func (c *commitGap) note() {
 	c.last = now
 }
 
-func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32) *failoverRun {
-	return newFailoverRunEvery(b, zk, seeds, groups, parts, 500*time.Millisecond)
+// newFailoverRun starts the clients, committing every 500 ms; with ZKBRIDGE_BENCH_KGO_LOG set,
+// the first member of the first group logged accepts logs.
+func newFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, logged func(group string) bool) *failoverRun {
+	return startFailoverRun(b, zk, seeds, groups, parts, 500*time.Millisecond, logged)
 }
 
-// newFailoverRunEvery is newFailoverRun with the members committing every commitEvery.
+// newFailoverRunEvery is newFailoverRun with the members committing every commitEvery (the
+// first member of the first group logs).
 func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, commitEvery time.Duration) *failoverRun {
+	return startFailoverRun(b, zk, seeds, groups, parts, commitEvery, func(string) bool { return true })
+}
+
+func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, commitEvery time.Duration, logged func(group string) bool) *failoverRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}, fetches: map[string]*commitGap{}}
 	b.Cleanup(f.stop)
@@ -194,6 +269,7 @@ func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
+	logging := false
 	for i := range groups {
 		g := fmt.Sprintf("fo-%d", i)
 		f.names = append(f.names, g)
@@ -223,8 +299,10 @@ func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups
 				// partition leader it does not know yet waits for that.
 				opts = append(opts, kgo.MetadataMinAge(d))
 			}
-			if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" && i == 0 && m == 0 {
-				// Diagnosis: the first member's client, on stderr.
+			if kl := os.Getenv("ZKBRIDGE_BENCH_KGO_LOG"); kl != "" && logged(g) && (kl == "all" || !logging && m == 0) {
+				// Diagnosis: the first logged group's first member's client (all: every member
+				// of every logged group), on stderr.
+				logging = true
 				opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
 					return time.Now().Format("15:04:05.000 ") + member + " "
 				})))
@@ -402,11 +480,11 @@ func (f *failoverRun) offsets(b *testing.B) map[string]int64 {
 	return out
 }
 
-// waitEpochs returns how long after killed the last of groups had its epoch held by a bridge
-// other than dead.
-func (f *failoverRun) waitEpochs(b *testing.B, groups []string, dead int32, killed time.Time, timeout time.Duration) time.Duration {
+// waitEpochs returns, for each of groups, how long after killed its epoch was first seen held by
+// a bridge other than dead.
+func (f *failoverRun) waitEpochs(b *testing.B, groups []string, dead int32, killed time.Time, timeout time.Duration) map[string]time.Duration {
 	left := slices.Clone(groups)
-	var last time.Duration
+	out := map[string]time.Duration{}
 	for len(left) > 0 {
 		if time.Since(killed) > timeout {
 			b.Fatalf("%d groups still held by the dead bridge %v after the kill", len(left), timeout)
@@ -425,20 +503,20 @@ func (f *failoverRun) waitEpochs(b *testing.B, groups []string, dead int32, kill
 					still = append(still, left[i])
 					continue
 				}
-				last = now
+				out[left[i]] = now
 			}
 			left = still
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return last
+	return out
 }
 
-// waitAdvance returns how long after killed the last of groups committed an offset past what
-// it had committed at the kill.
-func (f *failoverRun) waitAdvance(b *testing.B, groups []string, atKill map[string]int64, killed time.Time, timeout time.Duration) time.Duration {
+// waitAdvance returns, for each of groups, how long after killed it was first seen to have
+// committed an offset past what it had committed at the kill.
+func (f *failoverRun) waitAdvance(b *testing.B, groups []string, atKill map[string]int64, killed time.Time, timeout time.Duration) map[string]time.Duration {
 	left := slices.Clone(groups)
-	var last time.Duration
+	out := map[string]time.Duration{}
 	for len(left) > 0 {
 		if time.Since(killed) > timeout {
 			b.Fatalf("%d groups committed nothing new %v after the kill", len(left), timeout)
@@ -457,10 +535,10 @@ func (f *failoverRun) waitAdvance(b *testing.B, groups []string, atKill map[stri
 				still = append(still, g)
 				continue
 			}
-			last = now
+			out[g] = now
 		}
 		left = still
 		time.Sleep(50 * time.Millisecond)
 	}
-	return last
+	return out
 }
