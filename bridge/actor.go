@@ -79,6 +79,9 @@ type actor struct {
 	modeReads chan modeRead
 	// closing is closed when the releases finish started are done (closed ends the actor then).
 	closing chan struct{}
+	// takeover, set before it starts by a rescan that takes the group over, is what the rescan
+	// read of its epoch (handover.go).
+	takeover *takeoverHint
 }
 
 type writeResult struct {
@@ -123,6 +126,7 @@ func (a *actor) start(ctx context.Context) context.Context {
 	store := a.c.store
 	a.c.mu.Unlock()
 	a.gs = newGroupStore(store, a.c.cfg.Root, a.group, a.c.cfg.NodeID, a.log)
+	a.gs.hint = a.takeover
 	if p := a.c.peers; p != nil {
 		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
 	}

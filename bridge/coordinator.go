@@ -242,7 +242,10 @@ func (r *request) finish(rep group.Reply) group.Reply {
 
 // actorFor returns the group's actor, starting one if needed; nil and the error to answer when
 // the bridge cannot serve groups now.
-func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) {
+func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) { return c.actorWith(name, nil) }
+
+// actorWith is actorFor for a takeover: a new actor's load starts from hint (handover.go).
+func (c *coordinator) actorWith(name string, hint *takeoverHint) (*actor, group.ErrorCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -263,6 +266,7 @@ func (c *coordinator) actorFor(name string) (*actor, group.ErrorCode) {
 		return nil, group.ErrCoordinatorNotAvailable
 	}
 	a := newActor(c, name)
+	a.takeover = hint
 	c.actors[name] = a
 	h := c.hosts.join(name) // host.go: the group's one goroutine, shared with its legacy members
 	c.goLocked(func(ctx context.Context) {

@@ -28,6 +28,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -165,8 +167,14 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 			if !e.Released && !c.peers.live(e.NodeID) {
 				cause = takeoverFailover
 			}
+			var hint *takeoverHint
+			if e.Released || !c.peers.hasRegistration(e.NodeID) {
+				// Not a live holder handing the group over (a draining bridge is still
+				// registered): acquire waits for that one's release.
+				hint = &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
+			}
 			c.log.Info().Str("group", name).Int32("from", e.NodeID).Str("cause", cause).Msg("taking the group over")
-			if a, _ := c.actorFor(name); a != nil && c.pm != nil {
+			if a, _ := c.actorWith(name, hint); a != nil && c.pm != nil {
 				c.pm.handovers.WithLabelValues(cause).Inc()
 			}
 		case !mine && e.NodeID == self && !e.Released:
@@ -179,6 +187,20 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 			}
 		}
 	}
+}
+
+// takeoverHint is what a rescan read of the epoch of a group it takes over, when the epoch was
+// released or its holder had no registration at the last read of the live bridges: the load
+// takes the epoch at that version at once, then checks its holder (groupStore.takeHinted), where
+// a load without one reads the epoch and looks its holder up first: the load of each group a
+// dead bridge held takes three round trips in a row instead of five. A version that moved since
+// makes the load look again. A registered holder (alive, or draining: handing its groups over)
+// gets no hint: acquire waits for its release.
+type takeoverHint struct {
+	version  int32
+	mzxid    int64 // of the epoch as read: which write of its holder it is
+	holder   int32
+	released bool
 }
 
 // loadedOrLoading reports whether the group has an actor.
@@ -363,6 +385,13 @@ func (p *peerSet) ownerOK(group string) (int32, bool) {
 		return 0, false
 	}
 	return p.owner(group), true
+}
+
+// hasRegistration reports whether node had a registration, draining or not, at the last read of the
+// live bridges (false before the first).
+func (p *peerSet) hasRegistration(node int32) bool {
+	c := p.children.Load()
+	return c != nil && slices.Contains(*c, strconv.Itoa(int(node)))
 }
 
 // live reports whether node is in the current view.

@@ -72,6 +72,9 @@ type peerSet struct {
 	// registrations disagree on (peers_agree.go).
 	mine  *zkstate.BridgeRegistration
 	agree agreement
+	// children is <root>/bridges' children as last read: every registered bridge, draining ones
+	// included (hasRegistration).
+	children atomic.Pointer[[]string]
 }
 
 var (
@@ -364,6 +367,7 @@ func (p *peerSet) apply(ctx context.Context, store *zkstate.Store, children []st
 	for {
 		others, err := p.read(ctx, store, children)
 		if err == nil {
+			p.children.Store(&children)
 			p.publish(others)
 			return
 		}

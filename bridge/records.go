@@ -91,6 +91,9 @@ type groupStore struct {
 	// ownOnly leaves the 0.8 offsets (/consumers/<g>/offsets) out of every write: set for a
 	// finalized group, whose truth is the bridge's own offset records (modes.go).
 	ownOnly bool
+	// hint, set for a takeover a rescan decided, is the epoch it read (handover.go); the first
+	// acquire uses it.
+	hint *takeoverHint
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
@@ -102,6 +105,13 @@ func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog
 func (g *groupStore) acquire(ctx context.Context) error {
 	p := zkstate.EpochPath(g.root, g.group)
 	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
+	if h := g.hint; h != nil {
+		g.hint = nil
+		if took, err := g.takeHinted(ctx, p, mine, h); took || err != nil {
+			return err
+		}
+		// The epoch moved since the rescan read it: look at it again.
+	}
 	conflicts := 0
 	for conflicts < 5 {
 		data, st, err := g.store.Get(ctx, p)
@@ -160,6 +170,40 @@ func (g *groupStore) acquire(ctx context.Context) error {
 	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
 }
 
+// takeHinted takes the epoch at the version a rescan read (handover.go: takeoverHint), then
+// checks what acquire checks before: that the holder had released it, or that no live session
+// of the holder wrote it (its registration is gone, or is newer than the epoch's write, a
+// restarted holder's). The check follows our write on our session, so it sees every write
+// ordered before ours, the holder's registration and epoch included. A live holder's epoch taken
+// this way (a holder that came back while its groups were being taken) is released again at
+// once, before anything was answered, and the group refused: its holder loads it again. took is
+// false, with no error, when the epoch moved since the read.
+func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *takeoverHint) (took bool, err error) {
+	nst, err := g.store.Set(ctx, p, mine, h.version)
+	if errors.Is(err, zkstate.ErrBadVersion) || errors.Is(err, zkstate.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take over group %q: %w", g.group, err)
+	}
+	g.epoch = nst.Version
+	if h.released || h.holder == g.nodeID {
+		return true, nil
+	}
+	alive, reg, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
+	if err != nil {
+		return true, fmt.Errorf("take over group %q: %w", g.group, err)
+	}
+	if alive && reg.Czxid < h.mzxid {
+		if err := g.release(ctx); err != nil {
+			g.log.Warn().Err(err).Msg("giving a live bridge's group back failed; it takes it again when our session ends")
+		}
+		return true, &OwnedError{Group: g.group, NodeID: h.holder}
+	}
+	g.log.Info().Int32("previous_owner", h.holder).Msg("taking over the group of a bridge that is gone")
+	return true, nil
+}
+
 // releaseWait is how long acquire waits for a live holder's release before it looks again
 // whether the group still maps to us and its holder is still alive; the load's own timeout
 // (Config.LoadTimeout) bounds the whole wait.
@@ -168,13 +212,17 @@ const releaseWait = time.Second
 // load reads the group's record; nil when it has none. A group with a record is taken over
 // first and the record read again, so that nothing the previous owner wrote is missed.
 func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
-	ok, _, err := g.store.Exists(ctx, zkstate.GroupRecordPath(g.root, g.group))
-	if err != nil {
-		return nil, fmt.Errorf("load group %q: %w", g.group, err)
-	}
-	if !ok {
-		g.record = -1
-		return nil, nil
+	// A takeover a rescan decided takes the epoch without looking for a record first: the
+	// group has an epoch already, so taking it creates nothing.
+	if g.hint == nil {
+		ok, _, err := g.store.Exists(ctx, zkstate.GroupRecordPath(g.root, g.group))
+		if err != nil {
+			return nil, fmt.Errorf("load group %q: %w", g.group, err)
+		}
+		if !ok {
+			g.record = -1
+			return nil, nil
+		}
 	}
 	if err := g.acquire(ctx); err != nil {
 		return nil, err
