@@ -218,6 +218,9 @@ type failoverRun struct {
 
 	gaps    map[string]*commitGap // member → its successful commits (the map is not written after start)
 	fetches map[string]*commitGap // member → its polls that returned records
+	// produced is, by partition ("p<n>"), the producer's acknowledged records: a member has
+	// nothing to fetch, and so nothing to commit, while the producer cannot produce.
+	produced map[string]*commitGap
 }
 
 // commitGap is the longest time between two successful commits (or polls that returned
@@ -227,6 +230,9 @@ type commitGap struct {
 	mu    sync.Mutex
 	last  time.Time
 	worst time.Duration
+	// member is the member's name ("" for a partition's), wfrom and wto the worst gap's ends.
+	member     string
+	wfrom, wto time.Time
 }
 
 func (c *commitGap) committed(err error, resp *kmsg.OffsetCommitResponse) {
@@ -248,8 +254,9 @@ func (c *commitGap) note() {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.last.IsZero() {
-		c.worst = max(c.worst, now.Sub(c.last))
+	if !c.last.IsZero() && now.Sub(c.last) > c.worst {
+		c.worst = now.Sub(c.last)
+		c.wfrom, c.wto = c.last, now
 	}
 	c.last = now
 }
@@ -268,7 +275,11 @@ func newFailoverRunEvery(b *testing.B, zk *zkstate.Store, seeds []string, groups
 
 func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups int, parts int32, commitEvery time.Duration, logged func(group string) bool) *failoverRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}, fetches: map[string]*commitGap{}}
+	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}, fetches: map[string]*commitGap{},
+		produced: map[string]*commitGap{}}
+	for p := range parts {
+		f.produced[fmt.Sprintf("p%d", p)] = &commitGap{group: fmt.Sprintf("p%d", p)}
+	}
 	b.Cleanup(f.stop)
 	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute))
@@ -278,7 +289,11 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 	f.wg.Go(func() {
 		defer producer.Close()
 		for i := 0; ctx.Err() == nil; i++ {
-			producer.Produce(ctx, &kgo.Record{Topic: dfTopic, Value: []byte(strconv.Itoa(i))}, nil)
+			producer.Produce(ctx, &kgo.Record{Topic: dfTopic, Value: []byte(strconv.Itoa(i))}, func(r *kgo.Record, err error) {
+				if err == nil {
+					f.produced[fmt.Sprintf("p%d", r.Partition)].note()
+				}
+			})
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
@@ -289,7 +304,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 		f.held[g] = map[int32]string{}
 		for m := range 3 {
 			member := fmt.Sprintf("%s-m%d", g, m)
-			gap, fetched := &commitGap{group: g}, &commitGap{group: g}
+			gap, fetched := &commitGap{group: g, member: member}, &commitGap{group: g, member: member}
 			f.gaps[member], f.fetches[member] = gap, fetched
 			opts := []kgo.Opt{
 				kgo.SeedBrokers(seeds...),
@@ -311,6 +326,9 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 				// kgo refreshes its metadata at most every 5 s by default: a coordinator or a
 				// partition leader it does not know yet waits for that.
 				opts = append(opts, kgo.MetadataMinAge(d))
+			}
+			if kgoTraceOn() {
+				opts = append(opts, kgo.WithLogger(kgoTraceOf(member)))
 			}
 			if kl := os.Getenv("ZKBRIDGE_BENCH_KGO_LOG"); kl != "" && logged(g) && (kl == "all" || !logging && m == 0) {
 				// Diagnosis: the first logged group's first member's client (all: every member
@@ -370,10 +388,10 @@ func (f *failoverRun) revoked(g, member string, ps []int32) {
 // startGaps starts measuring commit and fetch gaps afresh: from now.
 func (f *failoverRun) startGaps() {
 	now := time.Now()
-	for _, m := range []map[string]*commitGap{f.gaps, f.fetches} {
+	for _, m := range []map[string]*commitGap{f.gaps, f.fetches, f.produced} {
 		for _, c := range m {
 			c.mu.Lock()
-			c.last, c.worst = now, 0
+			c.last, c.worst, c.wfrom, c.wto = now, 0, time.Time{}, time.Time{}
 			c.mu.Unlock()
 		}
 	}
@@ -386,6 +404,9 @@ func (f *failoverRun) stalls() map[string]time.Duration { return worstGaps(f.gap
 // fetchStalls is stalls for polls that returned records: the data path's share of a stall (a
 // member commits only what it consumed since its last commit).
 func (f *failoverRun) fetchStalls() map[string]time.Duration { return worstGaps(f.fetches) }
+
+// produceStalls is stalls for the producer's acknowledged records, by partition ("p<n>").
+func (f *failoverRun) produceStalls() map[string]time.Duration { return worstGaps(f.produced) }
 
 func worstGaps(gaps map[string]*commitGap) map[string]time.Duration {
 	now := time.Now()

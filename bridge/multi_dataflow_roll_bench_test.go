@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -33,7 +34,10 @@ import (
 // join phase over the groups that moved only, join-stayed-… over the others), the groups whose generation changed
 // (rebalanced-groups, target 0), the share of groups whose epoch moved to another bridge
 // (join-moved-%, target ≤ 30); the same stalls for polls that returned records (…-fetch-…: a
-// member commits only what it consumed, so a data-path stall is a commit stall too); and over the whole run: partitions assigned to a member while
+// member commits only what it consumed, so a data-path stall is a commit stall too); per partition,
+// the longest time without a record of the producer acknowledged (…-produce-…: while the
+// producer is stalled the members have nothing to fetch, and kgo skips a commit with nothing
+// new, so a producer stall shows in both stalls above); and over the whole run: partitions assigned to a member while
 // another member of its group held them (double-owned, member views), samples where one
 // group's owner znodes belonged to two ZooKeeper sessions at once (double-owned-znodes),
 // committed 0.8 offsets seen going backwards (offsets-regressed). All targets 0.
@@ -43,7 +47,9 @@ import (
 //	ZKBRIDGE_BENCH_GROUPS=30 go test -run '^$' -bench RollingRestartDataPath -benchtime 1x -timeout 30m ./bridge/
 //
 // ZKBRIDGE_BENCH_METADATA_MIN_AGE=250ms sets the members' kgo MetadataMinAge (default 5 s), and
-// ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member's client and every group's stalls.
+// ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member's client and every group's stalls, and
+// ZKBRIDGE_BENCH_KGO_TRACE=1 the requests every member's client retried during the roll, by
+// request and error, and the worst members' logs during their stalls (kgo_trace_bench_test.go).
 func BenchmarkRollingRestartDataPath(b *testing.B) {
 	groups := benchGroups()
 	const parts = 6
@@ -97,10 +103,13 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		time.Sleep(10 * time.Second)
 		reportStalls(b, "base-", f.stalls(), f.names)
 		reportStalls(b, "base-fetch-", f.fetchStalls(), f.names)
+		partitions := slices.Sorted(maps.Keys(f.produceStalls()))
+		reportStalls(b, "base-produce-", f.produceStalls(), partitions)
 
 		// Phase 1: the rolling restart.
 		b.StartTimer()
 		gens := f.generations(b)
+		rollStart := time.Now()
 		f.startGaps()
 		for _, id := range ids {
 			b.Logf("roll: stopping %d at %s", id, time.Now().Format("15:04:05.000"))
@@ -118,10 +127,14 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 			time.Sleep(time.Second)
 		}
 		time.Sleep(5 * time.Second) // a member that would rejoin does so by now
-		roll, rollFetch := f.stalls(), f.fetchStalls()
+		roll, rollFetch, rollProduce := f.stalls(), f.fetchStalls(), f.produceStalls()
+		if kgoTraceOn() {
+			kgoTraceReport(rollStart, time.Now(), f.gaps)
+		}
 		b.StopTimer()
 		reportStalls(b, "roll-", roll, f.names)
 		reportStalls(b, "roll-fetch-", rollFetch, f.names)
+		reportStalls(b, "roll-produce-", rollProduce, partitions)
 		b.ReportMetric(float64(changed(gens, f.generations(b))), "roll-rebalanced-groups")
 
 		// Phase 2: a 4th bridge joins.
