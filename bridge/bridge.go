@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -431,6 +432,13 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
 		// peers.go: the proxy listeners in the registration, for the other bridges.
 		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) })
+		// relay/drain.go: Refresh. Clients refresh their metadata while a bridge that left is out
+		// of it, and drop their connections to it.
+		b.peers.subscribe(func(old, cur *liveView) {
+			if b.peers.serving.Load() && slices.ContainsFunc(old.ids, func(id int32) bool { return !slices.Contains(cur.ids, id) }) {
+				p.proxy.Refresh()
+			}
+		})
 		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
 		} else if b.cfg.LagInterval > 0 {

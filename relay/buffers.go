@@ -73,11 +73,12 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 		}, []string{"api_key", "api"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "relay_failures_total",
-			Help: "Requests the relay did not relay through, by reason; all but draining closed their client connection (dial: no broker reachable; " +
+			Help: "Requests the relay did not relay through, by reason; all but draining and refresh closed their client connection (dial: no broker reachable; " +
 				"lost: the broker went away or did not answer in time with requests in flight; " +
 				"fetch_gated: a Fetch response withheld because the bridge could not vouch for its groups' " +
 				"partition ownership, Config.FetchGate; draining: a Fetch answered NOT_LEADER_OR_FOLLOWER, not relayed, " +
-				"because the bridge is shutting down and another bridge serves the broker now, Proxy.Drain).",
+				"because the bridge is shutting down and another bridge serves the broker now, Proxy.Drain; " +
+				"refresh: a Fetch answered so, once per connection, to make its client refresh its metadata after another bridge left, Proxy.Refresh).",
 		}, []string{"reason"}),
 		upstreamOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "kafka", Name: "upstream_connections_open",
@@ -88,7 +89,7 @@ func newRelayMetrics(reg prometheus.Registerer) (*relayMetrics, error) {
 			Help: "Upstream brokers whose last dial failed; their proxy listeners refuse connections until one succeeds.",
 		}),
 	}
-	for _, reason := range []string{"dial", "lost", "fetch_gated", "draining"} {
+	for _, reason := range []string{"dial", "lost", "fetch_gated", "draining", "refresh"} {
 		m.failures.WithLabelValues(reason)
 	}
 	for k := range int16(128) {

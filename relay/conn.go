@@ -41,12 +41,16 @@ type relayConn struct {
 	// fetched: the client fetched on this proxy listener; told: a Fetch
 	// was refused since the proxy drains (drain.go).
 	fetched, told atomic.Bool
+	// refreshed is the count of Proxy.Refresh calls this connection's client has
+	// been made to refresh its metadata for (drain.go).
+	refreshed atomic.Int64
 }
 
 // Open is the Server's hook for a new client connection
 // (newproto.Relay).
 func (p *Proxy) Open(c *newproto.ClientConn) newproto.RelayConn {
 	rc := &relayConn{p: p, c: c, in: c.Reader()}
+	rc.refreshed.Store(p.refresh.Load())
 	rc.broker, rc.proxied = c.Info().UpstreamBroker()
 	p.track(rc, true)
 	return rc
@@ -140,17 +144,24 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		p.rewrite = rc.rewriter(h, edit)
 
 	case routeRelay:
-		if h.key == int16(kmsg.Fetch) && rc.refusesFetch() {
+		if refuse, refresh := rc.refusesFetch(); h.key == int16(kmsg.Fetch) && refuse {
 			if head, err = whole(); err != nil {
 				return false, nil, nil, err
 			}
-			raw, err := refuseFetch(head)
+			raw, full, err := refuseFetch(head)
 			rc.p.bufs.put(head)
 			if err != nil {
 				return false, nil, nil, err
 			}
-			rc.told.Store(true)
-			rc.p.metrics.failure("draining")
+			if refresh == 0 {
+				rc.told.Store(true)
+				rc.p.metrics.failure("draining")
+			} else {
+				if full {
+					rc.refreshed.Store(refresh)
+				}
+				rc.p.metrics.failure("refresh")
+			}
 			c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version, Raw: raw})
 			return true, nil, nil, nil
 		}

@@ -83,36 +83,63 @@ func (p *Proxy) track(rc *relayConn, open bool) {
 
 // refusesFetch reports whether a Fetch on this connection is answered
 // here (refuseFetch) rather than relayed, and notes that the connection
-// fetches.
-func (rc *relayConn) refusesFetch() bool {
+// fetches. refresh is non-zero when the Fetch is refused only to make the
+// client refresh its metadata (Refresh): the Refresh count to note once a
+// full fetch has been refused.
+func (rc *relayConn) refusesFetch() (refuse bool, refresh int64) {
 	if !rc.proxied {
-		return false
+		return false, 0
 	}
 	rc.fetched.Store(true)
-	if !rc.p.draining.Load() {
-		return false
+	if rc.p.draining.Load() {
+		if _, elsewhere := rc.p.cfg.Peers.ServedElsewhere()[rc.broker]; elsewhere {
+			return true, 0
+		}
 	}
-	_, elsewhere := rc.p.cfg.Peers.ServedElsewhere()[rc.broker]
-	return elsewhere
+	if n := rc.p.refresh.Load(); rc.refreshed.Load() < n {
+		return true, n
+	}
+	return false, 0
+}
+
+// Refresh makes every client fetching through the proxy listeners refresh
+// its metadata once: the next Fetch of every open connection is refused
+// as refuseFetch does (an incremental session fetch, answered
+// FETCH_SESSION_ID_NOT_FOUND, is followed by a full one, which is refused
+// too). The bridge calls it when another bridge leaves the service. kgo
+// reads a connection only when a response is due, so a connection that a
+// bridge closed when it shut down is found closed only when the client
+// sends on it again: with a bridge restarted at the same addresses,
+// that is the first request the client sends it after it is back (in a
+// rolling restart: the commits of the groups moving back to it, each then
+// retried after a backoff). kgo drops a broker's connections when a
+// metadata refresh no longer lists it; refreshed while the bridge is out
+// of every bridge's Metadata, the client dials it afresh when it is back.
+func (p *Proxy) Refresh() {
+	if p.cfg.Peers != nil {
+		p.refresh.Add(1)
+	}
 }
 
 // refuseFetch builds the response frame (size prefix included) to a Fetch
 // request frame (without its size prefix) from a broker that is no
 // longer the leader of anything the request names.
-func refuseFetch(frame []byte) ([]byte, error) {
+func refuseFetch(frame []byte) (raw []byte, full bool, err error) {
 	req, err := newproto.ParseRequest(frame)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fr, ok := req.Msg.(*kmsg.FetchRequest)
 	if !ok {
-		return nil, fmt.Errorf("refusing a Fetch: the frame is a %s", kmsg.NameForKey(req.Msg.Key()))
+		return nil, false, fmt.Errorf("refusing a Fetch: the frame is a %s", kmsg.NameForKey(req.Msg.Key()))
 	}
+	full = true
 	resp := kmsg.NewPtrFetchResponse()
 	resp.SetVersion(fr.Version)
 	if fr.SessionID > 0 && fr.SessionEpoch > 0 {
 		// Incremental: the partitions not named are in the session.
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		full = false
 	} else {
 		// Keep the client's session id, so that the client keeps
 		// using sessions (an id of 0 turns them off for the broker in
@@ -138,5 +165,5 @@ func refuseFetch(frame []byte) ([]byte, error) {
 	}
 	out = resp.AppendTo(out)
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-	return out, nil
+	return out, full, nil
 }

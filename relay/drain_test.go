@@ -28,7 +28,7 @@ func TestRefuseFetch(t *testing.T) {
 			req.Topics = append(req.Topics, rt)
 			frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("c")).AppendRequest(nil, req, 77)[4:]
 
-			raw, err := refuseFetch(frame)
+			raw, full, err := refuseFetch(frame)
 			if err != nil {
 				t.Fatalf("v%d: %v", v, err)
 			}
@@ -45,6 +45,9 @@ func TestRefuseFetch(t *testing.T) {
 				t.Fatalf("v%d: %v", v, err)
 			}
 			incremental := v >= 7 && session.id > 0 && session.epoch > 0
+			if full == incremental {
+				t.Errorf("v%d session %v: full %v", v, session, full)
+			}
 			if incremental {
 				if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code || len(resp.Topics) != 0 {
 					t.Errorf("v%d incremental: error %d, %d topics", v, resp.ErrorCode, len(resp.Topics))

@@ -228,8 +228,10 @@ type Proxy struct {
 
 	// draining: Fetches for brokers served elsewhere are refused (drain.go).
 	draining atomic.Bool
-	connsMu  sync.Mutex
-	conns    map[*relayConn]struct{} // open client connections, for Untold
+	// refresh counts the calls of Refresh (drain.go).
+	refresh atomic.Int64
+	connsMu sync.Mutex
+	conns   map[*relayConn]struct{} // open client connections, for Untold
 }
 
 // New checks cfg and builds a Proxy; it does not listen.
