@@ -381,15 +381,24 @@ func wireCommit(g, member string, gen int32, topic string, p int32, off int64) *
 // kafkaRoundTrip sends one non-flexible request on a new connection and reads its response.
 func kafkaRoundTrip(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
+	resp, err := kafkaExchange(addr, req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// kafkaExchange is kafkaRoundTrip's exchange, returning its failure; it may run on any goroutine.
+func kafkaExchange(addr string, req kmsg.Request, timeout time.Duration) (kmsg.Response, error) {
 	if req.IsFlexible() {
-		t.Fatalf("kafkaRoundTrip handles non-flexible versions only")
+		return nil, fmt.Errorf("kafkaRoundTrip handles non-flexible versions only")
 	}
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	var msg []byte
 	msg = binary.BigEndian.AppendUint16(msg, uint16(req.Key()))
 	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
@@ -399,25 +408,38 @@ func kafkaRoundTrip(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	msg = req.AppendTo(msg)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
 	if _, err := c.Write(append(frame, msg...)); err != nil {
-		t.Fatalf("write: %v", err)
+		return nil, fmt.Errorf("write: %w", err)
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
-		t.Fatalf("read size: %v", err)
+		return nil, fmt.Errorf("read size: %w", err)
 	}
 	body := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(c, body); err != nil {
-		t.Fatalf("read body: %v", err)
+		return nil, fmt.Errorf("read body: %w", err)
 	}
 	if corr := binary.BigEndian.Uint32(body); corr != 7 {
-		t.Fatalf("correlation id %d, want 7", corr)
+		return nil, fmt.Errorf("correlation id %d, want 7", corr)
 	}
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	if err := resp.ReadFrom(body[4:]); err != nil {
-		t.Fatalf("decode %T: %v", resp, err)
+		return nil, fmt.Errorf("decode %T: %w", resp, err)
 	}
-	return resp
+	return resp, nil
+}
+
+// wireJoin is a new member's JoinGroup v5 to group g subscribing to topic (range).
+func wireJoin(g, topic string) *kmsg.JoinGroupRequest {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.SetVersion(5)
+	req.Group = g
+	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 2000
+	req.ProtocolType = "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	p.Name, p.Metadata = "range", subscription(0, topic)
+	req.Protocols = append(req.Protocols, p)
+	return req
 }
 
 // checkNoLeaks fails the test if goroutines running project code outlive what started them

@@ -1,9 +1,6 @@
 package bridge_test
 
 import (
-	"encoding/binary"
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -60,11 +57,7 @@ func TestIntegration_HostServesLegacyWhileModeIsRead(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the JoinGroup reaches the group (else the test can only pass)
 	stop2()
 	stop3()
-	deadline := time.Now().Add(3 * time.Second)
-	for bridge.LegacyMembers(mc.b.Bridge) != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	members := bridge.LegacyMembers(mc.b.Bridge)
+	members := legacyMembersWithin(mc, 1, 3*time.Second)
 	zk.proxy.Unmute()
 	if members != 1 {
 		t.Errorf("while the group's mode was being read, %d legacy members were left after two of three hung up (want 1): the group's goroutine waited for ZooKeeper", members)
@@ -107,11 +100,7 @@ func TestIntegration_HostServesLegacyWhileKafkaSideEnds(t *testing.T) {
 	// Each waits for a ping to report its last offsets, then hangs up.
 	go stop2()
 	go stop3()
-	deadline := time.Now().Add(3 * time.Second)
-	for bridge.LegacyMembers(mc.b.Bridge) != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	members := bridge.LegacyMembers(mc.b.Bridge)
+	members := legacyMembersWithin(mc, 1, 3*time.Second)
 	zk.proxy.Unmute()
 	if members != 1 {
 		t.Errorf("while the Kafka side ended, %d legacy members were left after two of three hung up (want 1): the group's goroutine waited for ZooKeeper", members)
@@ -138,41 +127,19 @@ func (z *hostZK) via(connect string) string {
 // hostWireJoin sends a new member's JoinGroup v5 to addr and returns its error code (-1 when the
 // round trip failed); it may run on any goroutine.
 func hostWireJoin(addr, g string) int16 {
-	req := kmsg.NewPtrJoinGroupRequest()
-	req.SetVersion(5)
-	req.Group = g
-	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 2000
-	req.ProtocolType = "consumer"
-	p := kmsg.NewJoinGroupRequestProtocol()
-	p.Name, p.Metadata = "range", subscription(0, "ta")
-	req.Protocols = append(req.Protocols, p)
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	resp, err := kafkaExchange(addr, wireJoin(g, "ta"), 20*time.Second)
 	if err != nil {
 		return -1
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	msg := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-	msg = binary.BigEndian.AppendUint16(msg, uint16(req.GetVersion()))
-	msg = binary.BigEndian.AppendUint32(msg, 7) // correlation id
-	msg = binary.BigEndian.AppendUint16(msg, 4)
-	msg = append(msg, "test"...)
-	msg = req.AppendTo(msg)
-	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)); err != nil {
-		return -1
+	return resp.(*kmsg.JoinGroupResponse).ErrorCode
+}
+
+// legacyMembersWithin waits up to d for the bridge to count want legacy members, and returns
+// the count then.
+func legacyMembersWithin(mc *mixedCluster, want int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for bridge.LegacyMembers(mc.b.Bridge) != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return -1
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c, body); err != nil || len(body) < 4 {
-		return -1
-	}
-	resp := kmsg.NewPtrJoinGroupResponse()
-	resp.SetVersion(5)
-	if resp.ReadFrom(body[4:]) != nil {
-		return -1
-	}
-	return resp.ErrorCode
+	return bridge.LegacyMembers(mc.b.Bridge)
 }

@@ -50,15 +50,7 @@ func modeSet(t *testing.T, zk *zkstate.Store, g string, to zkstate.Mode) {
 // group INCONSISTENT_GROUP_PROTOCOL (23).
 func modeWireJoin(t *testing.T, addr, g string) *kmsg.JoinGroupResponse {
 	t.Helper()
-	req := kmsg.NewPtrJoinGroupRequest()
-	req.SetVersion(5)
-	req.Group = g
-	req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 10000, 2000
-	req.ProtocolType = "consumer"
-	p := kmsg.NewJoinGroupRequestProtocol()
-	p.Name, p.Metadata = "range", subscription(0, "orders")
-	req.Protocols = append(req.Protocols, p)
-	return kafkaRoundTrip(t, addr, req).(*kmsg.JoinGroupResponse)
+	return kafkaRoundTrip(t, addr, wireJoin(g, "orders")).(*kmsg.JoinGroupResponse)
 }
 
 func modeMetrics(t *testing.T, b *running) string {

@@ -32,17 +32,7 @@ func TestIntegration_SeveralBridgesDrainMovesFetchers(t *testing.T) {
 			}
 		}
 	}
-	b := startBridge(t, e.connect, second, func(c *bridge.Config) {
-		c.UpstreamFromZK, c.ProxyListen, c.MetadataMaxAge = true, "127.0.0.1:0", time.Second
-	})
-	seeds := []string{e.addr, b.Addr().String()}
-	addrs := append([]string(nil), seeds...)
-	for _, r := range []*running{e.b, b} {
-		for _, p := range r.ProxyAddrs() {
-			addrs = append(addrs, p.String())
-		}
-	}
-	view := sameMetadataEverywhere(t, addrs, map[int32]string{dfNode: e.addr, second: seeds[1]})
+	b, seeds, view := dfSecondBridge(t, e, second)
 	t.Logf("Metadata: %s", view)
 
 	seen := newDfSeen()
@@ -100,4 +90,23 @@ func (s *dfSeen) missing(values []string) int {
 		}
 	}
 	return n
+}
+
+// dfSecondBridge starts bridge second beside e's, with the data path from ZooKeeper, and waits
+// until both give the same Metadata; it returns the bridge, both bridges' addresses (e's first)
+// and that Metadata.
+func dfSecondBridge(t *testing.T, e *dfEnv, second int32) (*running, []string, string) {
+	t.Helper()
+	b := startBridge(t, e.connect, second, func(c *bridge.Config) {
+		c.UpstreamFromZK, c.ProxyListen, c.MetadataMaxAge = true, "127.0.0.1:0", time.Second
+	})
+	seeds := []string{e.addr, b.Addr().String()}
+	addrs := append([]string(nil), seeds...)
+	for _, r := range []*running{e.b, b} {
+		for _, p := range r.ProxyAddrs() {
+			addrs = append(addrs, p.String())
+		}
+	}
+	view := sameMetadataEverywhere(t, addrs, map[int32]string{dfNode: e.addr, second: seeds[1]})
+	return b, seeds, view
 }

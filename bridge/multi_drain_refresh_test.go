@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -71,17 +70,7 @@ func TestIntegration_SeveralBridgesLeavingRefreshesClients(t *testing.T) {
 			second, kept = id, mine
 		}
 	}
-	b := startBridge(t, e.connect, second, func(c *bridge.Config) {
-		c.UpstreamFromZK, c.ProxyListen, c.MetadataMaxAge = true, "127.0.0.1:0", time.Second
-	})
-	seeds := []string{e.addr, b.Addr().String()}
-	addrs := append([]string(nil), seeds...)
-	for _, r := range []*running{e.b, b} {
-		for _, p := range r.ProxyAddrs() {
-			addrs = append(addrs, p.String())
-		}
-	}
-	sameMetadataEverywhere(t, addrs, map[int32]string{dfNode: e.addr, second: seeds[1]})
+	b, _, _ := dfSecondBridge(t, e, second)
 
 	reads := &metadataReads{}
 	parts := map[int32]kgo.Offset{}

@@ -21,14 +21,7 @@ func TestIntegration_TakeHintedChecksTheHolderAfterTaking(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	connect := zktest.Connect(t)
-	open := func() *zkstate.Store {
-		s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *zkstate.Store { return zktest.OpenStore(t, connect) }
 	store, holderSession := open(), open()
 	const root, us, holder = "/zkbridge", int32(1), int32(2)
 	register := func() {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -19,14 +17,7 @@ func TestIntegration_ApplyConflict(t *testing.T) {
 	connect := zktest.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	open := func() *zkstate.Store {
-		s, err := zkstate.Open(ctx, zkstate.Config{Connect: connect, Logger: zerolog.Nop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *zkstate.Store { return zktest.OpenStore(t, connect) }
 	s, other := open(), open()
 	const root = "/zkbridge"
 	for _, g := range []string{"back", "along"} {
