@@ -43,7 +43,7 @@ func (t *kgoTrace) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 
 func (t *kgoTrace) Log(level kgo.LogLevel, msg string, kv ...any) {
 	if level > kgo.LogLevelInfo && !slices.ContainsFunc([]string{"retrying", "sharded request failed", "coordinator",
-		"metadata", "commit", "read", "connection"}, func(s string) bool { return strings.Contains(msg, s) }) {
+		"metadata", "commit", "read", "connection", "produc"}, func(s string) bool { return strings.Contains(msg, s) }) {
 		return
 	}
 	var b strings.Builder
@@ -56,9 +56,10 @@ func (t *kgoTrace) Log(level kgo.LogLevel, msg string, kv ...any) {
 	t.mu.Unlock()
 }
 
-// kgoTraceReport prints the retries of every member between from and to, by request and error,
-// and the log of the three members with the longest commit gaps during their gap.
-func kgoTraceReport(from, to time.Time, gaps map[string]*commitGap) {
+// kgoTraceReport prints the retries of every member and of the producer between from and to, by
+// request and error, the log of the three members with the longest commit gaps during their gap,
+// and the producer's log during the longest gap of a partition's acknowledgements (produced).
+func kgoTraceReport(from, to time.Time, gaps, produced map[string]*commitGap) {
 	counts := map[string]int{}
 	kgoTraces.Range(func(_, v any) bool {
 		t := v.(*kgoTrace)
@@ -80,19 +81,14 @@ func kgoTraceReport(from, to time.Time, gaps map[string]*commitGap) {
 	})
 	fmt.Fprintf(os.Stderr, "=== retried requests during the roll, over every member: %v\n", counts)
 
-	var worst []*commitGap
-	for _, c := range gaps {
-		worst = append(worst, c)
-	}
-	slices.SortFunc(worst, func(a, b *commitGap) int { return int(b.worst - a.worst) })
-	for _, c := range worst[:min(3, len(worst))] {
+	for _, c := range append(longestGaps(gaps, 3), longestGaps(produced, 1)...) {
 		v, ok := kgoTraces.Load(c.member)
 		if !ok {
 			continue
 		}
 		t := v.(*kgoTrace)
 		t.mu.Lock()
-		fmt.Fprintf(os.Stderr, "=== %s: no commit from %s to %s (%v)\n", c.member,
+		fmt.Fprintf(os.Stderr, "=== %s (%s): nothing from %s to %s (%v)\n", c.member, c.group,
 			c.wfrom.Format("15:04:05.000"), c.wto.Format("15:04:05.000"), c.wto.Sub(c.wfrom).Round(time.Millisecond))
 		for _, l := range t.lines {
 			if l.at.After(c.wfrom.Add(-100*time.Millisecond)) && l.at.Before(c.wto.Add(100*time.Millisecond)) {
@@ -101,6 +97,16 @@ func kgoTraceReport(from, to time.Time, gaps map[string]*commitGap) {
 		}
 		t.mu.Unlock()
 	}
+}
+
+// longestGaps are the n gaps that lasted longest.
+func longestGaps(gaps map[string]*commitGap, n int) []*commitGap {
+	var worst []*commitGap
+	for _, c := range gaps {
+		worst = append(worst, c)
+	}
+	slices.SortFunc(worst, func(a, b *commitGap) int { return int(b.worst - a.worst) })
+	return worst[:min(n, len(worst))]
 }
 
 // retryCause classifies a "retrying request" line of kgo's log.

@@ -278,11 +278,15 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 	f := &failoverRun{zk: zk, parts: parts, cancel: cancel, held: map[string]map[int32]string{}, gaps: map[string]*commitGap{}, fetches: map[string]*commitGap{},
 		produced: map[string]*commitGap{}}
 	for p := range parts {
-		f.produced[fmt.Sprintf("p%d", p)] = &commitGap{group: fmt.Sprintf("p%d", p)}
+		f.produced[fmt.Sprintf("p%d", p)] = &commitGap{group: fmt.Sprintf("p%d", p), member: "producer"}
 	}
 	b.Cleanup(f.stop)
-	producer, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute))
+	popts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute)}
+	if kgoTraceOn() {
+		popts = append(popts, kgo.WithLogger(kgoTraceOf("producer")))
+	}
+	producer, err := kgo.NewClient(popts...)
 	if err != nil {
 		b.Fatal(err)
 	}

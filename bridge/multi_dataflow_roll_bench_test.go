@@ -129,7 +129,7 @@ func BenchmarkRollingRestartDataPath(b *testing.B) {
 		time.Sleep(5 * time.Second) // a member that would rejoin does so by now
 		roll, rollFetch, rollProduce := f.stalls(), f.fetchStalls(), f.produceStalls()
 		if kgoTraceOn() {
-			kgoTraceReport(rollStart, time.Now(), f.gaps)
+			kgoTraceReport(rollStart, time.Now(), f.gaps, f.produced)
 		}
 		b.StopTimer()
 		reportStalls(b, "roll-", roll, f.names)
