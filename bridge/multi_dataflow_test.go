@@ -181,23 +181,24 @@ func startDpMember(t *testing.T, seeds []string, g string, seen *dfSeen, opts ..
 	return m
 }
 
-// offsetWatch polls the groups' committed 0.8 offsets and records any that went backwards.
+// offsetWatch polls the groups' committed 0.8 offsets (/consumers/<g>/offsets) and records any
+// that went backwards.
 type offsetWatch struct {
 	mu        sync.Mutex
 	last      map[string]int64
 	regressed []string
+	stop      func()
 }
 
-func watchOffsets(t *testing.T, zk *zkstate.Store, parts int32, groups ...string) *offsetWatch {
+// watchOffsets polls, every d, the offsets of the topics' partitions (topic → partition count)
+// in each group until check.
+func watchOffsets(t *testing.T, zk *zkstate.Store, d time.Duration, topics map[string]int, groups ...string) *offsetWatch {
 	w := &offsetWatch{last: map[string]int64{}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for _, g := range groups {
-				for p := range parts {
-					data, _, err := zk.Get(ctx, zkstate.OffsetPath(g, dfTopic, p))
+	w.stop = pollEvery(t, d, func(ctx context.Context) {
+		for _, g := range groups {
+			for tp, n := range topics {
+				for p := range int32(n) {
+					data, _, err := zk.Get(ctx, zkstate.OffsetPath(g, tp, p))
 					if err != nil {
 						continue
 					}
@@ -205,7 +206,7 @@ func watchOffsets(t *testing.T, zk *zkstate.Store, parts int32, groups ...string
 					if err != nil {
 						continue
 					}
-					key := fmt.Sprintf("%s/%d", g, p)
+					key := fmt.Sprintf("%s/%s-%d", g, tp, p)
 					w.mu.Lock()
 					if prev, ok := w.last[key]; ok && off < prev {
 						w.regressed = append(w.regressed, fmt.Sprintf("%s: %d after %d", key, off, prev))
@@ -214,22 +215,20 @@ func watchOffsets(t *testing.T, zk *zkstate.Store, parts int32, groups ...string
 					w.mu.Unlock()
 				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if len(w.regressed) > 0 {
-			t.Errorf("committed offsets went backwards: %v", w.regressed)
 		}
 	})
 	return w
+}
+
+// check stops the polling and fails t if any offset went backwards.
+func (w *offsetWatch) check(t *testing.T) {
+	t.Helper()
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.regressed) > 0 {
+		t.Errorf("%d committed offsets went backwards: %v", len(w.regressed), w.regressed)
+	}
 }
 
 // kcatBrokers lists the brokers librdkafka learns from addr (kcat -L -J) as id@host:port.
@@ -322,7 +321,8 @@ func TestIntegration_SeveralBridgesDataPath(t *testing.T) {
 		}
 	}
 
-	watchOffsets(t, e.zk, e.parts, static, dynamic)
+	offsets := watchOffsets(t, e.zk, 50*time.Millisecond, map[string]int{dfTopic: int(e.parts)}, static, dynamic)
+	t.Cleanup(func() { offsets.check(t) })
 	seenStatic, seenDynamic := newDfSeen(), newDfSeen()
 	for i := range 2 {
 		startDpMember(t, seeds, static, seenStatic, kgo.InstanceID(fmt.Sprintf("static-%d", i)))

@@ -79,7 +79,7 @@ func TestIntegration_SeveralBridgesMixedGroup(t *testing.T) {
 
 	zID := name + "_z1"
 	owners := watchMixedOwners(t, mc, []string{zID}, "k1", "k2")
-	offsets := watchMixedOffsets(t, mc.zk, name, topics)
+	offsets := watchOffsets(t, mc.zk, 20*time.Millisecond, topics, name)
 	probe := probeGroup(t, k1, name)
 
 	handover := func(what string, do func() int32) {
@@ -246,51 +246,6 @@ func (w *mixedOwners) check(t *testing.T) {
 		t.Error(s)
 	}
 	t.Logf("owner znodes: %d polls, %d violations", w.polls, len(w.bad))
-}
-
-// mixedOffsets polls a group's committed offsets in /consumers/<g>/offsets and flags any that
-// moves backwards.
-type mixedOffsets struct {
-	mu        sync.Mutex
-	last      map[mtp]int64
-	regressed []string
-	stop      func()
-}
-
-func watchMixedOffsets(t *testing.T, zk *zkstate.Store, g string, topics map[string]int) *mixedOffsets {
-	w := &mixedOffsets{last: map[mtp]int64{}}
-	w.stop = pollEvery(t, 20*time.Millisecond, func(ctx context.Context) {
-		for tp, n := range topics {
-			for p := range int32(n) {
-				data, _, err := zk.Get(ctx, zkstate.OffsetPath(g, tp, p))
-				if err != nil {
-					continue
-				}
-				off, err := zkstate.ParseOffset(data)
-				if err != nil {
-					continue
-				}
-				k := mtp{Topic: tp, Partition: p}
-				w.mu.Lock()
-				if prev, ok := w.last[k]; ok && off < prev {
-					w.regressed = append(w.regressed, fmt.Sprintf("%s-%d: %d after %d", tp, p, off, prev))
-				}
-				w.last[k] = off
-				w.mu.Unlock()
-			}
-		}
-	})
-	return w
-}
-
-func (w *mixedOffsets) check(t *testing.T) {
-	t.Helper()
-	w.stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.regressed) > 0 {
-		t.Errorf("%d committed offsets went backwards: %v", len(w.regressed), w.regressed)
-	}
 }
 
 // groupProbe sends a group request through a member's client every 20 ms (a heartbeat of a
