@@ -265,213 +265,265 @@ func (s *Store) SnapshotOf(ctx context.Context, group string, parts SnapshotPart
 	if group == "" {
 		return nil, errors.New("zkstate: snapshot: empty group name")
 	}
-	snap := &GroupSnapshot{
+	r := &snapshotRead{s: s, group: group, parts: parts, topics: map[string]bool{}, snap: &GroupSnapshot{
 		Group:      group,
 		Consumers:  map[string]Consumer{},
 		Owners:     map[TopicPartition]string{},
 		Offsets:    map[TopicPartition]int64{},
 		Partitions: map[string][]int32{},
-	}
-	fail := func(err error) (*GroupSnapshot, error) {
+	}}
+	if err := r.run(ctx); err != nil {
+		var nf *notFoundError
+		if errors.As(err, &nf) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("zkstate: snapshot of group %q: %w", group, err)
 	}
-	problem := func(p string, err error) { snap.Problems = append(snap.Problems, Problem{Path: p, Err: err}) }
+	slices.Sort(r.snap.MissingTopics)
+	sortProblems(r.snap.Problems)
+	r.snap.Stats.Elapsed = time.Since(start)
+	return r.snap, nil
+}
 
-	// Wave 1: the group and its three directories.
+// snapshotRead is one SnapshotOf in progress: each wave is one round trip, and what a wave
+// finds decides the next one's reads.
+type snapshotRead struct {
+	s     *Store
+	group string
+	parts SnapshotPart
+	snap  *GroupSnapshot
+
+	dirs                      *reads // wave 1: the group and its directories
+	idsI, ownersI, offsetsI   int    // their indexes in dirs; -1 for a directory not asked for
+	ownerTopics, offsetTopics *reads // wave 2: the partitions under owners/<t> and offsets/<t>
+	topics                    map[string]bool
+	wildcards                 []Consumer
+}
+
+func (r *snapshotRead) run(ctx context.Context) error {
+	if err := r.readDirs(ctx); err != nil {
+		return err
+	}
+	if err := r.readRegistrations(ctx); err != nil {
+		return err
+	}
+	allTopics, err := r.readOwnersAndOffsets(ctx)
+	if err != nil {
+		return err
+	}
+	if len(r.wildcards) > 0 {
+		return r.readWildcardTopics(ctx, allTopics)
+	}
+	return nil
+}
+
+func (r *snapshotRead) problem(p string, err error) {
+	r.snap.Problems = append(r.snap.Problems, Problem{Path: p, Err: err})
+}
+
+// readDirs is wave 1: the group and its three directories.
+func (r *snapshotRead) readDirs(ctx context.Context) error {
 	w1 := &reads{children: true}
-	w1.add(GroupPath(group))
-	idsI := w1.add(IDsPath(group))
-	read := []int{idsI}
+	w1.add(GroupPath(r.group))
+	r.idsI = w1.add(IDsPath(r.group))
+	read := []int{r.idsI}
 	// A directory not asked for is read as one that does not exist: no children.
 	dir := func(part SnapshotPart, p string) int {
-		if parts&part == 0 {
+		if r.parts&part == 0 {
 			return -1
 		}
 		i := w1.add(p)
 		read = append(read, i)
 		return i
 	}
-	ownersI, offsetsI := dir(WithOwners, OwnersPath(group)), dir(WithOffsets, OffsetsPath(group))
-	if err := s.runReads(ctx, &snap.Stats, w1); err != nil {
-		return fail(err)
+	r.ownersI, r.offsetsI = dir(WithOwners, OwnersPath(r.group)), dir(WithOffsets, OffsetsPath(r.group))
+	r.dirs = w1
+	if err := r.s.runReads(ctx, &r.snap.Stats, w1); err != nil {
+		return err
 	}
 	if ok, err := w1.result(0); err != nil {
-		return fail(err)
+		return err
 	} else if !ok {
-		return nil, &notFoundError{what: fmt.Sprintf("group %q", group)}
+		return &notFoundError{what: fmt.Sprintf("group %q", r.group)}
 	}
 	for _, i := range read {
 		if _, err := w1.result(i); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	kids := func(i int) []string {
-		if i < 0 {
-			return nil
-		}
-		return w1.kids[i]
-	}
+	return nil
+}
 
-	// Wave 2: registrations, and the partitions under owners/<t> and offsets/<t>.
+func (r *snapshotRead) kids(i int) []string {
+	if i < 0 {
+		return nil
+	}
+	return r.dirs.kids[i]
+}
+
+// readRegistrations is wave 2: the registrations, and the partitions under owners/<t> and
+// offsets/<t>.
+func (r *snapshotRead) readRegistrations(ctx context.Context) error {
 	regs := &reads{}
-	for _, id := range w1.kids[idsI] {
-		regs.add(IDPath(group, id))
+	ids := r.dirs.kids[r.idsI]
+	for _, id := range ids {
+		regs.add(IDPath(r.group, id))
 	}
-	ownerTopics, offsetTopics := &reads{children: true}, &reads{children: true}
-	for _, t := range kids(ownersI) {
-		ownerTopics.add(OwnersTopicPath(group, t))
+	r.ownerTopics, r.offsetTopics = &reads{children: true}, &reads{children: true}
+	for _, t := range r.kids(r.ownersI) {
+		r.ownerTopics.add(OwnersTopicPath(r.group, t))
 	}
-	for _, t := range kids(offsetsI) {
-		offsetTopics.add(OffsetsTopicPath(group, t))
+	for _, t := range r.kids(r.offsetsI) {
+		r.offsetTopics.add(OffsetsTopicPath(r.group, t))
 	}
-	if err := s.runReads(ctx, &snap.Stats, regs, ownerTopics, offsetTopics); err != nil {
-		return fail(err)
+	if err := r.s.runReads(ctx, &r.snap.Stats, regs, r.ownerTopics, r.offsetTopics); err != nil {
+		return err
 	}
-
-	topics := map[string]bool{} // every topic the group mentions
-	var wildcards []Consumer
-	for i, id := range w1.kids[idsI] {
+	for i, id := range ids {
 		ok, err := regs.result(i)
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if !ok {
 			continue // the consumer left between our two reads
 		}
 		reg, err := ParseConsumerRegistration(regs.data[i])
 		if errors.Is(err, ErrRegistrationPending) {
-			snap.Consumers[id] = Consumer{ID: id, EphemeralOwner: regs.stats[i].EphemeralOwner, Registering: true,
+			r.snap.Consumers[id] = Consumer{ID: id, EphemeralOwner: regs.stats[i].EphemeralOwner, Registering: true,
 				Registration: ConsumerRegistration{Version: 1, Pattern: PatternStatic, Subscription: map[string]int{}}}
 			continue
 		}
 		if err != nil {
-			problem(regs.paths[i], err)
+			r.problem(regs.paths[i], err)
 			continue
 		}
 		c := Consumer{ID: id, Registration: reg, EphemeralOwner: regs.stats[i].EphemeralOwner}
-		snap.Consumers[id] = c
+		r.snap.Consumers[id] = c
 		if reg.Pattern == PatternStatic || reg.Pattern == "" {
 			for t := range reg.Subscription {
-				topics[t] = true
+				r.topics[t] = true
 			}
 		} else {
-			wildcards = append(wildcards, c)
+			r.wildcards = append(r.wildcards, c)
 		}
 	}
+	return nil
+}
 
-	// Wave 3: owners, offsets, topic assignments (and the topic list, for wildcards).
+// readOwnersAndOffsets is wave 3: owners, offsets, topic assignments, and the topic list when
+// a registration subscribes by pattern (returned, for wave 4).
+func (r *snapshotRead) readOwnersAndOffsets(ctx context.Context) (*reads, error) {
 	owners, offsets := &reads{}, &reads{}
-	var ownerTPs, offsetTPs []TopicPartition
-	for _, dir := range []struct {
-		topics []string // the topic directories of wave 1
-		r      *reads   // their children, from wave 2
-		out    *reads
-		tps    *[]TopicPartition
-		path   func(t string, p int32) string
-	}{
-		{kids(ownersI), ownerTopics, owners, &ownerTPs, func(t string, p int32) string { return OwnerPath(group, t, p) }},
-		{kids(offsetsI), offsetTopics, offsets, &offsetTPs, func(t string, p int32) string { return OffsetPath(group, t, p) }},
-	} {
-		for i, t := range dir.topics {
-			ok, err := dir.r.result(i)
-			if err != nil {
-				return fail(err)
-			}
-			if !ok {
-				continue
-			}
-			topics[t] = true
-			for _, name := range dir.r.kids[i] {
-				p, err := parsePartition(name)
-				if err != nil {
-					problem(dir.r.paths[i]+"/"+name, err)
-					continue
-				}
-				dir.out.add(dir.path(t, p))
-				*dir.tps = append(*dir.tps, TopicPartition{Topic: t, Partition: p})
-			}
-		}
+	ownerTPs, err := r.partitionReads(r.kids(r.ownersI), r.ownerTopics, owners, func(t string, p int32) string { return OwnerPath(r.group, t, p) })
+	if err != nil {
+		return nil, err
+	}
+	offsetTPs, err := r.partitionReads(r.kids(r.offsetsI), r.offsetTopics, offsets, func(t string, p int32) string { return OffsetPath(r.group, t, p) })
+	if err != nil {
+		return nil, err
 	}
 	assignments := &reads{}
 	var assignmentTopics []string
-	for _, t := range sortedKeys(topics) {
+	for _, t := range sortedKeys(r.topics) {
 		assignments.add(TopicPath(t))
 		assignmentTopics = append(assignmentTopics, t)
 	}
 	allTopics := &reads{children: true}
-	if len(wildcards) > 0 {
+	if len(r.wildcards) > 0 {
 		allTopics.add(TopicsPath)
 	}
-	if err := s.runReads(ctx, &snap.Stats, owners, offsets, assignments, allTopics); err != nil {
-		return fail(err)
+	if err := r.s.runReads(ctx, &r.snap.Stats, owners, offsets, assignments, allTopics); err != nil {
+		return nil, err
 	}
 	for i, tp := range ownerTPs {
 		ok, err := owners.result(i)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if !ok {
 			continue
 		}
 		thread := string(owners.data[i])
-		snap.Owners[tp] = thread
-		if _, _, err := snap.OwnerOf(thread); err != nil {
-			problem(owners.paths[i], err)
+		r.snap.Owners[tp] = thread
+		if _, _, err := r.snap.OwnerOf(thread); err != nil {
+			r.problem(owners.paths[i], err)
 		}
 	}
 	for i, tp := range offsetTPs {
 		ok, err := offsets.result(i)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if !ok {
 			continue
 		}
 		off, err := ParseOffset(offsets.data[i])
 		if err != nil {
-			problem(offsets.paths[i], err)
+			r.problem(offsets.paths[i], err)
 			continue
 		}
-		snap.Offsets[tp] = off
+		r.snap.Offsets[tp] = off
 	}
-	if err := s.collectAssignments(snap, assignments, assignmentTopics); err != nil {
-		return fail(err)
+	if err := r.s.collectAssignments(r.snap, assignments, assignmentTopics); err != nil {
+		return nil, err
 	}
+	return allTopics, nil
+}
 
-	// Wave 4, only for wildcard subscriptions: the matching topics not read yet.
-	if len(wildcards) > 0 {
-		if _, err := allTopics.result(0); err != nil {
-			return fail(err)
+// partitionReads adds to out a read of every partition znode listed under the topic directories
+// (topics, whose children wave 2 read into dirs), and returns their partitions in out's order.
+// Every topic found there is one the group mentions.
+func (r *snapshotRead) partitionReads(topics []string, dirs, out *reads, path func(t string, p int32) string) ([]TopicPartition, error) {
+	var tps []TopicPartition
+	for i, t := range topics {
+		ok, err := dirs.result(i)
+		if err != nil {
+			return nil, err
 		}
-		more := &reads{}
-		var moreTopics []string
-		seen := map[string]bool{}
-		for _, c := range wildcards {
-			matched, err := WildcardThreads(c.ID, c.Registration, allTopics.kids[0])
+		if !ok {
+			continue
+		}
+		r.topics[t] = true
+		for _, name := range dirs.kids[i] {
+			p, err := parsePartition(name)
 			if err != nil {
-				problem(IDPath(group, c.ID), err)
+				r.problem(dirs.paths[i]+"/"+name, err)
 				continue
 			}
-			for _, t := range sortedKeys(matched) {
-				if !topics[t] && !seen[t] {
-					seen[t] = true
-					more.add(TopicPath(t))
-					moreTopics = append(moreTopics, t)
-				}
-			}
-		}
-		if err := s.runReads(ctx, &snap.Stats, more); err != nil {
-			return fail(err)
-		}
-		if err := s.collectAssignments(snap, more, moreTopics); err != nil {
-			return fail(err)
+			out.add(path(t, p))
+			tps = append(tps, TopicPartition{Topic: t, Partition: p})
 		}
 	}
+	return tps, nil
+}
 
-	slices.Sort(snap.MissingTopics)
-	sortProblems(snap.Problems)
-	snap.Stats.Elapsed = time.Since(start)
-	return snap, nil
+// readWildcardTopics is wave 4, only for pattern subscriptions: the assignments of the matching
+// topics not read yet.
+func (r *snapshotRead) readWildcardTopics(ctx context.Context, allTopics *reads) error {
+	if _, err := allTopics.result(0); err != nil {
+		return err
+	}
+	more := &reads{}
+	var moreTopics []string
+	seen := map[string]bool{}
+	for _, c := range r.wildcards {
+		matched, err := WildcardThreads(c.ID, c.Registration, allTopics.kids[0])
+		if err != nil {
+			r.problem(IDPath(r.group, c.ID), err)
+			continue
+		}
+		for _, t := range sortedKeys(matched) {
+			if !r.topics[t] && !seen[t] {
+				seen[t] = true
+				more.add(TopicPath(t))
+				moreTopics = append(moreTopics, t)
+			}
+		}
+	}
+	if err := r.s.runReads(ctx, &r.snap.Stats, more); err != nil {
+		return err
+	}
+	return r.s.collectAssignments(r.snap, more, moreTopics)
 }
 
 func (s *Store) collectAssignments(snap *GroupSnapshot, r *reads, topics []string) error {
