@@ -282,32 +282,45 @@ func applyGroup(ctx context.Context, s *zkstate.Store, root, group string, opts 
 			return fail(err)
 		}
 		// Lost a compare-and-set: someone else changed the mode record since our census.
-		now, err := ReadCensus(ctx, s, root, group, CensusOptions{})
+		retry, err := r.lostRace(ctx, s, root, c, step, opts.Target, retries < maxRetries)
 		if err != nil {
 			return fail(err)
 		}
-		r.Mode = now.Mode
-		switch {
-		case now.Mode == opts.Target:
-			r.Status = StatusAtTarget
-			if len(r.Applied) > 0 {
-				r.Status = StatusApplied
-			}
-			r.Reason = fmt.Sprintf("reached %s concurrently (by %s)", now.Mode, now.Record.UpdatedBy)
+		if !retry {
 			return r
-		case onTheWay(c.Mode, now.Mode, opts.Target) && retries < maxRetries:
-			retries++
-			continue
 		}
-		r.Status = StatusConflict
-		by := now.Record.UpdatedBy
-		if by == "" {
-			by = "someone else"
-		}
-		r.Reason = fmt.Sprintf("%s: the group's mode changed under this command: it was %s, it is now %s (set by %s); nothing was written over it: look, then plan again",
-			step, c.Mode, now.Mode, by)
-		return r
+		retries++
 	}
+}
+
+// lostRace settles a step whose compare-and-set failed because the mode record changed since
+// the census c: the group reached the target anyway, or moved on the way to it (retry, when
+// canRetry), or elsewhere (a conflict: nothing is written over what someone else set).
+func (r *Result) lostRace(ctx context.Context, s *zkstate.Store, root string, c Census, step Step, target zkstate.Mode, canRetry bool) (retry bool, err error) {
+	now, err := ReadCensus(ctx, s, root, c.Group, CensusOptions{})
+	if err != nil {
+		return false, err
+	}
+	r.Mode = now.Mode
+	switch {
+	case now.Mode == target:
+		r.Status = StatusAtTarget
+		if len(r.Applied) > 0 {
+			r.Status = StatusApplied
+		}
+		r.Reason = fmt.Sprintf("reached %s concurrently (by %s)", now.Mode, now.Record.UpdatedBy)
+		return false, nil
+	case onTheWay(c.Mode, now.Mode, target) && canRetry:
+		return true, nil
+	}
+	r.Status = StatusConflict
+	by := now.Record.UpdatedBy
+	if by == "" {
+		by = "someone else"
+	}
+	r.Reason = fmt.Sprintf("%s: the group's mode changed under this command: it was %s, it is now %s (set by %s); nothing was written over it: look, then plan again",
+		step, c.Mode, now.Mode, by)
+	return false, nil
 }
 
 // testHookBeforeStep runs between a group's census and its compare-and-set: tests change the

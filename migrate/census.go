@@ -112,84 +112,93 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 	if err := checkName(group); err != nil {
 		return c, err
 	}
-	var (
-		modeData, recData       []byte
-		modeStat                zkstate.Stat
-		ids, hosted             []string
-		modeErr, recErr, idsErr error
-		hostedErr               error
-	)
+	if err := c.read(ctx, s, root, opts); err != nil {
+		return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+	}
+	return c, nil
+}
+
+// censusHeads is the census's first wave: what every census needs.
+type censusHeads struct {
+	modeData, recData       []byte
+	modeStat                zkstate.Stat
+	ids, hosted             []string
+	modeErr, recErr, idsErr error
+	hostedErr               error
+}
+
+func (c *Census) read(ctx context.Context, s *zkstate.Store, root string, opts CensusOptions) error {
+	var h censusHeads
 	// One wave: what every census needs. What only a group without a mode record needs (the
 	// default-mode rule) is read after, for those groups alone.
 	parallel(ctx, 4, func(i int) {
 		switch i {
 		case 0:
-			modeData, modeStat, modeErr = s.Get(ctx, zkstate.ModePath(root, group))
+			h.modeData, h.modeStat, h.modeErr = s.Get(ctx, zkstate.ModePath(root, c.Group))
 		case 1:
-			recData, _, recErr = s.Get(ctx, zkstate.GroupRecordPath(root, group))
+			h.recData, _, h.recErr = s.Get(ctx, zkstate.GroupRecordPath(root, c.Group))
 		case 2:
-			ids, _, idsErr = s.Children(ctx, zkstate.IDsPath(group))
+			h.ids, _, h.idsErr = s.Children(ctx, zkstate.IDsPath(c.Group))
 		case 3:
-			hosted, _, hostedErr = s.Children(ctx, zkstate.HostedPath(root, group))
+			h.hosted, _, h.hostedErr = s.Children(ctx, zkstate.HostedPath(root, c.Group))
 		}
 	})
 	if err := ctx.Err(); err != nil {
-		return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+		return err
 	}
-	for _, err := range []error{modeErr, recErr, idsErr, hostedErr} {
+	for _, err := range []error{h.modeErr, h.recErr, h.idsErr, h.hostedErr} {
 		if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+			return err
 		}
 	}
-	c.Exists = modeErr == nil || recErr == nil || idsErr == nil || hostedErr == nil
+	c.Exists = h.modeErr == nil || h.recErr == nil || h.idsErr == nil || h.hostedErr == nil
 
-	if modeErr == nil {
-		rec, err := zkstate.ParseModeRecord(modeData)
+	if h.modeErr == nil {
+		rec, err := zkstate.ParseModeRecord(h.modeData)
 		if err != nil {
 			// A record no bridge can read: the bridges refuse to serve the group until it is
 			// rewritten, and so does a migration (it could not tell which step it takes).
-			return c, fmt.Errorf("migrate: census of group %q: %s: %w (no bridge serves the group until it is repaired: "+
-				"set it to a mode record by hand, or delete it to have the group's default persisted again)", group, zkstate.ModePath(root, group), err)
+			return fmt.Errorf("%s: %w (no bridge serves the group until it is repaired: "+
+				"set it to a mode record by hand, or delete it to have the group's default persisted again)", zkstate.ModePath(root, c.Group), err)
 		}
 		c.Mode, c.Recorded, c.Record = rec.Mode, true, rec
-		c.ModeVersion, c.ModeZxid = modeStat.Version, modeStat.Mzxid
+		c.ModeVersion, c.ModeZxid = h.modeStat.Version, h.modeStat.Mzxid
 	}
 
 	// Kafka members of the group record.
 	var rec zkstate.GroupRecordHead
-	hasRecord := recErr == nil
+	hasRecord := h.recErr == nil
 	if hasRecord {
 		var err error
-		if rec, err = zkstate.ParseGroupRecordHead(recData); err != nil {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", zkstate.GroupRecordPath(root, group), err))
-			hasRecord = true // it exists: the bridge served Kafka members
-			rec = zkstate.GroupRecordHead{}
+		if rec, err = zkstate.ParseGroupRecordHead(h.recData); err != nil {
+			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", zkstate.GroupRecordPath(root, c.Group), err))
+			rec = zkstate.GroupRecordHead{} // it exists all the same: the bridge served Kafka members
 		}
 	}
-
-	// Hosted members: which kind stands behind each registration.
-	hostedData := make([][]byte, len(hosted))
-	hostedErrs := make([]error, len(hosted))
-	parallel(ctx, len(hosted), func(i int) {
-		hostedData[i], _, hostedErrs[i] = s.Get(ctx, zkstate.HostedMemberPath(root, group, hosted[i]))
-	})
-	if err := ctx.Err(); err != nil {
-		return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+	if err := c.readMembers(ctx, s, root, h.ids, h.hosted, rec); err != nil {
+		return err
 	}
-	hostedBy := map[string]zkstate.HostedMember{}
-	for i, id := range hosted {
-		switch err := hostedErrs[i]; {
-		case errors.Is(err, zkstate.ErrNoNode):
-			continue // its member left since the listing
-		case err != nil:
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+	if !c.Recorded {
+		if err := c.readDefaultMode(ctx, s, root, hasRecord); err != nil {
+			return err
 		}
-		h, err := zkstate.ParseHostedMember(hostedData[i])
+	}
+	if opts.Mirror {
+		m, err := readMirror(ctx, s, root, c.Group, c.Mode == zkstate.ModeFinalized)
 		if err != nil {
-			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", zkstate.HostedMemberPath(root, group, id), err))
-			continue
+			return err
 		}
-		hostedBy[id] = h
+		c.Mirror = &m
+	}
+	return nil
+}
+
+// readMembers tells which kind stands behind each registration (ids) from the hosted-member
+// znodes (hosted), and adds the group record's Kafka members that neither lists.
+func (c *Census) readMembers(ctx context.Context, s *zkstate.Store, root string, ids, hosted []string, rec zkstate.GroupRecordHead) error {
+	hostedBy, err := c.readHosted(ctx, s, root, hosted)
+	if err != nil {
+		return err
 	}
 	kafkaIDs := map[string]bool{} // Kafka member ids already counted
 	for _, id := range ids {
@@ -225,9 +234,9 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 		// time out. With every bridge stopped (as before a handoff) nobody serves them and
 		// nobody ever will time them out: they count only while the bridge that holds the group
 		// (its epoch names it) is alive.
-		alive, err := holderAlive(ctx, s, root, group)
+		alive, err := holderAlive(ctx, s, root, c.Group)
 		if err != nil {
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+			return err
 		}
 		if alive {
 			c.Members = append(c.Members, fromRecord...)
@@ -244,52 +253,74 @@ func ReadCensus(ctx context.Context, s *zkstate.Store, root, group string, opts 
 		}
 		return cmpString(a.ID, b.ID)
 	})
+	return nil
+}
 
-	if !c.Recorded {
-		var ownOffsOK, groupOK, dirOK bool
-		var ownErr, groupErr, dirErr error
-		parallel(ctx, 3, func(i int) {
-			switch i {
-			case 0:
-				ownOffsOK, _, ownErr = s.Exists(ctx, zkstate.OwnOffsetsPath(root, group))
-			case 1:
-				groupOK, _, groupErr = s.Exists(ctx, zkstate.GroupPath(group))
-			case 2:
-				dirOK, _, dirErr = s.Exists(ctx, zkstate.BridgeGroupPath(root, group))
-			}
-		})
-		if err := ctx.Err(); err != nil {
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
-		}
-		if err := errors.Join(ownErr, groupErr, dirErr); err != nil {
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
-		}
-		c.Exists = c.Exists || groupOK || dirOK
-		// The default a bridge persists when it first serves the group (bridge/modes.go
-		// defaultFor): kafka when the bridge already keeps a record or offsets of its own for it,
-		// else zkstate.DefaultMode.
-		switch {
-		case hasRecord:
-			c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.GroupRecordPath(root, group)+" exists: the group was served to Kafka members"
-		case ownOffsOK:
-			c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.OwnOffsetsPath(root, group)+" exists: the group was served to Kafka members"
-		default:
-			mode, why, err := zkstate.DefaultMode(ctx, s, group)
-			if err != nil {
-				return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
-			}
-			c.Mode, c.DefaultWhy = mode, why
-		}
+// readHosted reads the hosted-member znodes, one read each in one round trip. One that does
+// not parse is a problem of the census, not its failure.
+func (c *Census) readHosted(ctx context.Context, s *zkstate.Store, root string, hosted []string) (map[string]zkstate.HostedMember, error) {
+	hostedData := make([][]byte, len(hosted))
+	hostedErrs := make([]error, len(hosted))
+	parallel(ctx, len(hosted), func(i int) {
+		hostedData[i], _, hostedErrs[i] = s.Get(ctx, zkstate.HostedMemberPath(root, c.Group, hosted[i]))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-
-	if opts.Mirror {
-		m, err := readMirror(ctx, s, root, group, c.Mode == zkstate.ModeFinalized)
+	hostedBy := map[string]zkstate.HostedMember{}
+	for i, id := range hosted {
+		switch err := hostedErrs[i]; {
+		case errors.Is(err, zkstate.ErrNoNode):
+			continue // its member left since the listing
+		case err != nil:
+			return nil, err
+		}
+		h, err := zkstate.ParseHostedMember(hostedData[i])
 		if err != nil {
-			return c, fmt.Errorf("migrate: census of group %q: %w", group, err)
+			c.Problems = append(c.Problems, fmt.Sprintf("%s: %v", zkstate.HostedMemberPath(root, c.Group, id), err))
+			continue
 		}
-		c.Mirror = &m
+		hostedBy[id] = h
 	}
-	return c, nil
+	return hostedBy, nil
+}
+
+// readDefaultMode, for a group without a mode record, decides the mode a bridge would persist
+// when it first serves the group (bridge/modes.go defaultFor): kafka when the bridge already
+// keeps a record (hasRecord) or offsets of its own for it, else zkstate.DefaultMode.
+func (c *Census) readDefaultMode(ctx context.Context, s *zkstate.Store, root string, hasRecord bool) error {
+	var ownOffsOK, groupOK, dirOK bool
+	var ownErr, groupErr, dirErr error
+	parallel(ctx, 3, func(i int) {
+		switch i {
+		case 0:
+			ownOffsOK, _, ownErr = s.Exists(ctx, zkstate.OwnOffsetsPath(root, c.Group))
+		case 1:
+			groupOK, _, groupErr = s.Exists(ctx, zkstate.GroupPath(c.Group))
+		case 2:
+			dirOK, _, dirErr = s.Exists(ctx, zkstate.BridgeGroupPath(root, c.Group))
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := errors.Join(ownErr, groupErr, dirErr); err != nil {
+		return err
+	}
+	c.Exists = c.Exists || groupOK || dirOK
+	switch {
+	case hasRecord:
+		c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.GroupRecordPath(root, c.Group)+" exists: the group was served to Kafka members"
+	case ownOffsOK:
+		c.Mode, c.DefaultWhy = zkstate.ModeKafka, zkstate.OwnOffsetsPath(root, c.Group)+" exists: the group was served to Kafka members"
+	default:
+		mode, why, err := zkstate.DefaultMode(ctx, s, c.Group)
+		if err != nil {
+			return err
+		}
+		c.Mode, c.DefaultWhy = mode, why
+	}
+	return nil
 }
 
 // holderAlive reports whether the bridge that holds the group is running: the group's epoch
