@@ -35,6 +35,7 @@ import (
 //	leave <member>[/<instance>] ...      (an empty member names the instance only: /i1)
 //	commit [m=<id>] [gen=N] [inst=I] offsets=t/0@10,t/1@20 [meta=text]
 //	describe | delete | tick +3s | tick wake | persisted | persist-fail
+//	reload      the same machine loads the last persisted record (Restore)
 //	restore [+20s]  a new machine (same config), later by the given time, loads the last
 //	                persisted record (a bridge restart: the old machine is dropped)
 //	state       the members in detail
@@ -56,6 +57,10 @@ type harness struct {
 	zk      *Record // the last persisted record
 	pending *Record // the record of the write in flight
 	version int64
+	// ev and fx are the last step's event and effects (the mixed scenarios print the other
+	// kind's part of them).
+	ev Event
+	fx Effects
 }
 
 func TestScenarios(t *testing.T) {
@@ -316,6 +321,13 @@ func (h *harness) step(line string) string {
 		h.m = New(h.cfg, "g")
 		h.pending = nil
 		ev = Restore{Record: *h.zk, Version: h.version}
+	case "reload":
+		// The same machine loads the last persisted record: the shell's load after ResetKafka.
+		if h.zk == nil {
+			h.fail("reload: nothing persisted")
+		}
+		h.pending = nil
+		ev = Restore{Record: *h.zk, Version: h.version}
 	case "assign-mode":
 		if len(pos) != 1 || (pos[0] != "server" && pos[0] != "leader") {
 			h.fail("assign-mode server|leader")
@@ -337,7 +349,7 @@ func (h *harness) step(line string) string {
 		h.fail("unknown command %q", cmd)
 	}
 	fx := h.m.Step(h.now, ev)
-	h.wake = fx.WakeAt
+	h.wake, h.ev, h.fx = fx.WakeAt, ev, fx
 	var out []string
 	switch ev.(type) {
 	case Tick, Restore:

@@ -187,7 +187,7 @@ func (h *legacyHarness) legacyStep(line string) string {
 		h.fail("unknown command %q", cmd)
 	}
 	fx := h.m.Step(h.now, ev)
-	h.wake = fx.WakeAt
+	h.wake, h.ev, h.fx = fx.WakeAt, ev, fx
 	if fx.Legacy.Claim != nil {
 		h.claim = fx.Legacy.Claim.Claim
 	}
@@ -198,6 +198,16 @@ func (h *legacyHarness) legacyStep(line string) string {
 }
 
 func (h *legacyHarness) formatLegacy(fx Effects) string {
+	out := legacyEffectLines(fx)
+	for _, l := range fx.Logs {
+		out = append(out, "log: "+l.Msg+" ("+l.Reason+")")
+	}
+	out = append(out, h.legacyStateLine(fx.WakeAt))
+	return strings.Join(out, "\n")
+}
+
+// legacyEffectLines are the lines of fx's legacy effects, logs left out.
+func legacyEffectLines(fx Effects) []string {
 	var out []string
 	lx := fx.Legacy
 	if lx.Accepted {
@@ -236,11 +246,7 @@ func (h *legacyHarness) formatLegacy(fx Effects) string {
 				d.Duration, d.Attempts, d.Members, d.Checking, d.Stopping, d.Claiming, d.Starting))
 		}
 	}
-	for _, l := range fx.Logs {
-		out = append(out, "log: "+l.Msg+" ("+l.Reason+")")
-	}
-	out = append(out, h.legacyStateLine(fx.WakeAt))
-	return strings.Join(out, "\n")
+	return out
 }
 
 func (h *legacyHarness) legacyStateLine(wake time.Time) string {

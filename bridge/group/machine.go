@@ -153,6 +153,24 @@ func (m *Machine) reset() {
 	m.fenced = false
 }
 
+// ResetKafka forgets the group's Kafka members as a machine made by New would not know them:
+// members, generation, protocol, the write in flight and the writes queued, the replies held
+// for them, the server-assignment mode, the record's version. The shell calls it when it stops
+// serving the group's Kafka members (a fence, an idle unload, a handover, a reload) while the
+// group's legacy members carry on: their members, their rebalance and their timers are kept, and
+// the time does not run back. Nothing is answered: the shell answers the Kafka requests it still
+// holds itself (NOT_COORDINATOR), and a Persisted for the abandoned write is ignored. It returns
+// when the machine must be stepped next (the legacy members' timers), like Effects.WakeAt.
+func (m *Machine) ResetKafka() time.Time {
+	m.reset()
+	m.timers = timerQueue{}
+	m.idSeq = 0
+	m.version = 0
+	m.serverAssign = false
+	m.inflightRecord = false
+	return m.wakeAt()
+}
+
 // State returns the group's state.
 func (m *Machine) State() State { return m.state }
 
