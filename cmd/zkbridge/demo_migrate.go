@@ -68,32 +68,12 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	g := demoMigrateGroup
-	for _, p := range []string{zkstate.GroupPath(g), zkstate.HostedPath(bridge.DefaultRoot, g)} {
-		if err := d.s.DeleteRecursive(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-			return fmt.Errorf("demo: reset group %s: %w", g, err)
-		}
+	if err := d.resetMigrateGroup(ctx); err != nil {
+		return err
 	}
-	if err := d.s.DeleteRecursive(ctx, zkstate.BridgeGroupsPath(bridge.DefaultRoot)+"/"+g); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-		return fmt.Errorf("demo: reset group %s: %w", g, err)
+	if err := d.produceRecords(ctx); err != nil {
+		return err
 	}
-	if _, _, err := zkstate.InitMode(ctx, d.s, bridge.DefaultRoot, g, zkstate.ModeLegacy, "zkbridge demo", "the demo's group starts with ZooKeeper-era consumers"); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-
-	// Records to consume: one batch each, so that a consumer can take them one at a time.
-	prod, err := kgo.NewClient(kgo.SeedBrokers(d.produce), kgo.ClientID("zkbridge-demo-producer"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return fmt.Errorf("demo: producer: %w", err)
-	}
-	for i := range 24 {
-		r := &kgo.Record{Topic: demoTopic, Partition: int32(i % 6), Value: fmt.Appendf(nil, "payment-%d", i)}
-		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
-			prod.Close()
-			return fmt.Errorf("demo: producing through the bridge: %w", err)
-		}
-	}
-	prod.Close()
 
 	// Step 1: legacy mode, a 0.8 consumer and a legacy consumer.
 	d.say("== 1. group %s in legacy mode: a 0.8 consumer (zk) and a legacy consumer, each committing what it consumed", g)
@@ -176,6 +156,43 @@ func demoMigrate(ctx context.Context, d *demoStory) error {
 		return err
 	}
 	d.say("the 0.8 consumer resumed at %s: the Kafka consumer's commits, nothing lost", starts)
+	return nil
+}
+
+// resetMigrateGroup starts the demo's migrating group afresh in legacy mode: no registrations,
+// no hosted members, no bridge records left from an earlier run.
+func (d *demoStory) resetMigrateGroup(ctx context.Context) error {
+	g := demoMigrateGroup
+	for _, p := range []string{zkstate.GroupPath(g), zkstate.HostedPath(bridge.DefaultRoot, g)} {
+		if err := d.s.DeleteRecursive(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			return fmt.Errorf("demo: reset group %s: %w", g, err)
+		}
+	}
+	if err := d.s.DeleteRecursive(ctx, zkstate.BridgeGroupsPath(bridge.DefaultRoot)+"/"+g); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		return fmt.Errorf("demo: reset group %s: %w", g, err)
+	}
+	if _, _, err := zkstate.InitMode(ctx, d.s, bridge.DefaultRoot, g, zkstate.ModeLegacy, "zkbridge demo", "the demo's group starts with ZooKeeper-era consumers"); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return nil
+}
+
+// produceRecords writes the records the demo's consumers read, through the bridge's proxy: one
+// batch each, so that a consumer can take them one at a time.
+func (d *demoStory) produceRecords(ctx context.Context) error {
+	prod, err := kgo.NewClient(kgo.SeedBrokers(d.produce), kgo.ClientID("zkbridge-demo-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return fmt.Errorf("demo: producer: %w", err)
+	}
+	for i := range 24 {
+		r := &kgo.Record{Topic: demoTopic, Partition: int32(i % 6), Value: fmt.Appendf(nil, "payment-%d", i)}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			prod.Close()
+			return fmt.Errorf("demo: producing through the bridge: %w", err)
+		}
+	}
+	prod.Close()
 	return nil
 }
 

@@ -143,18 +143,8 @@ func (h handoff) run(ctx context.Context) (*handoffReport, error) {
 		return nil, err
 	}
 	cen := cur.Census
-	if !cen.Recorded || cen.Mode != zkstate.ModeFinalized {
-		return nil, codedError{exitRefused, fmt.Sprintf("handoff: group %s is in %s mode: only a finalized group is handed off "+
-			"(until then ZooKeeper's 0.8 view is its truth and its consumers may still commit there); run `zkbridge migrate apply --group %s --to finalized` first",
-			h.group, cen.Mode, h.group)}
-	}
-	if n := len(cen.Members); n > 0 {
-		var ids []string
-		for _, m := range cen.Members {
-			ids = append(ids, m.Kind+" "+m.ID)
-		}
-		return nil, codedError{exitBlocked, fmt.Sprintf("handoff: group %s still has %s (%s): stop them first, so that no commit of theirs is lost; then start them against the cluster",
-			h.group, plural(n, "member"), shortJoin(ids))}
+	if err := h.checkGroupIdle(cen); err != nil {
+		return nil, err
 	}
 	if err := h.checkClusterGroupEmpty(ctx); err != nil {
 		return nil, err
@@ -212,18 +202,8 @@ func (h handoff) run(ctx context.Context) (*handoffReport, error) {
 			return rep, err
 		}
 	}
-	after, err := h.fetch(ctx, topics)
-	if err != nil {
-		return rep, fmt.Errorf("handoff: committed, but reading back failed: %w", err)
-	}
-	var wrong []string
-	for _, o := range cur.Offsets {
-		if got, ok := after[o.TP()]; !ok || got != o.Offset {
-			wrong = append(wrong, fmt.Sprintf("%s/%d: %d, want %d", o.Topic, o.Partition, got, o.Offset))
-		}
-	}
-	if len(wrong) > 0 {
-		return rep, fmt.Errorf("handoff: the cluster does not hold what was committed for %s: %s", plural(len(wrong), "partition"), shortJoin(wrong))
+	if err := h.verify(ctx, topics, cur.Offsets); err != nil {
+		return rep, err
 	}
 	rep.Verified = true
 
@@ -243,6 +223,43 @@ func (h handoff) run(ctx context.Context) (*handoffReport, error) {
 	}
 	rep.Handoff = &rec
 	return rep, nil
+}
+
+// checkGroupIdle refuses a handoff of a group that is not finalized (ZooKeeper's 0.8 view is
+// still its truth) or still has members (a commit of theirs after the copy would be lost).
+func (h handoff) checkGroupIdle(cen migrate.Census) error {
+	if !cen.Recorded || cen.Mode != zkstate.ModeFinalized {
+		return codedError{exitRefused, fmt.Sprintf("handoff: group %s is in %s mode: only a finalized group is handed off "+
+			"(until then ZooKeeper's 0.8 view is its truth and its consumers may still commit there); run `zkbridge migrate apply --group %s --to finalized` first",
+			h.group, cen.Mode, h.group)}
+	}
+	if n := len(cen.Members); n > 0 {
+		var ids []string
+		for _, m := range cen.Members {
+			ids = append(ids, m.Kind+" "+m.ID)
+		}
+		return codedError{exitBlocked, fmt.Sprintf("handoff: group %s still has %s (%s): stop them first, so that no commit of theirs is lost; then start them against the cluster",
+			h.group, plural(n, "member"), shortJoin(ids))}
+	}
+	return nil
+}
+
+// verify reads the cluster's offsets of the group back and checks that they are the bridge's.
+func (h handoff) verify(ctx context.Context, topics map[string][]int, offsets []migrate.Offset) error {
+	after, err := h.fetch(ctx, topics)
+	if err != nil {
+		return fmt.Errorf("handoff: committed, but reading back failed: %w", err)
+	}
+	var wrong []string
+	for _, o := range offsets {
+		if got, ok := after[o.TP()]; !ok || got != o.Offset {
+			wrong = append(wrong, fmt.Sprintf("%s/%d: %d, want %d", o.Topic, o.Partition, got, o.Offset))
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("handoff: the cluster does not hold what was committed for %s: %s", plural(len(wrong), "partition"), shortJoin(wrong))
+	}
+	return nil
 }
 
 // checkClusterGroupEmpty refuses a handoff to a cluster on which the group has members: their
