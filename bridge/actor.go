@@ -1,7 +1,8 @@
 package bridge
 
-// A group's actor: the one goroutine that owns its engine, steps requests and timers into it and
-// carries out the effects (coordinator.go's file comment describes the shape).
+// A group's actor: the Kafka members' side of a group's host (host.go), which owns the group's
+// engine; the actor steps the Kafka requests into it and carries out the Kafka part of the
+// effects (coordinator.go's file comment describes the shape).
 
 import (
 	"context"
@@ -17,7 +18,7 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
-// actor owns one group's machine; see coordinator.go's file comment.
+// actor is the Kafka side of one group; see coordinator.go's file comment.
 type actor struct {
 	c     *coordinator
 	group string
@@ -42,9 +43,11 @@ type actor struct {
 	// setClaimed.
 	claimedFor atomic.Int64
 
+	// m is the group's engine, its host's (host.machine), shared with the group's legacy
+	// members: every event goes in through host.step, which hands the actor its part of the
+	// effects (carry).
 	m       *group.Machine
 	waiting map[group.Token]*request
-	timer   *time.Timer
 	idle    *time.Timer
 	idleOn  bool
 	exists  bool  // the group has a record or offsets (else Describe says Dead)
@@ -117,8 +120,6 @@ func newActor(c *coordinator, name string) *actor {
 func (a *actor) start(ctx context.Context) context.Context {
 	a.c.metrics.groupsLoaded.Inc()
 	ctx, a.stopPut = context.WithCancel(ctx)
-	a.timer = time.NewTimer(time.Hour)
-	a.timer.Stop()
 	a.idle = time.NewTimer(time.Hour)
 	a.idle.Stop()
 
@@ -130,7 +131,7 @@ func (a *actor) start(ctx context.Context) context.Context {
 	if p := a.c.peers; p != nil {
 		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
 	}
-	a.m = group.New(a.c.cfg.Group, a.group)
+	a.m = a.host.machine(&a.c.cfg.Group, nil)
 	a.mirror = a.c.claimers.join(claimerConfig{store: store, group: a.group, retry: a.c.cfg.MirrorRetry, log: a.log, metrics: a.c.metrics})
 	// The load reads ZooKeeper on a goroutine of its own: the host steps the group's other
 	// events meanwhile (its legacy members'); requests wait until it is in (chans).
@@ -211,19 +212,19 @@ func (a *actor) endRefusal() {
 
 // actorChans are the channels the host selects on for the actor (nil: not now).
 type actorChans struct {
-	reqs              chan *request
-	loaded            chan loadResult
-	hold, timer, idle <-chan time.Time
-	results           chan claimResult
-	others            chan string
-	handoff           chan chan struct{}
-	writes            chan writeResult
-	modeRead          chan modeRead
-	fence             chan error
-	mode              chan struct{}
-	handover          chan string
-	stop              <-chan struct{}
-	closing           <-chan struct{}
+	reqs       chan *request
+	loaded     chan loadResult
+	hold, idle <-chan time.Time
+	results    chan claimResult
+	others     chan string
+	handoff    chan chan struct{}
+	writes     chan writeResult
+	modeRead   chan modeRead
+	fence      chan error
+	mode       chan struct{}
+	handover   chan string
+	stop       <-chan struct{}
+	closing    <-chan struct{}
 }
 
 // chans are the channels the host selects on for a (none when a is nil): while it closes, only
@@ -244,7 +245,7 @@ func (a *actor) chans(ctx context.Context) actorChans {
 	if a.gating != nil {
 		reqs = nil // requests keep their order behind the one waiting for the mode
 	}
-	return actorChans{reqs: reqs, timer: a.timer.C, idle: a.idle.C, results: a.mx.results, others: a.mx.others,
+	return actorChans{reqs: reqs, idle: a.idle.C, results: a.mx.results, others: a.mx.others,
 		handoff: a.mx.handoff, writes: a.writes, modeRead: a.modeReads, fence: a.fence, mode: a.modeCh, handover: a.handover, stop: ctx.Done()}
 }
 
@@ -307,17 +308,18 @@ func (a *actor) ended() bool {
 	}
 }
 
+// serving reports whether the actor carries out the engine's effects: not while the group loads
+// (the engine has no Kafka part yet), is refused, or closes (finish has reset it).
+func (a *actor) serving() bool { return a.loading == nil && a.hold == nil && a.closing == nil }
+
 // exit undoes start once the actor has ended.
 func (a *actor) exit() {
 	a.setClaimed(0) // a fence by a lost session left the group fenced in the gate already
 	a.stopPut()
-	a.timer.Stop()
+	a.host.resetKafka() // done by finish already, unless the group was refused
 	a.idle.Stop()
 	a.c.metrics.groupsLoaded.Dec()
 }
-
-// groupTick is the timer's event.
-var groupTick group.Event = group.Tick{}
 
 // handle steps one request.
 func (a *actor) handle(ctx context.Context, req *request) {
@@ -362,10 +364,16 @@ func (a *actor) serve(ctx context.Context, req *request) {
 	}
 }
 
-// step steps ev and carries out its effects.
-func (a *actor) step(ctx context.Context, ev group.Event) {
-	fx := a.m.Step(time.Now(), ev)
+// step steps ev into the group's engine, through the host, which hands every side its part of
+// the effects (carry).
+func (a *actor) step(_ context.Context, ev group.Event) { a.host.step(time.Now(), ev) }
+
+// carry carries out the Kafka members' part of one Step's effects.
+func (a *actor) carry(ctx context.Context, fx group.Effects) {
 	for _, l := range fx.Logs {
+		if l.Legacy {
+			continue // the legacy side's (legacyGroup.carry)
+		}
 		if l.Cause != "" {
 			a.c.metrics.rebalances.WithLabelValues(string(l.Cause)).Inc()
 		}
@@ -388,11 +396,6 @@ func (a *actor) step(ctx context.Context, ev group.Event) {
 		a.startClaim(ctx, fx.Assign) // mixed.go
 	} else if a.mx.claimStop != nil && a.m.State() != group.CompletingRebalance {
 		a.cancelClaim() // the generation is over: its claim must not take partitions
-	}
-	if fx.WakeAt.IsZero() {
-		a.timer.Stop()
-	} else {
-		a.timer.Reset(time.Until(fx.WakeAt))
 	}
 	a.publish()
 }
@@ -551,6 +554,9 @@ func (a *actor) finish(release bool) {
 	case <-a.writes:
 	default:
 	}
+	// The group's legacy members carry on in the engine; its Kafka part goes (the requests
+	// still waiting are answered by closed).
+	a.host.resetKafka()
 	closing, released := make(chan struct{}), a.released
 	a.closing = closing
 	go func() {

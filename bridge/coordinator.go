@@ -5,16 +5,16 @@ package bridge
 // pure engine, as raft's node.go wraps its RawNode:
 //
 //   - Do hands a request to the group's actor and waits for the reply carrying its Token.
-//   - The actor owns the group.Machine. It steps each request, delivers the replies of every
-//     Step by Token, arms the group's one timer for Effects.WakeAt (stepping Tick when it
-//     fires), and runs the write of Effects.Persist and Effects.Offsets on its own goroutine,
+//   - The actor steps each request into the group.Machine, delivers the replies of every Step
+//     by Token, and runs the write of Effects.Persist and Effects.Offsets on its own goroutine,
 //     stepping Persisted or PersistFailed when it ends. The engine holds every reply that
 //     depends on a write until that Step (persist before reply), and emits one write at a time.
 //   - A fenced machine (lost CAS, lost session), a deleted group and an idle Empty group end
-//     their actor; the next request for the group starts a new one, which loads the group from
-//     ZooKeeper again.
+//     their actor, which takes the Kafka part out of the engine (Machine.ResetKafka); the next
+//     request for the group starts a new one, which loads the group from ZooKeeper again.
 //   - The actor runs on the group's host (host.go): the one goroutine of the group on this
-//     bridge, which also runs its legacy members' actor and outlives the actor.
+//     bridge, which owns the group's one Machine and its one timer (Effects.WakeAt, stepping
+//     Tick when it fires), also runs its legacy members' actor, and outlives the actor.
 
 import (
 	"context"

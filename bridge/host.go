@@ -6,6 +6,11 @@ package bridge
 // they end; the host steps both sides' events in the order they come, so that nothing of the
 // group is shared between goroutines, and ends when neither side is attached.
 //
+// The host owns the group's one engine (group.Machine), whatever its members' kinds: both sides
+// step their events into it (step) and each carries out its own kind's part of every Step's
+// effects; its next wake is the host's one timer. A side that ends takes its kind's part out of
+// the engine (Machine.ResetKafka, Machine.ResetLegacy) while the other kind's members carry on.
+//
 // The bridge keeps one registry of hosts (hosts), so that its Kafka coordinator and its legacy
 // coordinator get the same host for a group name; a nil *hosts gives every side a host of its
 // own (coordinators built outside a Bridge).
@@ -14,6 +19,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/zkbridge/zkbridge/bridge/group"
 )
 
 // hosts is a bridge's registry of group hosts.
@@ -39,6 +46,26 @@ type host struct {
 
 	kafka  *actor
 	legacy *legacyGroup
+	// The attached sides' contexts (nil for a side not attached).
+	kctx, lctx context.Context
+
+	// m is the group's one engine, whatever its members' kinds (made by the first side to
+	// start, machine): each side steps its events into it through step, and carries out its
+	// own kind's part of every Step's effects. timer is its one wake (arm).
+	m      *group.Machine
+	wakeAt time.Time
+	timer  *time.Timer
+	// stepping is set while a Step's effects are carried out: an event a side steps meanwhile
+	// waits in queued, so that both sides carry out each Step's effects in the order of the
+	// Steps.
+	stepping bool
+	queued   []queuedEvent
+}
+
+// queuedEvent is an event stepped while another Step's effects were carried out.
+type queuedEvent struct {
+	now time.Time
+	ev  group.Event
 }
 
 // attach is one side handed to the host, with the context that ends it.
@@ -122,91 +149,185 @@ func (h *host) takeAttaches() []attach {
 }
 
 // run is the host's goroutine: one select over the channels of both sides (nil for a side not
-// attached), until the last side is detached.
+// attached) and the engine's wake, until the last side is detached.
 func (h *host) run() {
-	var kctx, lctx context.Context // the attached sides' (nil for a side not attached)
+	h.timer = time.NewTimer(time.Hour)
+	defer h.timer.Stop()
 	for {
 		for _, at := range h.takeAttaches() {
 			if at.kafka != nil {
 				h.kafka = at.kafka
-				kctx = at.kafka.start(at.ctx)
+				h.kctx = at.kafka.start(at.ctx)
 			} else {
-				h.legacy, lctx = at.legacy, at.ctx
+				h.legacy, h.lctx = at.legacy, at.ctx
 				at.legacy.start()
 			}
 		}
-		if a := h.kafka; a != nil && !a.before(kctx) {
-			kctx = nil
+		if a := h.kafka; a != nil && !a.before(h.kctx) {
 			if h.detachKafka() {
 				return
 			}
 			continue
 		}
-		k := h.kafka.chans(kctx)
-		l := h.legacy.chans(lctx)
-		select {
-		case <-h.kick:
-			continue
-		case req := <-k.reqs:
-			h.kafka.onRequest(kctx, req)
-		case res := <-k.loaded:
-			h.kafka.onLoaded(kctx, res)
-		case <-k.hold:
-			h.kafka.endRefusal()
-		case res := <-k.results:
-			h.kafka.claimed(kctx, res) // mixed.go
-		case fp := <-k.others:
-			h.kafka.mx.othersFP = fp // mixed.go: checked by before
-		case done := <-k.handoff:
-			h.kafka.startHandoff(kctx, done) // mixed.go
-		case <-k.timer:
-			h.kafka.step(kctx, groupTick)
-		case res := <-k.writes:
-			h.kafka.written(kctx, res)
-		case r := <-k.modeRead:
-			h.kafka.onModeRead(kctx, r) // actor_gate.go
-		case err := <-k.fence:
-			h.kafka.onFence(kctx, err)
-		case <-k.mode:
-			h.kafka.onModeChange(kctx) // modes.go
-		case cause := <-k.handover:
-			h.kafka.leave(kctx, cause) // handover.go
-		case <-k.idle:
-			h.kafka.onIdle()
-		case <-k.stop:
-			h.kafka.onStop()
-		case <-k.closing:
-			h.kafka.closed()
-		case ev := <-l.inbox:
-			now := time.Now()
+		h.arm()
+		if h.serve() {
+			return
+		}
+	}
+}
+
+// serve waits for one event of either side or the engine's wake and steps it; it reports whether
+// the host has ended (no side attached any more).
+func (h *host) serve() bool {
+	k := h.kafka.chans(h.kctx)
+	l := h.legacy.chans(h.lctx)
+	select {
+	case <-h.kick:
+		return false
+	case <-h.timer.C:
+		now := time.Now()
+		if h.legacy != nil {
 			h.legacy.fenceUnvouched(now)
-			h.legacy.handle(lctx, now, ev)
-		case <-l.timer:
-			h.legacy.onTimer(lctx)
-		case <-l.stop:
-			h.legacy.shutdown()
 		}
-		if a := h.kafka; a != nil && a.ended() {
-			if kctx = nil; h.detachKafka() {
-				return
+		h.step(now, group.Tick{})
+	case req := <-k.reqs:
+		h.kafka.onRequest(h.kctx, req)
+	case res := <-k.loaded:
+		h.kafka.onLoaded(h.kctx, res)
+	case <-k.hold:
+		h.kafka.endRefusal()
+	case res := <-k.results:
+		h.kafka.claimed(h.kctx, res) // mixed.go
+	case fp := <-k.others:
+		h.kafka.mx.othersFP = fp // mixed.go: checked by before
+	case done := <-k.handoff:
+		h.kafka.startHandoff(h.kctx, done) // mixed.go
+	case res := <-k.writes:
+		h.kafka.written(h.kctx, res)
+	case r := <-k.modeRead:
+		h.kafka.onModeRead(h.kctx, r) // actor_gate.go
+	case err := <-k.fence:
+		h.kafka.onFence(h.kctx, err)
+	case <-k.mode:
+		h.kafka.onModeChange(h.kctx) // modes.go
+	case cause := <-k.handover:
+		h.kafka.leave(h.kctx, cause) // handover.go
+	case <-k.idle:
+		h.kafka.onIdle()
+	case <-k.stop:
+		h.kafka.onStop()
+	case <-k.closing:
+		h.kafka.closed()
+	case ev := <-l.inbox:
+		now := time.Now()
+		h.legacy.fenceUnvouched(now)
+		h.legacy.handle(h.lctx, now, ev)
+	case <-l.stop:
+		h.legacy.shutdown()
+	}
+	if a := h.kafka; a != nil && a.ended() && h.detachKafka() {
+		return true
+	}
+	if g := h.legacy; g != nil && g.ended() && h.detachLegacy() {
+		return true
+	}
+	return false
+}
+
+// machine returns the group's engine, made on the first call, with the starting side's part of
+// its configuration set (kafka: every setting but Legacy; legacy: Legacy).
+func (h *host) machine(kafka *group.Config, legacy *group.LegacyConfig) *group.Machine {
+	cfg := group.DefaultConfig()
+	if h.m != nil {
+		cfg = h.m.Config()
+	}
+	if kafka != nil {
+		l := cfg.Legacy
+		cfg = *kafka
+		cfg.Legacy = l
+	}
+	if legacy != nil {
+		cfg.Legacy = *legacy
+	}
+	if h.m == nil {
+		h.m = group.New(cfg, h.name)
+	} else {
+		h.m.Configure(cfg)
+	}
+	return h.m
+}
+
+// step steps ev into the group's engine at now and has both sides carry out the effects, the
+// Kafka side first; a check the legacy side decides without reading is stepped back at once
+// (legacyGroup.carry), at the time it was decided.
+func (h *host) step(now time.Time, ev group.Event) {
+	if h.stepping {
+		h.queued = append(h.queued, queuedEvent{now: now, ev: ev})
+		return
+	}
+	h.stepping = true
+	defer func() { h.stepping = false }()
+	for {
+		for ev != nil {
+			fx := h.m.Step(now, ev)
+			h.wakeAt = fx.WakeAt
+			if a := h.kafka; a != nil && a.serving() {
+				a.carry(h.kctx, fx)
+			}
+			ev = nil
+			if g := h.legacy; g != nil && !g.stopped {
+				if ev = g.carry(h.lctx, now, fx); ev != nil {
+					now = time.Now() // after the check's planning: the attempt's checking time
+				}
 			}
 		}
-		if g := h.legacy; g != nil && g.ended() {
-			if lctx = nil; h.detachLegacy() {
-				return
-			}
+		if len(h.queued) == 0 {
+			return
 		}
+		now, ev = h.queued[0].now, h.queued[0].ev
+		h.queued = h.queued[1:]
+	}
+}
+
+// resetKafka forgets the group's Kafka part in the engine (the Kafka side ends) and takes the
+// wake it leaves.
+func (h *host) resetKafka() {
+	if h.m != nil {
+		h.wakeAt = h.m.ResetKafka()
+	}
+}
+
+// resetLegacy forgets the group's legacy part in the engine (the legacy side ends).
+func (h *host) resetLegacy() {
+	if h.m != nil {
+		h.wakeAt = h.m.ResetLegacy()
+	}
+}
+
+// arm sets the one timer to the engine's next wake, or the end of the legacy members' lease on
+// the ZooKeeper session when earlier (legacyGroup.fenceUnvouched).
+func (h *host) arm() {
+	wake := h.wakeAt
+	if g := h.legacy; g != nil && !g.stopped {
+		if t := g.leaseWake(); !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	if wake.IsZero() {
+		h.timer.Stop() // no stale tick is received after Stop (Go 1.23 timers)
+	} else {
+		h.timer.Reset(max(time.Until(wake), 0))
 	}
 }
 
 // detachKafka forgets the Kafka side, which has ended; it reports whether the host ends too.
 func (h *host) detachKafka() bool {
 	h.kafka.exit()
-	h.kafka = nil
+	h.kafka, h.kctx = nil, nil
 	return h.drop()
 }
 
 func (h *host) detachLegacy() bool {
-	h.legacy = nil
+	h.legacy, h.lctx = nil, nil
 	return h.drop()
 }

@@ -581,7 +581,7 @@ func (c *LegacyCoordinator) group(name string) (*legacyGroup, error) {
 	g := &legacyGroup{
 		c:           c,
 		name:        name,
-		m:           group.New(cfg, name),
+		cfg:         cfg.Legacy,
 		log:         c.log.With().Str("group", name).Logger(),
 		inbox:       make(chan any, legacyInboxSize),
 		quit:        make(chan struct{}),

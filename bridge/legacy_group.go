@@ -113,16 +113,17 @@ type legacyGroup struct {
 	cl     *claimer
 	quit   chan struct{} // closed when the actor stops: senders give up
 	exited chan struct{} // closed when shutdown is done
-	timer  *time.Timer   // the engine's next wake (chans)
 	host   *host         // whose goroutine runs the actor (host.go); set before it starts
 	// stopped: shutdown has run; the host no longer steps the actor.
 	stopped bool
 	wg      sync.WaitGroup // request goroutines and watch forwarders
 
-	// m is the group's engine: the legacy members' liveness and rebalance; wakeAt is when it
-	// asked to be stepped next.
-	m      *group.Machine
-	wakeAt time.Time
+	// m is the group's engine, its host's (host.machine), shared with the group's Kafka
+	// members: the legacy members' liveness and rebalance are its legacy part. Every event goes
+	// in through host.step, which hands the actor its part of the effects (carry). cfg is the
+	// legacy part of its configuration.
+	m   *group.Machine
+	cfg group.LegacyConfig
 	// answer is the answer being stepped, whose content an Accepted effect applies.
 	answer *legacyResultEv
 	// unmeasured: the ZooKeeper operations being carried out are not the rebalance's (measuring).
@@ -182,34 +183,21 @@ type legacyGroup struct {
 // (chans): ctx, given at the attach, ends with the group (a handover, the coordinator's Run
 // ending), and bounds the group's own work: its requests to members, its watches.
 func (g *legacyGroup) start() {
-	g.timer = time.NewTimer(time.Hour)
-	g.timer.Stop()
+	g.m = g.host.machine(nil, &g.cfg)
 }
 
 // legacyChans are the channels the host selects on for the legacy actor (nil: none).
 type legacyChans struct {
 	inbox chan any
-	timer <-chan time.Time
 	stop  <-chan struct{}
 }
 
-// chans arms the timer for the engine's next wake and returns the channels to select on.
+// chans returns the channels to select on (the engine's wake is the host's: host.arm).
 func (g *legacyGroup) chans(ctx context.Context) legacyChans {
 	if g == nil {
 		return legacyChans{}
 	}
-	if wake := g.nextWake(); !wake.IsZero() {
-		g.timer.Reset(max(time.Until(wake), 0))
-	} else {
-		g.timer.Stop()
-	}
-	return legacyChans{inbox: g.inbox, timer: g.timer.C, stop: ctx.Done()}
-}
-
-func (g *legacyGroup) onTimer(ctx context.Context) {
-	now := time.Now()
-	g.fenceUnvouched(now)
-	g.step(ctx, now, group.Tick{})
+	return legacyChans{inbox: g.inbox, stop: ctx.Done()}
 }
 
 // ended reports whether the actor has stopped (shutdown): the host no longer steps it.
@@ -312,22 +300,19 @@ func (g *legacyGroup) certainNeed() string {
 	return reason
 }
 
-// step feeds one event to the engine at now and carries out what it asks; a check decided
-// without reading (certainNeed) is fed back at once, at the time it was decided.
-func (g *legacyGroup) step(ctx context.Context, now time.Time, ev group.Event) {
-	for ev != nil {
-		fx := g.m.Step(now, ev)
-		g.wakeAt = fx.WakeAt
-		if ev = g.carry(ctx, now, fx); ev != nil {
-			now = time.Now() // after the check's planning: the attempt's checking time
-		}
-	}
-}
+// step feeds one event to the group's engine at now, through the host, which hands every side
+// its part of the effects (carry) and feeds a check decided without reading (certainNeed) back
+// at once.
+func (g *legacyGroup) step(_ context.Context, now time.Time, ev group.Event) { g.host.step(now, ev) }
 
-// carry carries out one Step's effects in the order group.LegacyEffects gives, and returns the
-// result of the check when it needs no read (else the claimer reads, legacyCheckReq).
+// carry carries out the legacy members' part of one Step's effects in the order
+// group.LegacyEffects gives, and returns the result of the check when it needs no read (else
+// the claimer reads, legacyCheckReq).
 func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects) group.Event {
 	for _, l := range fx.Logs {
+		if !l.Legacy {
+			continue // the Kafka side's (actor.carry)
+		}
 		g.log.Debug().Str("member", string(l.Member)).Str("reason", l.Reason).Stringer("phase", g.m.LegacyPhase()).Msg(l.Msg)
 	}
 	lx := fx.Legacy
@@ -365,19 +350,14 @@ func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects
 	return nil
 }
 
-// nextWake is when the actor must run without an event: the engine's timers, the end of the
-// session's lease.
-func (g *legacyGroup) nextWake() time.Time {
-	wake := g.wakeAt
-	earlier := func(t time.Time) {
-		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
-			wake = t
-		}
+// leaseWake is when the host must run for the legacy members without an event, besides the
+// engine's timers: the end of the session's lease (fenceUnvouched, if no probe extends it by
+// then); zero when there is no member.
+func (g *legacyGroup) leaseWake() time.Time {
+	if len(g.members) == 0 {
+		return time.Time{}
 	}
-	if len(g.members) > 0 {
-		earlier(g.c.store.LeaseUntil()) // fenceUnvouched, if no probe extends it by then
-	}
-	return wake
+	return g.c.store.LeaseUntil()
 }
 
 // noteTrigger hands the engine a reason to check the group (seed 001 "rebalance (group)"

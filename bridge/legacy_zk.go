@@ -303,7 +303,7 @@ func (g *legacyGroup) shutdown() {
 	if g.ids != nil {
 		g.cl.unsubscribeIDs(g.ids)
 	}
-	g.timer.Stop()
+	g.host.resetLegacy() // the group's Kafka members, if any, carry on in the engine
 	g.stopped = true
 	members := len(g.members)
 	go func() {

@@ -118,6 +118,12 @@ func runScenario(t *testing.T, path string) {
 	var buf strings.Builder
 	for _, b := range blocks {
 		got := h.run(b.cmd)
+		for _, l := range h.fx.Logs {
+			if l.Legacy {
+				t.Errorf("%s:%d: log %q of a Kafka group marked Legacy", path, b.line, l.Msg)
+			}
+		}
+		h.fx = Effects{}
 		if *rewrite {
 			for _, p := range b.pre {
 				buf.WriteString(p + "\n")

@@ -44,6 +44,8 @@ type LogEvent struct {
 	// Cause classifies Reason on the line that starts a rebalance ("preparing rebalance");
 	// empty on every other line.
 	Cause Cause
+	// Legacy marks the lines about the legacy members (legacy.go), which their shell logs.
+	Legacy bool
 }
 
 // Reply answers the request carrying the same Token.

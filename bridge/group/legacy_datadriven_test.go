@@ -61,6 +61,12 @@ func runLegacyScenario(t *testing.T, path string) {
 	var buf strings.Builder
 	for _, b := range blocks {
 		got := h.runLegacy(b.cmd)
+		for _, l := range h.fx.Logs {
+			if !l.Legacy {
+				t.Errorf("%s:%d: log %q of a legacy group not marked Legacy (its shell would not log it)", path, b.line, l.Msg)
+			}
+		}
+		h.fx = Effects{}
 		if *rewrite {
 			for _, p := range b.pre {
 				buf.WriteString(p + "\n")

@@ -80,7 +80,7 @@ func (m *Machine) legacyTrigger(why string) {
 	if l.att != nil {
 		l.att.dirty = true
 	}
-	m.log("rebalance triggered", "", why)
+	m.legacyLog("rebalance triggered", "", why)
 }
 
 // advanceLegacy moves the rebalance as far as it can go at m.now, then pings the members due.
@@ -150,7 +150,7 @@ func (m *Machine) legacyChecked(ev LegacyChecked) {
 	case ev.Err != nil:
 		m.legacyFail(ev.Err)
 	case !ev.Needed:
-		m.log("rebalance not necessary (seed step 3.5)", "", ev.Reason)
+		m.legacyLog("rebalance not necessary (seed step 3.5)", "", ev.Reason)
 		m.legacyFinish(&LegacyRebalance{Unnecessary: true, Attempts: l.attempts, Members: len(l.members)})
 	default:
 		// Step 4.1: a StopRequest to every member.
@@ -171,7 +171,7 @@ func (m *Machine) legacyAdvance() {
 	switch l.phase {
 	case LegacyStopping:
 		if l.att.dirty {
-			m.log("group changed while stopping its members: rebalance from step 1", "", l.trigger)
+			m.legacyLog("group changed while stopping its members: rebalance from step 1", "", l.trigger)
 			m.legacyBegin()
 			return
 		}
@@ -184,7 +184,7 @@ func (m *Machine) legacyAdvance() {
 		}
 	case LegacyCollecting:
 		if l.att.dirty {
-			m.log("group changed while collecting final offsets: rebalance from step 1", "", l.trigger)
+			m.legacyLog("group changed while collecting final offsets: rebalance from step 1", "", l.trigger)
 			m.legacyBegin()
 			return
 		}

@@ -171,6 +171,28 @@ func (m *Machine) ResetKafka() time.Time {
 	return m.wakeAt()
 }
 
+// ResetLegacy forgets the group's legacy members and their rebalance (its claims' numbers go on,
+// so that a report on an earlier claim is not taken for a later one's). The shell calls it when
+// it stops serving the group's legacy members while its Kafka members carry on; the Kafka part is
+// kept. It returns when the machine must be stepped next, like Effects.WakeAt.
+func (m *Machine) ResetLegacy() time.Time {
+	m.legacy = legacyState{claims: m.legacy.claims}
+	return m.wakeAt()
+}
+
+// Config returns the machine's configuration.
+func (m *Machine) Config() Config { return m.cfg }
+
+// Configure replaces the machine's configuration: the shell of a mixed group sets each kind's
+// part when that kind's side starts serving the group (the part of a kind with no member). What
+// is armed keeps its time. cfg must pass Validate; Configure panics otherwise, as New does.
+func (m *Machine) Configure(cfg Config) {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	m.cfg = cfg
+}
+
 // State returns the group's state.
 func (m *Machine) State() State { return m.state }
 
@@ -317,6 +339,10 @@ func (m *Machine) reply(r Reply) { m.fx.Replies = append(m.fx.Replies, r) }
 
 func (m *Machine) log(msg string, id MemberID, reason string) {
 	m.fx.Logs = append(m.fx.Logs, LogEvent{Msg: msg, Member: id, Reason: reason})
+}
+
+func (m *Machine) legacyLog(msg string, id MemberID, reason string) {
+	m.fx.Logs = append(m.fx.Logs, LogEvent{Msg: msg, Member: id, Reason: reason, Legacy: true})
 }
 
 func errString(err error) string {

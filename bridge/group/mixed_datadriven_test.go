@@ -18,6 +18,7 @@ import (
 //
 //	new [delay=0s]   Kafka defaults with that initial delay, legacy defaults of the legacy files
 //	reset-kafka      Machine.ResetKafka: prints the wake it returns and both state lines
+//	reset-legacy     Machine.ResetLegacy: the same
 //
 // Every step is checked by the Kafka invariants and the legacy ordering model (legacyModel).
 func TestMixedScenarios(t *testing.T) {
@@ -93,6 +94,13 @@ func (h *legacyHarness) runMixed(line string) (out string) {
 		h.pending = nil
 		if err := h.m.checkInvariants(); err != nil {
 			h.t.Errorf("invariant broken after reset-kafka: %v", err)
+		}
+		return strings.Join([]string{h.stateLine(), h.legacyStateLine(h.wake)}, "\n")
+	case "reset-legacy":
+		h.wake = h.m.ResetLegacy()
+		h.model = newLegacyModel()
+		if err := h.m.checkInvariants(); err != nil {
+			h.t.Errorf("invariant broken after reset-legacy: %v", err)
 		}
 		return strings.Join([]string{h.stateLine(), h.legacyStateLine(h.wake)}, "\n")
 	case "legacy":
