@@ -75,6 +75,9 @@ type peerSet struct {
 	// children is <root>/bridges' children as last read: every registered bridge, draining ones
 	// included (hasRegistration).
 	children atomic.Pointer[[]string]
+	// probes is the probes of the others' listeners and the view-change signal for
+	// FindCoordinator's hold (peers_probe.go).
+	probes liveness
 }
 
 var (
@@ -86,6 +89,8 @@ func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
 	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger()}
 	p.serving.Store(true)
 	p.view.Store(p.build(nil))
+	p.probes.init()
+	p.onChange = append(p.onChange, p.probeJoined)
 	return p
 }
 
@@ -261,6 +266,7 @@ func (p *peerSet) update(change func()) *liveView {
 	change()
 	cur := p.build(p.others)
 	old := p.view.Swap(cur)
+	p.viewChanged()    // peers_probe.go: held FindCoordinator answers look again
 	p.checkAgreement() // peers_agree.go
 	subs := slices.Clone(p.onChange)
 	p.mu.Unlock()

@@ -24,8 +24,14 @@ package newproto
 // bridge without ZooKeeper), a group key gets COORDINATOR_NOT_AVAILABLE
 // with the reason, which clients back off on and retry, rather than a node
 // whose every group answer would be that.
+//
+// With several bridges, an answer that would name a peer that looks dead (its listener refuses
+// connections: Peers implements PeerLiveness) is held until the live view changes or
+// Config.CoordinatorHold passes (holdForLivePeer, peers.go).
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -47,7 +53,13 @@ func (r *router) available() error {
 	return nil
 }
 
-func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
+func (r *router) findCoordinator(ctx context.Context, req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
+	return r.holdForLivePeer(ctx, func() (kmsg.Response, bool) { return r.findCoordinatorNow(req, m) })
+}
+
+// findCoordinatorNow answers m from the current view; unreachable reports whether a key names a
+// peer that refuses connections (PeerLiveness).
+func (r *router) findCoordinatorNow(req *Request, m *kmsg.FindCoordinatorRequest) (_ kmsg.Response, unreachable bool) {
 	self := r.self(req)
 	resp := kmsg.NewPtrFindCoordinatorResponse()
 	resp.SetVersion(m.Version)
@@ -65,6 +77,7 @@ func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) k
 			}
 			owner := r.groupOwner(key, self)
 			c.NodeID, c.Host, c.Port = owner.NodeID, owner.Host, owner.Port
+			unreachable = unreachable || owner.NodeID != self.NodeID && r.peerUnreachable(owner)
 		case coordinatorTransaction:
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode = int16(ErrCoordinatorNotAvailable)
@@ -81,10 +94,10 @@ func (r *router) findCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) k
 		for _, key := range m.CoordinatorKeys {
 			resp.Coordinators = append(resp.Coordinators, answer(key))
 		}
-		return resp
+		return resp, unreachable
 	}
 	c := answer(m.CoordinatorKey)
 	resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 	resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
-	return resp
+	return resp, unreachable
 }

@@ -403,8 +403,8 @@ func (r *router) checkedDeleteGroups(ctx context.Context, req *Request, m *kmsg.
 
 // checkedFindCoordinator answers a group key the principal may not describe
 // GROUP_AUTHORIZATION_FAILED, as Kafka does.
-func (r *router) checkedFindCoordinator(req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
-	resp := r.findCoordinator(req, m)
+func (r *router) checkedFindCoordinator(ctx context.Context, req *Request, m *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := r.findCoordinator(ctx, req, m)
 	if r.guard == nil || m.CoordinatorType != coordinatorGroup {
 		return resp
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,9 +20,10 @@ type router struct {
 	host      string // advertised; "" means the address the client dialed
 	port      int32  // advertised; 0 means the port the client dialed
 	clusterID string
-	cluster   Cluster     // nil: no brokers but ours, no topics
-	coord     Coordinator // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
-	peers     Peers       // nil: no other bridge (peers.go)
+	cluster   Cluster       // nil: no brokers but ours, no topics
+	coord     Coordinator   // nil: group APIs answer COORDINATOR_NOT_AVAILABLE
+	peers     Peers         // nil: no other bridge (peers.go)
+	hold      time.Duration // longest FindCoordinator hold for a dead peer (peers.go); <= 0: none
 	log       zerolog.Logger
 	srv       *Server // nil in unit tests; gives the bootstrap port to proxy listeners' clients
 
@@ -42,7 +44,7 @@ func (r *router) Handle(ctx context.Context, req *Request) (kmsg.Response, error
 	case *kmsg.MetadataRequest:
 		return r.metadata(ctx, req, m)
 	case *kmsg.FindCoordinatorRequest:
-		return r.checkedFindCoordinator(req, m), nil // authorize.go
+		return r.checkedFindCoordinator(ctx, req, m), nil // authorize.go
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest,
 		*kmsg.LeaveGroupRequest, *kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest,
 		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest,

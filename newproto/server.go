@@ -121,6 +121,11 @@ type Config struct {
 	// Peers, when set, names the other bridges of one service: FindCoordinator names a group's
 	// owner, Metadata lists every live bridge (peers.go); nil: this bridge alone.
 	Peers Peers
+	// CoordinatorHold bounds how long FindCoordinator holds an answer that would name a peer
+	// whose listener refuses connections (peers.go: PeerLiveness); 0: DefaultCoordinatorHold,
+	// negative: never held. Keep it well under the clients' request timeout (franz-go's
+	// default is 10 s past the request's own timeout, the Java client's 30 s).
+	CoordinatorHold time.Duration
 
 	// Relay, when set, makes the Server front a real cluster: every
 	// request but the group APIs and ApiVersions is relayed to the
@@ -184,6 +189,9 @@ func (c Config) withDefaults() Config {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
 	}
+	if c.CoordinatorHold == 0 {
+		c.CoordinatorHold = DefaultCoordinatorHold
+	}
 	return c
 }
 
@@ -235,6 +243,7 @@ func New(cfg Config) (*Server, error) {
 			cluster:   cfg.Cluster,
 			coord:     cfg.Coordinator,
 			peers:     cfg.Peers,
+			hold:      cfg.CoordinatorHold,
 			log:       log,
 		}
 		if cfg.Authorizer != nil {

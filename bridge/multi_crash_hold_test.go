@@ -1,0 +1,135 @@
+package bridge_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/newproto"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// After a kill -9, a survivor does not name the dead bridge as a group's coordinator while its
+// listener refuses connections: it holds the answer until the dead bridge's session expires and
+// then names the group's new owner, so that a client's retry lands right after the takeover
+// instead of failing on the dead address and backing off for seconds. The lease is kept: no
+// answer names the survivor while the dead bridge is still registered. An answer naming the
+// dead bridge is allowed only after a full hold (ZooKeeper expired the session later than the
+// hold's bound). Asked through franz-go (its 10 s read deadline), one key (v3) and batched (v4,
+// with a group the survivor owns, held with it).
+func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := startChildAndSurvivor(t, "held")
+	const dead, survivor = childNode, survivorNode
+	own := ownedGroup("held-own", survivor, dead, survivor)
+	regPath := zkstate.BridgePath(bridge.DefaultRoot, dead)
+
+	clients := map[int16]*kgo.Client{}
+	for v, max := range map[int16]*kversion.Versions{3: kversion.V2_8_0(), 4: kversion.Stable()} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.surv.Addr().String()), kgo.MaxVersions(max))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		clients[v] = cl
+	}
+	ask := func(v int16, keys ...string) ([]int32, time.Duration) {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.SetVersion(v)
+		if v >= 4 {
+			req.CoordinatorKeys = keys
+		} else {
+			req.CoordinatorKey = keys[0]
+		}
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		resp, err := clients[v].SeedBrokers()[0].Request(rctx, req)
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("v%d FindCoordinator after %v: %v", v, took, err)
+			return nil, took
+		}
+		fc := resp.(*kmsg.FindCoordinatorResponse)
+		if fc.Version != v {
+			t.Errorf("asked v%d, answered v%d", v, fc.Version)
+		}
+		if v < 4 {
+			return []int32{fc.NodeID}, took
+		}
+		var ids []int32
+		for _, c := range fc.Coordinators {
+			ids = append(ids, c.NodeID)
+		}
+		return ids, took
+	}
+	if got, _ := ask(3, e.name); len(got) != 1 || got[0] != dead {
+		t.Fatalf("before the kill the survivor names %v for %s, want the child %d", got, e.name, dead)
+	}
+
+	killed := time.Now()
+	e.child.kill()
+	// A client's first retry after its failed dial comes 250 ms later (franz-go's first
+	// backoff); the survivor's last probe of the child stands 100 ms.
+	time.Sleep(250 * time.Millisecond)
+	var gone atomic.Int64 // when the registration was first seen gone, unix ns
+	go func() {
+		for ctx.Err() == nil && gone.Load() == 0 {
+			if ok, _, err := e.zk.Exists(ctx, regPath); err == nil && !ok {
+				gone.Store(time.Now().UnixNano())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, v := range []int16{3, 4} {
+		wg.Go(func() {
+			keys := []string{e.name}
+			if v >= 4 {
+				keys = append(keys, own)
+			}
+			for time.Since(killed) < e.session+20*time.Second && !t.Failed() {
+				got, took := ask(v, keys...)
+				if len(got) != len(keys) {
+					t.Errorf("v%d: %d coordinators for %d keys", v, len(got), len(keys))
+					return
+				}
+				if v >= 4 && got[1] != survivor {
+					t.Errorf("v4: %s named %d, want the survivor %d", own, got[1], survivor)
+				}
+				switch got[0] {
+				case dead:
+					// Only a full hold may end naming the dead bridge; margin for a loaded box.
+					if took < newproto.DefaultCoordinatorHold-time.Second {
+						t.Errorf("v%d: the dead bridge named %v after asking (%v after the kill), want the answer held", v, took, time.Since(killed))
+						return
+					}
+				case survivor:
+					registered, _, err := e.zk.Exists(ctx, regPath)
+					if err != nil || registered {
+						t.Errorf("v%d: the survivor named itself while the dead bridge is registered (%v)", v, err)
+					}
+					// The hold ends with the view change, not at its bound.
+					if g := gone.Load(); g != 0 && time.Since(time.Unix(0, g)) > 2*time.Second {
+						t.Errorf("v%d: the survivor named %v after the registration was gone, want at the view change", v, time.Since(time.Unix(0, g)))
+					}
+					t.Logf("v%d: the survivor named after %v (held %v)", v, time.Since(killed), took)
+					return
+				default:
+					t.Errorf("v%d: named %d", v, got[0])
+					return
+				}
+			}
+			t.Errorf("v%d: the survivor never named itself", v)
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,119 @@
+package bridge
+
+// Whether a peer looks dead, for FindCoordinator's hold (newproto.PeerLiveness): a bridge killed
+// with its listeners stays in the live view until ZooKeeper expires its session, and a client
+// told to go there fails at once and backs off further each time. A peer looks dead when its
+// Kafka listener refuses connections (or does not take one within probeTimeout) after it took
+// one since it registered at that address: an address this bridge could never reach (one only
+// the clients' network resolves) is never taken for a dead peer, so its answers are never held.
+// A paused (SIGSTOP) bridge still takes connections in its kernel's backlog and is not held for:
+// its answers are as before.
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/zkbridge/zkbridge/newproto"
+)
+
+var _ newproto.PeerLiveness = (*peerSet)(nil)
+
+const (
+	// probeTimeout bounds one dial of a peer's listener.
+	probeTimeout = 500 * time.Millisecond
+	// probeFor is how long a probe's result stands: a peer is dialed at most ten times a second
+	// however many FindCoordinator requests name it, and a peer killed is seen dead within
+	// 100 ms (a client's first retry after a failed dial comes 250 ms later: franz-go's first
+	// backoff), and seen back within a held answer's recheck.
+	probeFor = 100 * time.Millisecond
+)
+
+// liveness is the peerSet's probes and the channel closed at the next view change.
+type liveness struct {
+	changed chan struct{} // guarded by peerSet.mu; closed and replaced by viewChanged
+
+	mu sync.Mutex
+	by map[int32]*peerProbe // by node id
+	// dial is net.DialTimeout; tests replace it.
+	dial func(network, addr string, timeout time.Duration) (net.Conn, error)
+}
+
+// peerProbe is the last probe of one peer's Kafka listener.
+type peerProbe struct {
+	mu     sync.Mutex
+	addr   string
+	at     time.Time // zero: never probed
+	down   bool
+	everUp bool // a connection was taken at addr
+}
+
+func (l *liveness) init() {
+	l.changed = make(chan struct{})
+	l.by = map[int32]*peerProbe{}
+	l.dial = net.DialTimeout
+}
+
+// Changed implements newproto.PeerLiveness.
+func (p *peerSet) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probes.changed
+}
+
+// viewChanged wakes the held answers; p.mu is held.
+func (p *peerSet) viewChanged() {
+	close(p.probes.changed)
+	p.probes.changed = make(chan struct{})
+}
+
+// Unreachable implements newproto.PeerLiveness: a probe at most probeFor old answers;
+// concurrent callers share one dial.
+func (p *peerSet) Unreachable(b newproto.Broker) bool {
+	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	l := &p.probes
+	l.mu.Lock()
+	pr := l.by[b.NodeID]
+	if pr == nil || pr.addr != addr {
+		// A peer re-registered at another address is a new peer: it has to take a connection
+		// before it can look dead.
+		pr = &peerProbe{addr: addr}
+		l.by[b.NodeID] = pr
+	}
+	dial := l.dial
+	l.mu.Unlock()
+
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.at.IsZero() || time.Since(pr.at) >= probeFor {
+		c, err := dial("tcp", addr, probeTimeout)
+		if err == nil {
+			_ = c.Close()
+			pr.everUp = true
+		}
+		pr.down, pr.at = err != nil, time.Now()
+	}
+	return pr.down && pr.everUp
+}
+
+// probeJoined probes the peers that joined the live view, so that a peer killed before any
+// FindCoordinator named it is known to have been up.
+func (p *peerSet) probeJoined(old, cur *liveView) {
+	for id, reg := range cur.others {
+		if _, ok := old.others[id]; ok {
+			continue
+		}
+		if b, ok := brokerOf(reg); ok {
+			go p.Unreachable(b)
+		}
+	}
+	// Forget the peers that left: a node id registering again starts over.
+	p.probes.mu.Lock()
+	defer p.probes.mu.Unlock()
+	for id := range p.probes.by {
+		if _, ok := cur.others[id]; !ok {
+			delete(p.probes.by, id)
+		}
+	}
+}
