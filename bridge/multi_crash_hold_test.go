@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // After a kill -9, a survivor does not name the dead bridge as a group's coordinator while its
@@ -71,9 +73,12 @@ func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.
 		}
 		return ids, took
 	}
-	if got, _ := ask(3, e.name); len(got) != 1 || got[0] != dead {
-		t.Fatalf("before the kill the survivor names %v for %s, want the child %d", got, e.name, dead)
-	}
+	// The survivor lists two brokers as soon as it runs (the layout registers broker 9001 in
+	// /brokers): it knows the child once it names it.
+	zktest.Eventually(t, 10*time.Second, "the survivor names the child for the group", func() (bool, string) {
+		got, _ := ask(3, e.name)
+		return len(got) == 1 && got[0] == dead, fmt.Sprintf("coordinator %v", got)
+	})
 
 	killed := time.Now()
 	e.child.kill()
