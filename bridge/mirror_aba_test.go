@@ -58,3 +58,47 @@ func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
 		t.Errorf("still held after the release: %v", held.owners)
 	}
 }
+
+// The check before a release reads every owner znode released in one request, however few:
+// a Kafka member's leave releases about ten of them in a mixed group, and a Get each made a
+// leave of BenchmarkMixedStabilize's mixed group cost 40 % more requests than before the check.
+func TestIntegration_MixedReleaseChecksInOneRequest(t *testing.T) {
+	t.Parallel()
+	connect := legacyConnect(t)
+	ours := legacyOpenStore(t, connect)
+	defer ours.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
+	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+	claim := map[string]string{}
+	for p := range int32(5) {
+		claim[zkstate.OwnerPath("g", "t", p)] = "k-0"
+	}
+	if err := mi.claimOwners(ctx, held, claim); err != nil {
+		t.Fatal(err)
+	}
+	before := ours.Requests()
+	mi.releaseOwners(ctx, held, sortedKeys(claim))
+	after := ours.Requests()
+	sent := func(kind string) int64 { return after[kind] - before[kind] }
+	if reads := sent(zkstate.ReqGet) + sent(zkstate.ReqMultiRead); reads != 1 {
+		t.Errorf("the release of 5 owner znodes read them in %d requests (%d gets, %d multiReads), want 1",
+			reads, sent(zkstate.ReqGet), sent(zkstate.ReqMultiRead))
+	}
+	if d := sent(zkstate.ReqMulti) + sent(zkstate.ReqDelete); d != 1 {
+		t.Errorf("the release of 5 owner znodes deleted them in %d requests, want 1 Multi", d)
+	}
+	if len(held.owners) != 0 {
+		t.Errorf("still held after the release: %v", held.owners)
+	}
+	for p := range claim {
+		if ok, _, err := ours.Exists(ctx, p); err != nil || ok {
+			t.Errorf("%s not released (exists %v, %v)", p, ok, err)
+		}
+	}
+}

@@ -20,12 +20,20 @@ type Read struct {
 // is as fresh as a Get on the Store's own server. The error is ctx's, or ErrClosed; a read's
 // own failure is in its Read.
 func (s *Store) GetMany(ctx context.Context, paths []string) ([]Read, error) {
-	return s.readMany(ctx, paths, false)
+	return s.readMany(ctx, paths, false, minMultiReadBatch)
+}
+
+// GetBatch reads the data of znodes as GetMany does, but as one multiRead request however few
+// they are (pipelined Gets only when the server has no multiRead): for a caller that reads a
+// handful of znodes on its way to writing them, where a request each would cost ZooKeeper more
+// than the wait for the multiRead connection costs the caller.
+func (s *Store) GetBatch(ctx context.Context, paths []string) ([]Read, error) {
+	return s.readMany(ctx, paths, false, 1)
 }
 
 // ChildrenMany lists the children of many znodes as GetMany reads their data.
 func (s *Store) ChildrenMany(ctx context.Context, paths []string) ([]Read, error) {
-	return s.readMany(ctx, paths, true)
+	return s.readMany(ctx, paths, true, minMultiReadBatch)
 }
 
 // minMultiReadBatch is the smallest GetMany or ChildrenMany sent as a multiRead. The multiRead
@@ -34,7 +42,8 @@ func (s *Store) ChildrenMany(ctx context.Context, paths []string) ([]Read, error
 // Store's own connection run side by side and cost about as few requests.
 const minMultiReadBatch = 16
 
-func (s *Store) readMany(ctx context.Context, paths []string, children bool) ([]Read, error) {
+// readMany reads paths, as multiRead requests when there are at least minBatch of them.
+func (s *Store) readMany(ctx context.Context, paths []string, children bool, minBatch int) ([]Read, error) {
 	op := "get"
 	if children {
 		op = "children"
@@ -51,7 +60,7 @@ func (s *Store) readMany(ctx context.Context, paths []string, children bool) ([]
 		valid = append(valid, i)
 	}
 	var err error
-	if len(r.paths) < minMultiReadBatch {
+	if len(r.paths) < minBatch {
 		err = s.pipelinedReads(ctx, nil, r)
 	} else {
 		err = s.runReads(ctx, nil, r)

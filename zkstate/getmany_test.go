@@ -101,6 +101,30 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 		}
 	})
 
+	// GetBatch sends a handful as one multiRead anyway, and falls back to pipelined Gets.
+	for _, tc := range []struct {
+		name            string
+		noMulti         bool
+		gets, multiRead int64
+	}{{"batch", false, 0, 1}, {"batch-pipelined", true, 3, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.NoMultiRead = tc.noMulti })
+			before := s.Requests()
+			got, err := s.GetBatch(ctx, []string{paths[1], "/many/t/missing", paths[2]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := s.Requests()
+			if gets, mr := after[zkstate.ReqGet]-before[zkstate.ReqGet], after[zkstate.ReqMultiRead]-before[zkstate.ReqMultiRead]; gets != tc.gets || mr != tc.multiRead {
+				t.Errorf("GetBatch of 3 paths: %d gets and %d multiReads, want %d and %d", gets, mr, tc.gets, tc.multiRead)
+			}
+			if string(got[0].Data) != "7" || got[0].Err != nil || !errors.Is(got[1].Err, zkstate.ErrNoNode) ||
+				string(got[2].Data) != "14" || got[2].Err != nil {
+				t.Errorf("GetBatch: %q %v, %v, %q %v; want \"7\", no node, \"14\"", got[0].Data, got[0].Err, got[1].Err, got[2].Data, got[2].Err)
+			}
+		})
+	}
+
 	t.Run("cancelled", func(t *testing.T) {
 		s := zktest.OpenStore(t, connect)
 		cctx, cancel := context.WithCancel(ctx)
