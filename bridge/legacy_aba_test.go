@@ -93,3 +93,45 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 		t.Errorf("foreign after the wait %v, want [t-1]: its new owner must let go first", plan.Foreign)
 	}
 }
+
+// The read of a group reads the stat of every owner znode it cannot trust (here the owners of
+// a member gone) in one request, however few: a Get each made the legacy members' checks and
+// claims in BenchmarkMixedStabilize's mixed group read a departed member's ten owners in ten.
+func TestIntegration_LegacyReadGroupChecksOwnersInOneRequest(t *testing.T) {
+	t.Parallel()
+	connect := legacyConnect(t)
+	ours := legacyOpenStore(t, connect)
+	defer ours.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	var ops []zkstate.Op
+	for p := range int32(5) {
+		ops = append(ops, zkstate.CreateOp(zkstate.OwnerPath("g", "t", p), []byte("gone-0"), eph))
+	}
+	if err := ours.MultiAtomic(ctx, ops...); err != nil {
+		t.Fatal(err)
+	}
+	before := ours.Requests()
+	view, _, err := rd.readGroup(ctx, func(string) bool { return false }, nil, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := ours.Requests()
+	if gets := after[zkstate.ReqGet] - before[zkstate.ReqGet]; gets != 0 {
+		t.Errorf("the read of the group sent %d Gets for 5 owner znodes to check, want none (one multiRead)", gets)
+	}
+	if len(view.owners) != 5 {
+		t.Fatalf("owners read %v, want t-0..t-4", view.owners)
+	}
+	for tp, o := range view.owners {
+		if o.Thread != "gone-0" || o.Session != ours.SessionID() || o.Version != 0 {
+			t.Errorf("%v: %+v, want gone-0 of our session 0x%x at version 0", tp, o, ours.SessionID())
+		}
+	}
+}

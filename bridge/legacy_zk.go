@@ -52,8 +52,8 @@ func (rd legacyReader) countReads(znodes, requests int) {
 // readGroup reads the group's registrations, owners and, with offsets, its committed offsets
 // (only the claim needs those, to start the members; step 3 decides on the owners): one zkstate
 // Snapshot (batched with ZooKeeper's multiRead, a handful of requests whatever the group's
-// size), then the stat of every owner znode that is not one the last claim's Multi left in the current session with the
-// same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
+// size), then, in one more request, the stat of every owner znode that is not one the last
+// claim's Multi left in the current session with the same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
 // that its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody
 // subscribes to are read too: step 3.3 must see them. Owners holding the thread of another
 // registration (a zk member's, a Kafka member's) are not ours whatever their session
@@ -121,26 +121,24 @@ func (rd legacyReader) readGroup(ctx context.Context, own func(string) bool, wri
 			unknown = append(unknown, tp)
 		}
 	}
-	found := make([]legacyOwner, len(unknown))
-	exists := make([]bool, len(unknown))
-	err = legacyFanOut(ctx, len(unknown), func(ctx context.Context, i int) error {
-		data, st, err := store.Get(ctx, zkstate.OwnerPath(rd.name, unknown[i].Topic, unknown[i].Partition))
-		if errors.Is(err, zkstate.ErrNoNode) {
-			return nil // released since the snapshot
-		}
-		if err != nil {
-			return err
-		}
-		found[i], exists[i] = legacyOwner{Thread: string(data), Version: st.Version, Session: st.EphemeralOwner}, true
-		return nil
-	})
-	rd.countReads(len(unknown), len(unknown))
+	paths := make([]string, len(unknown))
+	for i, tp := range unknown {
+		paths[i] = zkstate.OwnerPath(rd.name, tp.Topic, tp.Partition)
+	}
+	reads, err := store.GetBatch(ctx, paths)
+	if len(unknown) > 0 {
+		rd.countReads(len(unknown), 1)
+	}
 	if err != nil {
 		return v, nil, err
 	}
 	for i, tp := range unknown {
-		if exists[i] {
-			v.owners[tp] = found[i]
+		switch r := reads[i]; {
+		case errors.Is(r.Err, zkstate.ErrNoNode): // released since the snapshot
+		case r.Err != nil:
+			return v, nil, r.Err
+		default:
+			v.owners[tp] = legacyOwner{Thread: string(r.Data), Version: r.Stat.Version, Session: r.Stat.EphemeralOwner}
 		}
 	}
 	for ztp, off := range snap.Offsets {
