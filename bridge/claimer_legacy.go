@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -521,7 +522,7 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	ev.writing = time.Since(writeStart)
 	lp.claimed = true
 	cl.wakeKafka() // the Multi deleted what moves to others
-	if err := rd.readClaimedOffsets(ctx, in, &plan, view); err != nil {
+	if err := rd.readClaimedOffsets(ctx, in, &plan, view, w); err != nil {
 		lp.written, lp.writtenSession = nil, 0
 		cl.legacyFail(r, ev, fmt.Errorf("reading the offsets of the partitions claimed (seed step 4): %w", err), true)
 		return
@@ -553,16 +554,22 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 }
 
 // readClaimedOffsets reads again, once the claim's Multi is in, the offsets of the partitions
-// it took from elsewhere (free or another member's when read), and starts the members from
-// them. The read before the Multi may be stale: while a claim waits for one partition, a zk
-// member may take another one the claim saw free, consume it, commit and release it, and the
-// Multi's create then succeeds. Once our owner znode exists, nobody else commits the partition
-// (0.8 consumers commit only what they own, before releasing it), so this read is its last
-// commit. Partitions that stay with our members are ours already: no read.
-func (rd legacyReader) readClaimedOffsets(ctx context.Context, in legacyPlanInput, plan *legacyPlan, view legacyGroupView) error {
+// it took from elsewhere (free or another member's when read) whose read came before a wait of
+// the claim, and starts the members from them. A read before a wait may be stale: while a claim
+// waits for one partition, a zk member may take another one the claim saw free, consume it,
+// commit and release it, and the Multi's create then succeeds. Once our owner znode exists,
+// nobody else commits the partition (0.8 consumers commit only what they own, before releasing
+// it), so this read is its last commit. Partitions that stay with our members are ours already,
+// and those read in the round that wrote the Multi (every one when the claim did not wait;
+// after a wait, the ones waited for, which refreshWaited read again) were read just before it:
+// no read. waited is what the round read again after a wait, nil when it read the whole group.
+func (rd legacyReader) readClaimedOffsets(ctx context.Context, in legacyPlanInput, plan *legacyPlan, view legacyGroupView, waited *legacyWaited) error {
+	if waited == nil {
+		return nil
+	}
 	var taken []legacy.TopicPartition
 	for _, tp := range legacySortedTPs(plan.Assignment) {
-		if o, ok := view.owners[tp]; !ok || !in.ours(o) {
+		if o, ok := view.owners[tp]; (!ok || !in.ours(o)) && !slices.Contains(waited.foreign, tp) {
 			taken = append(taken, tp)
 		}
 	}
@@ -575,8 +582,9 @@ func (rd legacyReader) readClaimedOffsets(ctx context.Context, in legacyPlanInpu
 	for i, tp := range taken {
 		paths[i] = zkstate.OffsetPath(rd.name, tp.Topic, tp.Partition)
 	}
-	reads, err := rd.c.store.GetMany(ctx, paths)
+	reads, err := rd.c.store.GetBatch(ctx, paths)
 	rd.countReads(len(paths), 1)
+	rd.c.reread.Add(uint64(len(paths)))
 	if err != nil {
 		return err
 	}

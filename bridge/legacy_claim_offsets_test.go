@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/zkbridge/zkbridge/legacy"
@@ -48,5 +49,54 @@ func TestIntegration_LegacyClaimAfterWaitReadsOffsetsCommittedMeanwhile(t *testi
 	}
 	if got := legacyOffsetsInZK(t, w.store, "g")[legacy.TopicPartition{Topic: "t", Partition: 2}]; got < 77 {
 		t.Errorf("t-2's committed offset is %d after the claim, want at least 77", got)
+	}
+}
+
+// After a wait, a claim reads again once its Multi is in only the offsets it read before the
+// wait: those of the partitions it saw free then (t-0 and t-2). The partition it waited for
+// (t-1) was read again, owner and offset, in the round that found it released, just before
+// the Multi.
+func TestIntegration_LegacyClaimAfterWaitRereadsOnlyWhatItReadBefore(t *testing.T) {
+	w := legacyStartWaiting(t) // a waits for t-1; t-0 and t-2 were free when the claim read them
+	if err := w.other.Delete(w.ctx, w.owner(1), -1); err != nil {
+		t.Fatal(err)
+	}
+	legacyWaitStable(t, w.store, "g", []*legacyTestConsumer{w.a}, map[string][]int32{"t": {0, 1, 2}})
+	if got := w.coord.Stats().OffsetsReread; got != 2 {
+		t.Errorf("the claim read %d offsets again after its Multi, want 2 (t-0 and t-2)", got)
+	}
+}
+
+// A claim that did not wait reads no offset again after its Multi: it read them in the same
+// round, just before, and starts its members from them.
+func TestIntegration_LegacyClaimWithoutWaitRereadsNoOffsets(t *testing.T) {
+	legacyCheckLeaks(t)
+	ctx := t.Context()
+	store := legacyOpenStore(t, legacyConnect(t))
+	t.Cleanup(func() { store.Close() })
+	legacySetTopic(t, store, "t", 3)
+	for p := range int32(3) {
+		if err := store.Create(ctx, zkstate.OffsetPath("g", "t", p), []byte(fmt.Sprint(50+p)), zkstate.CreateOptions{Parents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := legacyStart(t, store, "", nil)
+	a := legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
+	legacyWaitStable(t, store, "g", []*legacyTestConsumer{a}, map[string][]int32{"t": {0, 1, 2}})
+	parts, _, _ := a.lastStart()
+	if len(parts) != 3 {
+		t.Fatalf("a's Start %v, want t-0, t-1 and t-2", parts)
+	}
+	for _, p := range parts {
+		if p.Offset != int64(50+p.Partition) {
+			t.Errorf("a starts t-%d at %d, want %d, the committed offset", p.Partition, p.Offset, 50+p.Partition)
+		}
+	}
+	st := env.coord.Stats()
+	if st.ClaimWaits != 0 {
+		t.Fatalf("the claim waited %d times; this test is about a claim that did not", st.ClaimWaits)
+	}
+	if st.OffsetsReread != 0 {
+		t.Errorf("the claim read %d offsets again after its Multi, want none", st.OffsetsReread)
 	}
 }

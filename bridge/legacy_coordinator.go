@@ -234,6 +234,9 @@ type LegacyStats struct {
 	// ClaimWaits counts claims that found partitions of the new assignment still owned by
 	// another member (a zk member, the bridge's Kafka members, another bridge) and waited.
 	ClaimWaits uint64
+	// OffsetsReread counts offsets a claim read again once its Multi was in: those of the
+	// partitions it took from elsewhere whose read came before a wait of the claim.
+	OffsetsReread uint64
 
 	OffsetsCommitted uint64 // offsets written to /consumers/<g>/offsets
 	// OffsetsRefused counts offsets of PingResponses that were not written: for a partition
@@ -346,7 +349,7 @@ type LegacyCoordinator struct {
 	noRelay bool
 
 	rebalances, failures, skipped, claimWaits   atomic.Uint64
-	committed, refused                          atomic.Uint64
+	committed, refused, reread                  atomic.Uint64
 	zkReads, zkReadRequests, zkWrites, zkMultis atomic.Uint64
 	members                                     atomic.Int64
 
@@ -433,6 +436,7 @@ func (c *LegacyCoordinator) Stats() LegacyStats {
 		RebalanceFailures: c.failures.Load(),
 		RebalancesSkipped: c.skipped.Load(),
 		ClaimWaits:        c.claimWaits.Load(),
+		OffsetsReread:     c.reread.Load(),
 		OffsetsCommitted:  c.committed.Load(),
 		OffsetsRefused:    c.refused.Load(),
 		ZKReads:           c.zkReads.Load(),
