@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +133,55 @@ func TestIntegration_LegacyReadGroupChecksOwnersInOneRequest(t *testing.T) {
 	for tp, o := range view.owners {
 		if o.Thread != "gone-0" || o.Session != ours.SessionID() || o.Version != 0 {
 			t.Errorf("%v: %+v, want gone-0 of our session 0x%x at version 0", tp, o, ours.SessionID())
+		}
+	}
+}
+
+// A claim that waited reads what it waited for again (owner and offset of each foreign
+// partition, our owners moving between our threads) in one request, however few, where it sent
+// a Get each: two requests per partition waited for, on every round of a wait.
+func TestIntegration_LegacyClaimRefreshesWhatItWaitedForInOneRequest(t *testing.T) {
+	t.Parallel()
+	connect := legacyConnect(t)
+	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
+	defer ours.Close()
+	defer theirs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	view := legacyGroupView{session: ours.SessionID(), owners: map[legacy.TopicPartition]legacyOwner{},
+		committed: map[legacy.TopicPartition]int64{}, nodes: map[legacy.TopicPartition]bool{}, others: map[string]map[string]int{}}
+	var foreign []legacy.TopicPartition
+	for p := range int32(3) {
+		tp := legacyTP("t", p)
+		foreign = append(foreign, tp)
+		view.owners[tp] = legacyOwner{Thread: "z-0", Version: 0, Session: theirs.SessionID()}
+		if err := theirs.Create(ctx, zkstate.OffsetPath("g", "t", p), []byte(fmt.Sprint(10+p)), zkstate.CreateOptions{Parents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := theirs.MultiAtomic(ctx, zkstate.CreateOp(zkstate.OwnerPath("g", "t", 2), []byte("z-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	before := ours.Requests()
+	v, err := rd.refreshWaited(ctx, &legacyWaited{view: view, foreign: foreign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := ours.Requests()
+	if gets := after[zkstate.ReqGet] - before[zkstate.ReqGet]; gets != 0 {
+		t.Errorf("the read after the wait sent %d Gets for 3 owners and 3 offsets, want none (one multiRead)", gets)
+	}
+	for p := range int32(3) {
+		tp := legacyTP("t", p)
+		o, held := v.owners[tp]
+		if held != (p == 2) || v.committed[tp] != int64(10+p) {
+			t.Errorf("%v after the wait: owner %+v (held %v), offset %d; want held only t-2, offset %d", tp, o, held, v.committed[tp], 10+p)
 		}
 	}
 }

@@ -120,7 +120,7 @@ func legacyParentRace(err error) bool {
 
 // refreshWaited reads again what a claim waited for — the owner znode and the offset of every
 // foreign partition — and the owner znodes it is about to delete for a move between our
-// threads, in one batch, into the view kept by the wait.
+// threads, in one multiRead request, into the view kept by the wait.
 func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (legacyGroupView, error) {
 	ctx, cancel := context.WithTimeout(ctx, rd.c.cfg.ZKTimeout)
 	defer cancel()
@@ -135,7 +135,7 @@ func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (lega
 	for _, tp := range w.moving {
 		paths = append(paths, zkstate.OwnerPath(rd.name, tp.Topic, tp.Partition))
 	}
-	reads, err := store.GetMany(ctx, paths)
+	reads, err := store.GetBatch(ctx, paths)
 	rd.countReads(len(paths), 1)
 	if err != nil {
 		return v, err
