@@ -56,21 +56,54 @@ func (c *LegacyCoordinator) ForwardTo(ctx context.Context, group string) (int32,
 	return 0, "", false
 }
 
+// legacyConsultHold bounds how long a Consult naming a dead-looking owner is held: the legacy
+// client's DialTimeout (5 s by default) covers its dial and the answer.
+const legacyConsultHold = 3 * time.Second
+
 // ConsultGroup answers a ConsultRequest that names its group (legacy.GroupConsulter): the
-// group's coordinator is its owner among the live bridges.
+// group's coordinator is its owner among the live bridges. An answer that would name an owner
+// whose Kafka listener refuses connections (a killed bridge, still registered until its session
+// expires) is held as FindCoordinator's is (peers_probe.go), until the live view changes or
+// legacyConsultHold passes: a consumer told the dead bridge fails on it and backs off, longer
+// each time.
 func (c *LegacyCoordinator) ConsultGroup(ctx context.Context, group string) legacy.ConsultResponse {
+	if c.peers == nil {
+		resp, _ := c.consultGroupNow(ctx, group)
+		return resp
+	}
+	deadline := time.Now().Add(legacyConsultHold)
+	for {
+		changed := c.peers.Changed()
+		resp, dead := c.consultGroupNow(ctx, group)
+		left := time.Until(deadline)
+		if !dead || left <= 0 {
+			return resp
+		}
+		select {
+		case <-changed:
+		case <-time.After(min(left, 250*time.Millisecond)):
+		case <-ctx.Done():
+			return resp
+		}
+	}
+}
+
+// consultGroupNow is ConsultGroup's answer from the current view; dead reports whether it names
+// another bridge that refuses connections.
+func (c *LegacyCoordinator) consultGroupNow(ctx context.Context, group string) (_ legacy.ConsultResponse, dead bool) {
 	resp := c.Consult(ctx)
 	owner, elsewhere := c.placedElsewhere(group)
 	if resp.ErrorCode != legacy.CodeNone || !elsewhere {
-		return resp
+		return resp, false
 	}
 	if !slices.ContainsFunc(resp.Brokers, func(b legacy.Broker) bool { return b.ID == owner }) {
 		// The owner serves no legacy listener we can name: the consumer backs off and asks
 		// again (the owner's registration may not be read yet).
-		return legacy.ConsultResponse{ErrorCode: legacy.CodeCoordinatorNotAvailable, CoordinatorID: -1}
+		return legacy.ConsultResponse{ErrorCode: legacy.CodeCoordinatorNotAvailable, CoordinatorID: -1}, false
 	}
 	resp.CoordinatorID = owner
-	return resp
+	b, ok := brokerOf(c.peers.current().others[owner])
+	return resp, ok && c.peers.Unreachable(b)
 }
 
 // placedElsewhere returns the owner of group when it is another live bridge.

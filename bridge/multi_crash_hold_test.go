@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -137,4 +138,50 @@ func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.
 		})
 	}
 	wg.Wait()
+}
+
+// The same for a legacy consumer's Consult naming its group: the survivor holds an answer that
+// would name the killed owner (at most 3 s: the legacy client's default DialTimeout of 5 s
+// covers its dial and the answer) and names itself once the dead bridge's registration is gone.
+func TestIntegration_SeveralBridgesLegacyConsultHeldWhileOwnerDead(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	const dead, survivor int32 = 9001, 9002
+	const session = 4 * time.Second
+	name := ownedGroup("old-held", dead, dead, survivor)
+	child := startChildBridge(t, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session})
+	surv := startBridge(t, connect, survivor, withLegacy)
+	consult := func() (int32, time.Duration) {
+		start := time.Now()
+		r := legacyExchange(t, surv.LegacyAddr().String(), &legacy.ConsultRequest{GroupID: name}).(*legacy.ConsultResponse)
+		return r.CoordinatorID, time.Since(start)
+	}
+	zktest.Eventually(t, 10*time.Second, "the survivor names the child for the group", func() (bool, string) {
+		id, _ := consult()
+		return id == dead, fmt.Sprintf("coordinator %d", id)
+	})
+
+	killed := time.Now()
+	child.kill()
+	time.Sleep(250 * time.Millisecond) // the survivor's last probe of the child stands 100 ms
+	for time.Since(killed) < session+20*time.Second {
+		id, took := consult()
+		switch id {
+		case dead:
+			if took < 2*time.Second { // the 3 s hold, with a margin for a loaded box
+				t.Fatalf("the dead bridge named %v after asking (%v after the kill), want the answer held", took, time.Since(killed))
+			}
+		case survivor:
+			if registered, _, err := zk.Exists(ctx, zkstate.BridgePath(bridge.DefaultRoot, dead)); err != nil || registered {
+				t.Fatalf("the survivor named itself while the dead bridge is registered (%v)", err)
+			}
+			t.Logf("the survivor named after %v (held %v)", time.Since(killed), took)
+			return
+		default:
+			t.Fatalf("named %d", id)
+		}
+	}
+	t.Fatal("the survivor never named itself")
 }
