@@ -112,11 +112,9 @@ func parseScenario(t *testing.T, path string) ([]block, []string) {
 }
 
 func runScenario(t *testing.T, path string) {
-	blocks, tail := parseScenario(t, path)
 	h := &harness{t: t, cfg: DefaultConfig(), now: t0}
 	h.m = New(h.cfg, "g")
-	var buf strings.Builder
-	for _, b := range blocks {
+	playScenario(t, path, func(b block) string {
 		got := h.run(b.cmd)
 		for _, l := range h.fx.Logs {
 			if l.Legacy {
@@ -124,6 +122,18 @@ func runScenario(t *testing.T, path string) {
 			}
 		}
 		h.fx = Effects{}
+		return got
+	})
+}
+
+// playScenario runs every command of the scenario file at path through step and compares
+// what it returns with the file's expected output, or, with -rewrite, writes the outputs
+// back into the file.
+func playScenario(t *testing.T, path string, step func(b block) string) {
+	blocks, tail := parseScenario(t, path)
+	var buf strings.Builder
+	for _, b := range blocks {
+		got := step(b)
 		if *rewrite {
 			for _, p := range b.pre {
 				buf.WriteString(p + "\n")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -54,12 +53,10 @@ type legacyHarness struct {
 }
 
 func runLegacyScenario(t *testing.T, path string) {
-	blocks, tail := parseScenario(t, path)
 	h := &legacyHarness{harness: harness{t: t, cfg: DefaultConfig(), now: t0}}
 	h.m = New(h.cfg, "g")
 	h.model = newLegacyModel()
-	var buf strings.Builder
-	for _, b := range blocks {
+	playScenario(t, path, func(b block) string {
 		got := h.runLegacy(b.cmd)
 		for _, l := range h.fx.Logs {
 			if !l.Legacy {
@@ -67,29 +64,8 @@ func runLegacyScenario(t *testing.T, path string) {
 			}
 		}
 		h.fx = Effects{}
-		if *rewrite {
-			for _, p := range b.pre {
-				buf.WriteString(p + "\n")
-			}
-			buf.WriteString(b.cmd + "\n----\n")
-			if got != "" {
-				buf.WriteString(got + "\n")
-			}
-			continue
-		}
-		if got != b.output {
-			t.Errorf("%s:%d: %s\n--- got:\n%s\n--- want:\n%s", path, b.line, b.cmd, got, b.output)
-		}
-	}
-	if *rewrite {
-		for _, p := range tail {
-			buf.WriteString(p + "\n")
-		}
-		out := strings.TrimRight(buf.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return got
+	})
 }
 
 func (h *legacyHarness) runLegacy(line string) (out string) {

@@ -2,7 +2,6 @@ package group
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,36 +31,10 @@ func TestMixedScenarios(t *testing.T) {
 }
 
 func runMixedScenario(t *testing.T, path string) {
-	blocks, tail := parseScenario(t, path)
 	h := &legacyHarness{harness: harness{t: t, cfg: DefaultConfig(), now: t0}}
 	h.m = New(h.cfg, "g")
 	h.model = newLegacyModel()
-	var buf strings.Builder
-	for _, b := range blocks {
-		got := h.runMixed(b.cmd)
-		if *rewrite {
-			for _, p := range b.pre {
-				buf.WriteString(p + "\n")
-			}
-			buf.WriteString(b.cmd + "\n----\n")
-			if got != "" {
-				buf.WriteString(got + "\n")
-			}
-			continue
-		}
-		if got != b.output {
-			t.Errorf("%s:%d: %s\n--- got:\n%s\n--- want:\n%s", path, b.line, b.cmd, got, b.output)
-		}
-	}
-	if *rewrite {
-		for _, p := range tail {
-			buf.WriteString(p + "\n")
-		}
-		out := strings.TrimRight(buf.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	playScenario(t, path, func(b block) string { return h.runMixed(b.cmd) })
 }
 
 func (h *legacyHarness) runMixed(line string) (out string) {
