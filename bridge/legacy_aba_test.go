@@ -21,12 +21,7 @@ import (
 // instead of deleting it.
 func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 	t.Parallel()
-	connect := legacyConnect(t)
-	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
-	defer ours.Close()
-	defer theirs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ours, theirs, ctx := abaSessions(t)
 	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +137,7 @@ func TestIntegration_LegacyReadGroupChecksOwnersInOneRequest(t *testing.T) {
 // a Get each: two requests per partition waited for, on every round of a wait.
 func TestIntegration_LegacyClaimRefreshesWhatItWaitedForInOneRequest(t *testing.T) {
 	t.Parallel()
-	connect := legacyConnect(t)
-	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
-	defer ours.Close()
-	defer theirs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ours, theirs, ctx := abaSessions(t)
 	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -184,4 +174,16 @@ func TestIntegration_LegacyClaimRefreshesWhatItWaitedForInOneRequest(t *testing.
 			t.Errorf("%v after the wait: owner %+v (held %v), offset %d; want held only t-2, offset %d", tp, o, held, v.committed[tp], 10+p)
 		}
 	}
+}
+
+// abaSessions opens two sessions of a fresh chroot, the bridge's (ours) and another that
+// re-creates what ours deletes (theirs), closed at the test's end, and a context bounding the
+// test's own calls.
+func abaSessions(t *testing.T) (ours, theirs *zkstate.Store, ctx context.Context) {
+	connect := legacyConnect(t)
+	ours, theirs = legacyOpenStore(t, connect), legacyOpenStore(t, connect)
+	t.Cleanup(func() { ours.Close(); theirs.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ours, theirs, ctx
 }

@@ -18,12 +18,7 @@ import (
 // away from it (the ABA of issue 14 item 2).
 func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
 	t.Parallel()
-	connect := legacyConnect(t)
-	ours, theirs := legacyOpenStore(t, connect), legacyOpenStore(t, connect)
-	defer ours.Close()
-	defer theirs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ours, theirs, ctx := abaSessions(t)
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
