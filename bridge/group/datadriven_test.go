@@ -64,13 +64,7 @@ type harness struct {
 }
 
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScenario(t, f) })
-	}
+	runScenarioFiles(t, "testdata/*.txt", runScenario)
 }
 
 type block struct {
@@ -124,6 +118,17 @@ func runScenario(t *testing.T, path string) {
 		h.fx = Effects{}
 		return got
 	})
+}
+
+// runScenarioFiles runs each scenario file matching pattern as a subtest named after it.
+func runScenarioFiles(t *testing.T, pattern string, run func(t *testing.T, path string)) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { run(t, f) })
+	}
 }
 
 // playScenario runs every command of the scenario file at path through step and compares
@@ -196,17 +201,21 @@ type cmdError string
 
 func (h *harness) fail(format string, a ...any) { panic(cmdError(fmt.Sprintf(format, a...))) }
 
-func (h *harness) run(line string) (out string) {
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(cmdError)
-			if !ok {
-				panic(r)
-			}
-			h.t.Errorf("command %q: %s", line, e)
-			out = "error: " + string(e)
+// recoverCommand, deferred by a command runner, turns the command's failure (h.fail) into a
+// test error and the output "error: ..."; any other panic goes on.
+func (h *harness) recoverCommand(line string, out *string) {
+	if r := recover(); r != nil {
+		e, ok := r.(cmdError)
+		if !ok {
+			panic(r)
 		}
-	}()
+		h.t.Errorf("command %q: %s", line, e)
+		*out = "error: " + string(e)
+	}
+}
+
+func (h *harness) run(line string) (out string) {
+	defer h.recoverCommand(line, &out)
 	return h.step(line)
 }
 

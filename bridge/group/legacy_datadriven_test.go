@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,13 +36,7 @@ import (
 // a member that is gone.
 
 func TestLegacyScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/legacy/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runLegacyScenario(t, f) })
-	}
+	runScenarioFiles(t, "testdata/legacy/*.txt", runLegacyScenario)
 }
 
 type legacyHarness struct {
@@ -69,16 +62,7 @@ func runLegacyScenario(t *testing.T, path string) {
 }
 
 func (h *legacyHarness) runLegacy(line string) (out string) {
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(cmdError)
-			if !ok {
-				panic(r)
-			}
-			h.t.Errorf("command %q: %s", line, e)
-			out = "error: " + string(e)
-		}
-	}()
+	defer h.recoverCommand(line, &out)
 	return h.legacyStep(line)
 }
 

@@ -2,7 +2,6 @@ package group
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +20,7 @@ import (
 //
 // Every step is checked by the Kafka invariants and the legacy ordering model (legacyModel).
 func TestMixedScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/mixed/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runMixedScenario(t, f) })
-	}
+	runScenarioFiles(t, "testdata/mixed/*.txt", runMixedScenario)
 }
 
 func runMixedScenario(t *testing.T, path string) {
@@ -38,16 +31,7 @@ func runMixedScenario(t *testing.T, path string) {
 }
 
 func (h *legacyHarness) runMixed(line string) (out string) {
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(cmdError)
-			if !ok {
-				panic(r)
-			}
-			h.t.Errorf("command %q: %s", line, e)
-			out = "error: " + string(e)
-		}
-	}()
+	defer h.recoverCommand(line, &out)
 	cmd, rest, _ := strings.Cut(line, " ")
 	switch cmd {
 	case "new":
