@@ -22,11 +22,7 @@ import (
 func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 	t.Parallel()
 	ours, theirs, ctx := abaSessions(t)
-	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+	rd := abaReader(t, ours)
 
 	// Our a-0 holds t/1, which moves to our b-0 (range over t/0..t/1, threads a-0 and b-0);
 	// z, a zk member that left, still holds t/0, which is a-0's now: the claim waits.
@@ -100,11 +96,7 @@ func TestIntegration_LegacyReadGroupChecksOwnersInOneRequest(t *testing.T) {
 	defer ours.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+	rd := abaReader(t, ours)
 	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	var ops []zkstate.Op
 	for p := range int32(5) {
@@ -138,11 +130,7 @@ func TestIntegration_LegacyReadGroupChecksOwnersInOneRequest(t *testing.T) {
 func TestIntegration_LegacyClaimRefreshesWhatItWaitedForInOneRequest(t *testing.T) {
 	t.Parallel()
 	ours, theirs, ctx := abaSessions(t)
-	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+	rd := abaReader(t, ours)
 	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	view := legacyGroupView{session: ours.SessionID(), owners: map[legacy.TopicPartition]legacyOwner{},
 		committed: map[legacy.TopicPartition]int64{}, nodes: map[legacy.TopicPartition]bool{}, others: map[string]map[string]int{}}
@@ -186,4 +174,13 @@ func abaSessions(t *testing.T) (ours, theirs *zkstate.Store, ctx context.Context
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ours, theirs, ctx
+}
+
+// abaReader is the legacy side's reader of group "g" on the store ours, as a claim uses it.
+func abaReader(t *testing.T, ours *zkstate.Store) legacyReader {
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: ours, Logger: legacyTestLogger(t), AdvertisedHost: "127.0.0.1", AdvertisedPort: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
 }
