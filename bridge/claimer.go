@@ -632,7 +632,10 @@ func (cl *claimer) oursNow() map[string]bool {
 }
 
 // ours returns the consumer ids of the Kafka registrations that group's claimer holds or is
-// creating (its oursNow), none when the group has no claimer on this bridge.
+// creating, none when the group has no claimer on this bridge. The map is the one published,
+// not a copy (publishOurs makes a new one each time and never writes it again): the caller
+// reads it only. The foreign check calls this at every change of /consumers/<g>/ids, and a
+// copy of n ids at each of a join's n changes was a cost of order n² per join.
 func (cs *claimers) ours(group string) map[string]bool {
 	if cs == nil {
 		return nil
@@ -643,7 +646,10 @@ func (cs *claimers) ours(group string) map[string]bool {
 	if cl == nil {
 		return nil
 	}
-	return cl.oursNow()
+	if p := cl.ours.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (cl *claimer) failed(err error, p, doing string) {

@@ -120,8 +120,9 @@ type groupModes struct {
 	// placement is closed and replaced whenever that may have changed (modes_foreign.go).
 	owns func(group string) bool
 	// ours returns the consumer ids this bridge registers in /consumers/<g>/ids (the group's
-	// claimer, a superset of what it holds there; nil or empty: none known), so that the
-	// foreign check asks ZooKeeper only about the others (modes_foreign.go).
+	// claimer, a superset of what it holds there; nil or empty: none known; the claimer's own
+	// map, read only), so that the foreign check asks ZooKeeper only about the others
+	// (modes_foreign.go).
 	ours      func(group string) map[string]bool
 	placement atomic.Pointer[chan struct{}]
 

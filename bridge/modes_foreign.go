@@ -27,8 +27,14 @@ import (
 // cost ZooKeeper about n²/2 reads for a gauge that stays 0.
 func (m *groupModes) checkForeign(ctx context.Context, store *zkstate.Store, g string, ids []string) bool {
 	if m.ours != nil {
-		ours := m.ours(g)
-		ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return ours[id] })
+		ours := m.ours(g) // read only
+		var others []string
+		for _, id := range ids {
+			if !ours[id] {
+				others = append(others, id)
+			}
+		}
+		ids = others
 	}
 	if len(ids) == 0 {
 		m.setForeign(g, nil, true)

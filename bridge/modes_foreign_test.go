@@ -2,10 +2,13 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zkbridge/zkbridge/zkstate"
 )
@@ -61,5 +64,30 @@ func TestIntegration_ForeignCheckSkipsOurRegistrations(t *testing.T) {
 	}
 	if reqs[zkstate.ReqExists] != 1 {
 		t.Fatalf("exists requests = %d (all %v); want 1, for the one registration that is not ours", reqs[zkstate.ReqExists], reqs)
+	}
+}
+
+// BenchmarkCheckForeignOurs is the foreign check at one change of /consumers/<g>/ids of a
+// Kafka group whose registrations are all the claimer's (a join of 1,000 members sees about as
+// many changes, each with every registration): it asks ZooKeeper nothing, and its cost is
+// telling ours from the others.
+func BenchmarkCheckForeignOurs(b *testing.B) {
+	const g, n = "foreign-bench", 1000
+	ids := make([]string, n)
+	have := make(map[string][]byte, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("consumer-%d-4b9f0c3e-8d2a-4f1e-9c7b-%012d", i, i)
+		have[zkstate.IDPath(g, ids[i])] = nil
+	}
+	cl := &claimer{group: g}
+	cl.publishOurs(have, nil)
+	cs := newClaimers()
+	cs.m[g] = cl
+	m := &groupModes{root: "/zkbridge", log: zerolog.Nop(), groups: map[string]*modeEntry{}, ours: cs.ours}
+	ctx := context.Background()
+	for b.Loop() {
+		if m.checkForeign(ctx, nil, g, ids) {
+			b.Fatal("a foreign registration found among ours")
+		}
 	}
 }
