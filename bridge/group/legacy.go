@@ -37,7 +37,7 @@ package group
 // without one that joined; a change while starting is served by the next rebalance.
 //
 // Liveness (docs §8 "Liveness"): every member with no request in flight is pinged every ping
-// interval, during a rebalance too; a Stop, final Ping or Start counts as its ping; a request
+// interval, during a rebalance too (its claim included; not while the check runs); a Stop, final Ping or Start counts as its ping; a request
 // that times out counts as a missed ping, and max_ping_retries of them in a row make the member
 // dead. The answer's timeout itself is the shell's (the session's round trip).
 //
@@ -241,8 +241,9 @@ type legacyEvent interface {
 //     dirty, and the result counts for it all the same (a dirty attempt restarts after its
 //     Stops, or checks again after an unnecessary one). Claim: hand it to the claimer, with the
 //     final offsets accepted since the attempt's Check; its reports come back as LegacyClaimed.
-//     No ping goes out while the check or the first round of the claim runs (the Stops and
-//     Starts around them count as pings).
+//     No ping goes out while the check runs (the Stops that follow count as pings); while the
+//     claim runs, its first round too, the stopped members are pinged every ping interval, as
+//     the claim may wait for ZooKeeper longer than they would wait for a request.
 type LegacyEffects struct {
 	Accepted bool
 	Drops    []LegacyDrop

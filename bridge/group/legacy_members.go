@@ -152,8 +152,10 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 	}
 	switch ev.Kind {
 	case LegacyPing:
-		// A ping sent before the last claim answers for the assignment before it.
-		m.fx.Legacy.Accepted = !sent.Before(l.assignedAt)
+		// A ping sent before the last claim answers for the assignment before it. One answered
+		// while a claim's round runs reports the final offsets the claim writes: handed to the
+		// claimer behind that round, its commit would come after the partitions changed owner.
+		m.fx.Legacy.Accepted = !sent.Before(l.assignedAt) && l.phase != LegacyClaiming
 	case LegacyStop, LegacyStart:
 		if ev.Outcome == LegacyRefused {
 			// docs §8 "Coordinator" 5: an error code counts as a failed member.
@@ -180,7 +182,8 @@ func (m *Machine) legacyLateAnswer(mb *legacyMember, ev LegacyAnswer) {
 	p := mb.late[0]
 	mb.late = mb.late[1:]
 	l := &m.legacy
-	m.fx.Legacy.Accepted = ev.Outcome == LegacyAnswered && !p.sent.Before(l.assignedAt) && p.claims == l.claims
+	m.fx.Legacy.Accepted = ev.Outcome == LegacyAnswered && !p.sent.Before(l.assignedAt) && p.claims == l.claims &&
+		l.phase != LegacyClaiming
 }
 
 func orUnknown(err error) error {

@@ -115,9 +115,12 @@ func (m *Machine) advanceLegacy() {
 			break
 		}
 	}
-	// No ping while the shell runs the check or the claim's first round: pings wait for their
-	// result, as the Stops or Starts that follow count as pings.
-	if l.phase != LegacyChecking && l.phase != LegacyClaiming {
+	// No ping while the shell runs the check: the Stops that follow count as pings. The claim
+	// may wait for ZooKeeper far longer than a ping interval, and stopped members are pinged
+	// meanwhile like every member (seed 001 line 149: a consumer answers each of Ping, Stop and
+	// Start within ping_interval_ms, stopped or not), else they take the coordinator for failed
+	// after (max_ping_retries + 1) ping intervals without a request (docs §8 "Consumer" 2).
+	if l.phase != LegacyChecking {
 		m.legacyPings()
 	}
 }
@@ -280,8 +283,8 @@ func (m *Machine) legacyWakeAt() time.Time {
 		}
 	case LegacyBackoff:
 		earlier(l.retryAt)
-	case LegacyChecking, LegacyClaiming:
-		return wake // no ping before their result (advanceLegacy)
+	case LegacyChecking:
+		return wake // no ping before its result (advanceLegacy)
 	}
 	for _, mb := range l.members {
 		if !mb.pinging && !mb.inAttempt {
