@@ -396,6 +396,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		b.log.Error().Err(err).Msg("cannot watch the live bridges; serving every group as if alone")
 	} else {
 		s.bg.Go(func() { b.peers.follow(bgCtx, store, w) })
+		s.bg.Go(func() { b.peers.watchPeers(bgCtx) }) // peers_down.go: who looks dead
 	}
 	s.bg.Go(func() { b.modes.run(bgCtx) }) // modes.go: watches every group's mode
 	s.bg.Go(func() { b.register(bgCtx, store, p.host, p.port) })
@@ -432,10 +433,10 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		s.bg.Go(func() { b.followUpstream(bgCtx, store, p.up) })
 		// peers.go: the proxy listeners in the registration, for the other bridges.
 		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) })
-		// relay/drain.go: Refresh. Clients refresh their metadata while a bridge that left is out
-		// of it, and drop their connections to it.
-		b.peers.subscribe(func(old, cur *liveView) {
-			if b.peers.serving.Load() && slices.ContainsFunc(old.ids, func(id int32) bool { return !slices.Contains(cur.ids, id) }) {
+		// relay/drain.go: Refresh. Clients refresh their metadata while a bridge that left, or
+		// looks dead (peers_down.go), is out of it, and drop their connections to it.
+		b.peers.subscribeNamed(func(old, cur *liveView) {
+			if b.peers.serving.Load() && slices.ContainsFunc(old.named, func(id int32) bool { return !slices.Contains(cur.named, id) }) {
 				p.proxy.Refresh()
 			}
 		})

@@ -45,6 +45,10 @@ type liveView struct {
 	others map[int32]zkstate.BridgeRegistration
 	// ids is the sorted node ids placement computes over: the others, and us while we serve.
 	ids []int32
+	// named is ids without the peers that look dead (peers_down.go): the bridges Metadata
+	// lists and the upstream brokers' serving bridges are computed over them. A group's owner
+	// is computed over ids: a peer that looks dead keeps its groups until its session ends.
+	named []int32
 	// elsewhere is, by upstream broker id, the proxy listener of the bridge that serves the
 	// broker when that is another bridge (the data path; relay.Peers); servers is the node id
 	// serving each advertised broker, us included.
@@ -78,6 +82,10 @@ type peerSet struct {
 	// probes is the probes of the others' listeners and the view-change signal for
 	// FindCoordinator's hold (peers_probe.go).
 	probes liveness
+	// out is the peers that look dead (peers_down.go), left out of named; onNamed is called,
+	// in order, after every change of the named ids.
+	out     map[int32]bool
+	onNamed []func(old, cur *liveView)
 }
 
 var (
@@ -105,13 +113,15 @@ func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
 		v.ids = append(v.ids, p.self)
 	}
 	slices.Sort(v.ids)
+	v.named = slices.DeleteFunc(slices.Clone(v.ids), func(id int32) bool { return p.out[id] && id != p.self })
 	v.elsewhere, v.servers = placeBrokers(p.self, v, p.proxy)
 	return v
 }
 
 // placeBrokers computes which bridge serves each upstream broker that a live bridge advertises a
-// proxy listener for: placement.Server, the first of the broker's ranking over the live ids
-// that advertises one (so when the serving bridge goes, the next in rank takes the broker). It returns the brokers served
+// proxy listener for: placement.Server, the first of the broker's ranking over the named ids
+// that advertises one (so when the serving bridge goes, or looks dead, the next in rank takes
+// the broker). It returns the brokers served
 // by another bridge, at that bridge's listener; a broker only we advertise, or that maps to us,
 // is served here. It also returns the serving node of every broker. Every bridge computes the
 // same from the same registrations.
@@ -130,7 +140,7 @@ func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]new
 	}
 	out, servers := map[int32]newproto.Broker{}, make(map[int32]int32, len(ids))
 	for id := range ids {
-		n, ok := placement.Server(id, v.ids, func(n int32) bool {
+		n, ok := placement.Server(id, v.named, func(n int32) bool {
 			if n == self {
 				_, ok := mine[id]
 				return ok
@@ -212,11 +222,12 @@ func (p *peerSet) Owner(group string) (newproto.Broker, bool) {
 	return b, ok
 }
 
-// Others implements newproto.Peers: the other live bridges whose address is known.
+// Others implements newproto.Peers and relay.Peers: the other live bridges whose address is
+// known, as Metadata lists them: a peer that looks dead is left out (peers_down.go).
 func (p *peerSet) Others() []newproto.Broker {
 	v := p.view.Load()
 	out := make([]newproto.Broker, 0, len(v.others))
-	for _, id := range v.ids {
+	for _, id := range v.named {
 		if id == p.self {
 			continue
 		}
@@ -247,6 +258,14 @@ func (p *peerSet) subscribe(f func(old, cur *liveView)) {
 	p.onChange = append(p.onChange, f)
 }
 
+// subscribeNamed adds a function called after every change of the named ids (a bridge joins,
+// leaves, or starts or stops looking dead).
+func (p *peerSet) subscribeNamed(f func(old, cur *liveView)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onNamed = append(p.onNamed, f)
+}
+
 // leave stops counting this bridge as live (shutdown drains its groups to the others); it
 // returns the view without us.
 func (p *peerSet) leave() *liveView {
@@ -268,7 +287,7 @@ func (p *peerSet) update(change func()) *liveView {
 	old := p.view.Swap(cur)
 	p.viewChanged()    // peers_probe.go: held FindCoordinator answers look again
 	p.checkAgreement() // peers_agree.go
-	subs := slices.Clone(p.onChange)
+	subs, named := slices.Clone(p.onChange), slices.Clone(p.onNamed)
 	p.mu.Unlock()
 	if !maps.Equal(old.servers, cur.servers) {
 		p.log.Info().Interface("before", old.servers).Interface("now", cur.servers).Msg("upstream brokers' serving bridges changed")
@@ -276,6 +295,11 @@ func (p *peerSet) update(change func()) *liveView {
 	if !slices.Equal(old.ids, cur.ids) {
 		p.log.Info().Ints32("before", old.ids).Ints32("live", cur.ids).Msg("live bridges changed")
 		for _, f := range subs {
+			f(old, cur)
+		}
+	}
+	if !slices.Equal(old.named, cur.named) {
+		for _, f := range named {
 			f(old, cur)
 		}
 	}

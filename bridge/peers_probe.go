@@ -68,33 +68,51 @@ func (p *peerSet) viewChanged() {
 	p.probes.changed = make(chan struct{})
 }
 
-// Unreachable implements newproto.PeerLiveness: a probe at most probeFor old answers;
-// concurrent callers share one dial.
+// Unreachable implements newproto.PeerLiveness: a probe at most probeFor old answers (the
+// probes of watchPeers keep one fresh); concurrent callers share one dial.
 func (p *peerSet) Unreachable(b newproto.Broker) bool {
-	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-	l := &p.probes
-	l.mu.Lock()
-	pr := l.by[b.NodeID]
-	if pr == nil || pr.addr != addr {
-		// A peer re-registered at another address is a new peer: it has to take a connection
-		// before it can look dead.
-		pr = &peerProbe{addr: addr}
-		l.by[b.NodeID] = pr
-	}
-	dial := l.dial
-	l.mu.Unlock()
-
+	pr := p.probes.probeAt(b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.at.IsZero() || time.Since(pr.at) >= probeFor {
-		c, err := dial("tcp", addr, probeTimeout)
-		if err == nil {
-			_ = c.Close()
-			pr.everUp = true
-		}
-		pr.down, pr.at = err != nil, time.Now()
+		p.probes.dialLocked(pr)
 	}
 	return pr.down && pr.everUp
+}
+
+// probeAt is the probe record of node id at addr: a peer re-registered at another address is a
+// new peer, which has to take a connection before it can look dead.
+func (l *liveness) probeAt(id int32, addr string) *peerProbe {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pr := l.by[id]
+	if pr == nil || pr.addr != addr {
+		pr = &peerProbe{addr: addr}
+		l.by[id] = pr
+	}
+	return pr
+}
+
+// dialLocked dials pr's address and records the result; pr.mu is held.
+func (l *liveness) dialLocked(pr *peerProbe) probeOutcome {
+	l.mu.Lock()
+	dial := l.dial
+	l.mu.Unlock()
+	c, err := dial("tcp", pr.addr, probeTimeout)
+	if err == nil {
+		_ = c.Close()
+		pr.everUp = true
+	}
+	pr.down, pr.at = err != nil, time.Now()
+	return outcomeOf(err)
+}
+
+// probeNow dials node id's listener at addr now and records the result (watchPeers).
+func (l *liveness) probeNow(id int32, addr string) probeOutcome {
+	pr := l.probeAt(id, addr)
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return l.dialLocked(pr)
 }
 
 // probeJoined probes the peers that joined the live view, so that a peer killed before any

@@ -1,0 +1,188 @@
+package bridge
+
+// A peer that looks dead is left out of Metadata before its ZooKeeper session expires. A bridge
+// killed with SIGKILL stays in every bridge's live view until ZooKeeper expires its session, and
+// until then every bridge's Metadata listed it and named the upstream brokers it served at its
+// proxy listeners, which refuse connections: a client's retried group lookups went there, and two
+// refused dials in a row end a franz-go member's session. So every bridge probes every other live
+// bridge's Kafka listener every probeEvery, and a peer whose listener refused every probe for
+// refusedFor, after it took one at that address, looks dead: Metadata leaves its node out and
+// names the upstream brokers it served at the next bridge in their rank (the placement its
+// session's expiry would produce). Each bridge reaches that on its own probes, within a probe
+// interval of the others: a killed process's kernel refuses at once, to every prober alike.
+//
+// Only a refusal counts (ECONNREFUSED: a reset, or a host's "port unreachable"): a paused
+// (SIGSTOP) process's kernel still takes connections into its listener's backlog, and a full
+// backlog, an unreachable host or a lost route time out; none of them makes a peer look dead.
+// A peer that takes a connection again is named again at once: its process is back (restarted
+// at the same address, as its own Metadata then says), or the refusal was not its death (a
+// rejecting firewall rule), and a live peer left out would strand the members of the groups it
+// still owns, since FindCoordinator names it. Looking dead changes only what Metadata names:
+// a group's owner is computed over every registered bridge, so ownership still moves only when
+// the session expires, fenced by the group's epoch, and FindCoordinator holds an answer naming
+// such a peer as before (peers_probe.go).
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// probeEvery is how often every other live bridge's Kafka listener is dialed.
+	probeEvery = 100 * time.Millisecond
+	// refusedFor is how long a peer's listener must refuse every probe before it looks dead:
+	// at least three refusals after the first, so that every bridge has seen the refusal
+	// (their probes are at most probeEvery apart) before any leaves the peer out.
+	refusedFor = 300 * time.Millisecond
+)
+
+// probeOutcome is what one dial of a peer's listener met.
+type probeOutcome uint8
+
+const (
+	probeTook    probeOutcome = iota // the listener took the connection (its kernel did)
+	probeRefused                     // refused: nothing listens there any more
+	probeSilent                      // no answer within probeTimeout, or another error
+)
+
+// outcomeOf classifies a dial's error.
+func outcomeOf(err error) probeOutcome {
+	switch {
+	case err == nil:
+		return probeTook
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return probeRefused
+	default:
+		return probeSilent
+	}
+}
+
+// peerDown is one peer's standing under the rule, for one registration of it.
+type peerDown struct {
+	everUp       bool      // its listener took a connection
+	refusedSince time.Time // the first refusal of the refusals in a row; zero: none
+	out          bool      // it looks dead: left out of Metadata
+}
+
+// observe is the standing after a probe at now met o. Pure: every bridge applying it to its
+// own probes reaches the same standing within a probe interval of the others.
+func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
+	switch o {
+	case probeTook:
+		return peerDown{everUp: true}
+	case probeRefused:
+		if !d.everUp {
+			return d // an address never reached is not a dead peer
+		}
+		if d.refusedSince.IsZero() {
+			d.refusedSince = now
+		}
+		d.out = d.out || now.Sub(d.refusedSince) >= refusedFor
+		return d
+	default:
+		if !d.out {
+			d.refusedSince = time.Time{} // the refusals in a row are broken
+		}
+		return d
+	}
+}
+
+// peerDownKey is one registration's listener: a peer registered again is a new peer.
+type peerDownKey struct {
+	addr    string
+	started int64
+}
+
+// watchPeers probes every other live bridge's Kafka listener every probeEvery until ctx ends,
+// applies the rule to each peer's results, and rebuilds the view when the peers that look dead
+// change. The probes' results also answer Unreachable (FindCoordinator's hold).
+func (p *peerSet) watchPeers(ctx context.Context) {
+	type result struct {
+		id  int32
+		key peerDownKey
+		at  time.Time
+		o   probeOutcome
+	}
+	results := make(chan result)
+	busy := map[int32]bool{} // a probe in flight: a silent peer is dialed once at a time
+	standing := map[int32]peerDown{}
+	keys := map[int32]peerDownKey{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			for id, reg := range p.view.Load().others {
+				b, ok := brokerOf(reg)
+				if !ok || busy[id] {
+					continue
+				}
+				busy[id] = true
+				key := peerDownKey{net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), reg.StartedMs}
+				wg.Go(func() {
+					o := p.probes.probeNow(id, key.addr)
+					select {
+					case results <- result{id, key, time.Now(), o}:
+					case <-ctx.Done():
+					}
+				})
+			}
+		case r := <-results:
+			delete(busy, r.id)
+			others := p.view.Load().others
+			for id := range standing {
+				if _, ok := others[id]; !ok {
+					delete(standing, id)
+					delete(keys, id)
+				}
+			}
+			if reg, ok := others[r.id]; !ok || reg.StartedMs != r.key.started {
+				continue // gone or registered again since the probe
+			}
+			if keys[r.id] != r.key {
+				keys[r.id], standing[r.id] = r.key, peerDown{}
+			}
+			standing[r.id] = standing[r.id].observe(r.at, r.o)
+			p.setOut(standing, keys)
+		}
+	}
+}
+
+// setOut installs the peers that look dead when they changed, and logs each change.
+func (p *peerSet) setOut(standing map[int32]peerDown, keys map[int32]peerDownKey) {
+	out := map[int32]bool{}
+	for id, d := range standing {
+		if d.out {
+			out[id] = true
+		}
+	}
+	p.mu.Lock()
+	old := p.out
+	p.mu.Unlock()
+	if maps.Equal(old, out) {
+		return
+	}
+	p.update(func() { p.out = out })
+	for _, id := range slices.Sorted(maps.Keys(out)) {
+		if !old[id] {
+			p.log.Warn().Int32("node_id", id).Str("kafka", keys[id].addr).Dur("refused_for", refusedFor).
+				Msg("a bridge looks dead (its Kafka listener refuses connections): left out of Metadata, the upstream brokers it served named at the next bridge; its groups stay its own until its ZooKeeper session ends")
+		}
+	}
+	for id := range old {
+		if !out[id] {
+			p.log.Info().Int32("node_id", id).Msg("a bridge that looked dead takes connections again (or is gone): named in Metadata again while registered")
+		}
+	}
+}

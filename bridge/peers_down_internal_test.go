@@ -1,0 +1,194 @@
+package bridge
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// The rule that leaves a peer out of Metadata before its session expires (peers_down.go): a
+// peer looks dead once its listener, having taken a connection at that address, refused every
+// probe for refusedFor; a paused process (its kernel still takes connections, or, its backlog
+// full, lets them time out) never does; a peer taking a connection again is named again at once.
+func TestPeerLooksDeadAfterRefusalsInARow(t *testing.T) {
+	const (
+		T = probeTook
+		R = probeRefused
+		S = probeSilent
+	)
+	type step struct {
+		ms  int
+		o   probeOutcome
+		out bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"killed: out once the refusals span refusedFor", []step{
+			{0, T, false}, {100, R, false}, {200, R, false}, {300, R, false}, {400, R, true}, {500, R, true},
+		}},
+		{"killed, probes late under load: out at the first probe past refusedFor", []step{
+			{0, T, false}, {100, R, false}, {350, R, false}, {420, R, true},
+		}},
+		{"never reached at this address: never out", []step{
+			{0, R, false}, {100, R, false}, {500, R, false}, {5000, R, false},
+		}},
+		{"paused (SIGSTOP): its kernel takes the connections", []step{
+			{0, T, false}, {100, T, false}, {200, T, false}, {5000, T, false},
+		}},
+		{"paused with its backlog full, or unreachable: silent probes never make it look dead", []step{
+			{0, T, false}, {100, S, false}, {600, S, false}, {1100, S, false}, {5000, S, false},
+		}},
+		{"a silent probe breaks the refusals in a row", []step{
+			{0, T, false}, {100, R, false}, {200, R, false}, {300, S, false}, {400, R, false}, {600, R, false}, {700, R, true},
+		}},
+		{"a refusal between connections is not death", []step{
+			{0, T, false}, {100, R, false}, {200, R, false}, {300, T, false}, {400, R, false}, {600, R, false},
+		}},
+		{"back at once when it takes a connection again (restarted at the same address)", []step{
+			{0, T, false}, {100, R, false}, {400, R, true}, {500, T, false}, {600, R, false}, {800, R, false}, {900, R, true},
+		}},
+		{"out stays out while silent", []step{
+			{0, T, false}, {100, R, false}, {400, R, true}, {500, S, true}, {1500, S, true}, {1600, R, true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1_700_000_000, 0)
+			var d peerDown
+			for i, s := range tc.steps {
+				d = d.observe(start.Add(time.Duration(s.ms)*time.Millisecond), s.o)
+				if d.out != s.out {
+					t.Fatalf("step %d (%d ms, outcome %d): out %v, want %v", i, s.ms, s.o, d.out, s.out)
+				}
+			}
+		})
+	}
+}
+
+// What a peer that looks dead changes in the view: every survivor leaves its node out of
+// Metadata and names the upstream brokers it served at the next bridge in their rank, exactly
+// as when its registration is gone, and alike on every survivor; the owner of each group is
+// unchanged (ownership moves only when the session expires); the subscribers of the named ids
+// are told, those of the live ids (handover) are not.
+func TestPeerLookingDeadLeavesMetadataNotOwnership(t *testing.T) {
+	ids := []int32{9001, 9002, 9003}
+	const dead int32 = 9003
+	brokers := []int32{0, 1, 2, 3, 4, 5}
+	reg := func(n int32) zkstate.BridgeRegistration {
+		m := map[int32]string{}
+		for _, k := range brokers {
+			m[k] = fmt.Sprintf("b%d:%d", n, 9100+k)
+		}
+		return zkstate.BridgeRegistration{NodeID: n, Kafka: fmt.Sprintf("b%d:9092", n), Proxy: m, StartedMs: 1}
+	}
+	// The group that the dead bridge owns, and a broker it serves.
+	var group string
+	for i := 0; group == ""; i++ {
+		if o, _ := placement.Owner(fmt.Sprintf("g-%d", i), ids); o == dead {
+			group = fmt.Sprintf("g-%d", i)
+		}
+	}
+	served := false
+	for _, k := range brokers {
+		if o, _ := placement.Owner(placement.BrokerKey(k), ids); o == dead {
+			served = true
+		}
+	}
+	if !served {
+		t.Fatal("the dead bridge serves no broker: pick other ids")
+	}
+
+	// metadata is what a bridge's Metadata names: the other bridges and every broker's address.
+	metadata := func(p *peerSet) string {
+		var b strings.Builder
+		nodes := []string{fmt.Sprintf("bridge %d@b%d:9092 ", p.self, p.self)} // its own node
+		for _, o := range p.Others() {
+			nodes = append(nodes, fmt.Sprintf("bridge %d@%s:%d ", o.NodeID, o.Host, o.Port))
+		}
+		slices.Sort(nodes)
+		b.WriteString(strings.Join(nodes, ""))
+		mine := p.proxy
+		for _, k := range brokers {
+			if e, ok := p.ServedElsewhere()[k]; ok {
+				fmt.Fprintf(&b, "broker %d@%s:%d ", k, e.Host, e.Port)
+			} else {
+				fmt.Fprintf(&b, "broker %d@%s ", k, mine[k])
+			}
+		}
+		return b.String()
+	}
+	survivor := func(self int32, with []int32) *peerSet {
+		p := newPeerSet(self, "/zkbridge", zerolog.Nop())
+		p.proxy = reg(self).Proxy
+		others := map[int32]zkstate.BridgeRegistration{}
+		for _, n := range with {
+			if n != self {
+				others[n] = reg(n)
+			}
+		}
+		p.publish(others)
+		return p
+	}
+
+	var views []string
+	for _, self := range ids[:2] {
+		p := survivor(self, ids)
+		var live, named int
+		p.subscribe(func(_, _ *liveView) { live++ })
+		p.subscribeNamed(func(_, _ *liveView) { named++ })
+		before := metadata(p)
+
+		// Refused for refusedFor after a connection: out.
+		standing := map[int32]peerDown{}
+		keys := map[int32]peerDownKey{dead: {"b9003:9092", 1}}
+		at := time.Unix(1_700_000_000, 0)
+		for i, o := range []probeOutcome{probeTook, probeRefused, probeRefused, probeRefused, probeRefused} {
+			standing[dead] = standing[dead].observe(at.Add(time.Duration(i)*probeEvery), o)
+			p.setOut(standing, keys)
+		}
+		if !standing[dead].out {
+			t.Fatal("the rule did not find the peer dead")
+		}
+		got := metadata(p)
+		if strings.Contains(got, "bridge 9003") {
+			t.Errorf("bridge %d: Metadata still lists the dead bridge: %s", self, got)
+		}
+		if strings.Contains(got, "b9003:") {
+			t.Errorf("bridge %d: Metadata names a broker at the dead bridge: %s", self, got)
+		}
+		if gone := metadata(survivor(self, ids[:2])); got != gone {
+			t.Errorf("bridge %d: with the dead bridge out\n  %s\nwith its registration gone\n  %s", self, got, gone)
+		}
+		views = append(views, got)
+		if b, remote := p.Owner(group); !remote || b.NodeID != dead || p.owns(group) {
+			t.Errorf("bridge %d: group %s named at %v (remote %v), want still the dead bridge's until its session ends", self, group, b, remote)
+		}
+		if !slices.Equal(p.current().ids, ids) {
+			t.Errorf("bridge %d: live ids %v, want %v", self, p.current().ids, ids)
+		}
+		if live != 0 || named != 1 {
+			t.Errorf("bridge %d: live-id subscribers told %d times (want 0), named-id subscribers %d (want 1)", self, live, named)
+		}
+
+		// A connection taken again: named again at once, as before.
+		standing[dead] = standing[dead].observe(at.Add(time.Second), probeTook)
+		p.setOut(standing, keys)
+		if again := metadata(p); again != before {
+			t.Errorf("bridge %d: after a connection again\n  %s\nwant\n  %s", self, again, before)
+		}
+		if named != 2 {
+			t.Errorf("bridge %d: named-id subscribers told %d times, want 2", self, named)
+		}
+	}
+	if views[0] != views[1] {
+		t.Errorf("the survivors differ:\n  %s\n  %s", views[0], views[1])
+	}
+}
