@@ -39,7 +39,9 @@ import (
 //   - rebalanced-groups: groups whose generation changed (target 0);
 //   - double-owned: partitions a member was assigned while another member of its group held
 //     them (member views; target 0);
-//   - offsets-regressed: committed 0.8 offsets seen going backwards (target 0).
+//   - offsets-regressed: committed 0.8 offsets seen going backwards (target 0);
+//   - sessions-lost: members that ended their session with partitions (kgo's OnPartitionsLost:
+//     a heartbeat or commit that failed for good, e.g. two lookups in a row at dead addresses).
 //
 // and, to split the failover's time: expiry-ms, from the kill until the dead bridge's
 // registration is gone (ZooKeeper expired its session; the survivors are told at about the same
@@ -117,8 +119,10 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				rebalanced++
 			}
 		}
+		lost := f.lost.Load()
 		f.stop()
 		b.ReportMetric(float64(expiry.Milliseconds()), "expiry-ms")
+		b.ReportMetric(float64(lost), "sessions-lost")
 		b.ReportMetric(float64(quantile(takeover, 1).Milliseconds()), "takeover-max-ms")
 		b.ReportMetric(float64(quantile(takeover, 0.5).Milliseconds()), "takeover-p50-ms")
 		b.ReportMetric(float64(quantile(served, 1).Milliseconds()), "served-max-ms")
@@ -211,6 +215,9 @@ type failoverRun struct {
 	held map[string]map[int32]string // group → partition → member holding it (member views)
 
 	double, regressed atomic.Int64
+	// lost counts the members that ended their session with partitions (OnPartitionsLost): a
+	// heartbeat or commit that failed for good, after which the member rejoins.
+	lost atomic.Int64
 	// offMu orders the offset reads: the poller and waitAdvance both read, and an older read
 	// recorded after a newer one would count as a regression that never happened.
 	offMu sync.Mutex
@@ -324,7 +331,12 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 				kgo.RetryTimeout(time.Minute),
 				kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) { f.assigned(g, member, a[dfTopic]) }),
 				kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
-				kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) { f.revoked(g, member, r[dfTopic]) }),
+				kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
+					if len(r[dfTopic]) > 0 {
+						f.lost.Add(1)
+					}
+					f.revoked(g, member, r[dfTopic])
+				}),
 			}
 			if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_BENCH_METADATA_MIN_AGE")); err == nil {
 				// kgo refreshes its metadata at most every 5 s by default: a coordinator or a
