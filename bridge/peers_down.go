@@ -176,13 +176,13 @@ func (p *peerSet) setOut(standing map[int32]peerDown, keys map[int32]peerDownKey
 	p.update(func() { p.out = out })
 	for _, id := range slices.Sorted(maps.Keys(out)) {
 		if !old[id] {
-			p.log.Warn().Int32("node_id", id).Str("kafka", keys[id].addr).Dur("refused_for", refusedFor).
+			p.log.Warn().Int32("peer", id).Str("kafka", keys[id].addr).Dur("refused_for", refusedFor).
 				Msg("a bridge looks dead (its Kafka listener refuses connections): left out of Metadata, the upstream brokers it served named at the next bridge; its groups stay its own until its ZooKeeper session ends")
 		}
 	}
 	for id := range old {
 		if !out[id] {
-			p.log.Info().Int32("node_id", id).Msg("a bridge that looked dead takes connections again (or is gone): named in Metadata again while registered")
+			p.log.Info().Int32("peer", id).Msg("a bridge that looked dead takes connections again (or is gone): named in Metadata again while registered")
 		}
 	}
 }
