@@ -717,5 +717,9 @@ func legacyWaitedView(in legacyPlanInput, plan legacyPlan, view legacyGroupView)
 			view.committed[tp], view.nodes[tp] = off, true
 		}
 	}
-	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving}
+	own := make(map[string]bool, len(in.Members))
+	for id := range in.Members {
+		own[id] = true
+	}
+	return &legacyWaited{view: view, foreign: plan.Foreign, moving: plan.Moving, own: own}
 }

@@ -86,6 +86,83 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 	}
 }
 
+// A legacy claim that waited keeps the registrations it read before the wait. Meanwhile a
+// Kafka member of the same bridge may register and its claim create an owner znode of a
+// partition the legacy claim waits for, in the bridge's own session (the claimer serves both
+// kinds on one goroutine, between the legacy claim's rounds). The read after the wait must not
+// take that znode for one of ours because its consumer is not among the registrations it knows:
+// deleting it (a move to our thread) takes the partition from the Kafka member, whose claim
+// holds it without reading it again, so nothing creates it again once the legacy claim, restarted
+// by the new registration, lets it go. (MixedBridgeKilled/cut: owner znodes ta/3 and tb/3 stayed
+// missing after the Kafka claim of a new generation had created them.) It waits instead.
+func TestIntegration_LegacyClaimAfterAWaitLeavesOurKafkaMembersOwner(t *testing.T) {
+	t.Parallel()
+	ours, theirs, ctx := abaSessions(t)
+	rd := abaReader(t, ours)
+
+	// Range over t/0..t/3, threads l-0 (ours) and z-0: l gets t/0 and t/1. z, a zk member,
+	// still holds t/0: the claim waits. t/1 is held by d-0, a legacy member of ours that left:
+	// the claim moves it to l-0 (our leftover, still ours after the wait).
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	waited, leftover := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)
+	if err := theirs.MultiAtomic(ctx, zkstate.CreateOp(waited, []byte("z-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.MultiAtomic(ctx, zkstate.CreateOp(leftover, []byte("d-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	in := legacyPlanInput{Group: "g", Strategy: legacy.StrategyRange, Session: ours.SessionID(),
+		Members:    map[string]legacyMemberSpec{"l": {Subscription: legacySub("t"), Reset: legacy.ResetSmallest}},
+		Others:     map[string]map[string]int{"z": {"t": 1}},
+		Partitions: map[string][]int32{"t": {0, 1, 2, 3}},
+		Owners: map[legacy.TopicPartition]legacyOwner{
+			legacyTP("t", 0): {Thread: "z-0", Version: -1, Session: -1},
+			legacyTP("t", 1): {Thread: "d-0", Version: 0, Session: ours.SessionID()},
+		},
+		Committed: map[legacy.TopicPartition]int64{}, OffsetNodes: map[legacy.TopicPartition]bool{},
+	}
+	plan, err := legacyPlanRebalance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 0)}) || !slices.Equal(plan.Moving, []legacy.TopicPartition{legacyTP("t", 1)}) {
+		t.Fatalf("plan: foreign %v, moving %v; want t-0 foreign and t-1 moving", plan.Foreign, plan.Moving)
+	}
+	view := legacyGroupView{session: ours.SessionID(), owners: in.Owners, committed: in.Committed, nodes: in.OffsetNodes,
+		others: in.Others}
+	w := legacyWaitedView(in, plan, view)
+
+	// While the claim waits, z lets t/0 go and k, a Kafka member of ours that registered after
+	// the claim's read, claims it in our session.
+	if err := theirs.Delete(ctx, waited, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.MultiAtomic(ctx, zkstate.CreateOp(waited, []byte("k-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+
+	v, err := rd.refreshWaited(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Owners = v.owners
+	plan, err = legacyPlanRebalance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range legacyOpStrings(slices.Concat(plan.Ops, plan.Release)) {
+		if strings.HasPrefix(op, "delete "+waited) {
+			t.Errorf("the claim after the wait deletes %s, which our Kafka member's claim created meanwhile: %s", waited, op)
+		}
+	}
+	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 0)}) {
+		t.Errorf("foreign after the wait %v, want [t-0]: its new owner must let go first", plan.Foreign)
+	}
+	if !slices.Equal(plan.Moving, []legacy.TopicPartition{legacyTP("t", 1)}) {
+		t.Errorf("moving after the wait %v, want [t-1]: our leftover, unchanged, is still ours", plan.Moving)
+	}
+}
+
 // The read of a group reads the stat of every owner znode it cannot trust (here the owners of
 // a member gone) in one request, however few: a Get each made the legacy members' checks and
 // claims in BenchmarkMixedStabilize's mixed group read a departed member's ten owners in ten.

@@ -141,7 +141,7 @@ func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (lega
 		return v, err
 	}
 	for i, tp := range w.foreign {
-		if err := rd.refreshOwner(&v, tp, reads[2*i]); err != nil {
+		if err := rd.refreshOwner(&v, w.own, tp, reads[2*i]); err != nil {
 			return v, err
 		}
 		if err := rd.refreshOffset(&v, tp, reads[2*i+1]); err != nil {
@@ -149,7 +149,7 @@ func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (lega
 		}
 	}
 	for i, tp := range w.moving {
-		if err := rd.refreshOwner(&v, tp, reads[2*len(w.foreign)+i]); err != nil {
+		if err := rd.refreshOwner(&v, w.own, tp, reads[2*len(w.foreign)+i]); err != nil {
 			return v, err
 		}
 	}
@@ -162,7 +162,13 @@ func (rd legacyReader) refreshWaited(ctx context.Context, w *legacyWaited) (lega
 
 // refreshOwner puts an owner znode read again into the view: gone, or as read, with its
 // session and version (not ours when it holds another registration's thread, as readGroup).
-func (rd legacyReader) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition, owner zkstate.Read) error {
+// The registrations are those read before the wait: a znode of our session that holds neither
+// the thread it held then nor one of our members' (own) is not ours either. Only the bridge's
+// other kind creates such a znode meanwhile, for a member that registered after our read (the
+// claimer runs its claim between our rounds); deleting it would take the partition from that
+// member, whose claim holds it without reading it again. The new registration restarts our
+// attempt; until then the partition is waited for.
+func (rd legacyReader) refreshOwner(v *legacyGroupView, own map[string]bool, tp legacy.TopicPartition, owner zkstate.Read) error {
 	switch {
 	case errors.Is(owner.Err, zkstate.ErrNoNode):
 		delete(v.owners, tp)
@@ -171,7 +177,11 @@ func (rd legacyReader) refreshOwner(v *legacyGroupView, tp legacy.TopicPartition
 	default:
 		thread := string(owner.Data)
 		o := legacyOwner{Thread: thread, Version: owner.Stat.Version, Session: owner.Stat.EphemeralOwner}
-		if _, other := v.others[legacy.ConsumerOf(thread)]; other {
+		cid := legacy.ConsumerOf(thread)
+		_, other := v.others[cid]
+		before, had := v.owners[tp]
+		unknown := o.Session == v.session && !own[cid] && (!had || before.Thread != thread || before.Session != v.session)
+		if other || unknown {
 			o = legacyOwner{Thread: thread, Version: -1, Session: -1} // as readGroup: not ours
 		}
 		v.owners[tp] = o

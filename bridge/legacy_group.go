@@ -100,6 +100,11 @@ type legacyWaited struct {
 	// threads: read again too, since someone may have deleted one and created it again in the
 	// meantime, at the version we read (the ABA of a delete by version).
 	moving []legacy.TopicPartition
+	// own are the consumer ids of the claim's members. The registrations read before the wait
+	// may be stale: an owner znode of our session found by the read after it, holding the
+	// thread of a consumer that is neither one of these nor an other known then, is not ours
+	// but our other kind's, for a member registered since (refreshOwner).
+	own map[string]bool
 }
 
 // legacyGroup is the actor of one group. Every field below quit is owned by run's goroutine.
