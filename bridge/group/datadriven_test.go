@@ -354,10 +354,10 @@ func (h *harness) step(line string) string {
 		h.pending = nil
 		ev = Restore{Record: *h.zk, Version: h.version}
 	case "assign-mode":
-		if len(pos) != 1 || (pos[0] != "server" && pos[0] != "leader") {
-			h.fail("assign-mode server|leader")
+		if len(pos) < 1 || len(pos) > 2 || (pos[0] != "server" && pos[0] != "leader") || (len(pos) == 2 && pos[1] != "joint") {
+			h.fail("assign-mode server|leader [joint]")
 		}
-		ev = AssignMode{Server: pos[0] == "server"}
+		ev = AssignMode{Server: pos[0] == "server", Joint: slices.Contains(pos, "joint")}
 	case "server-assign":
 		sa := ServerAssignment{Generation: Generation(h.num(get("gen", "-1"))), Assignments: map[MemberID][]byte{}}
 		for _, item := range strings.Split(get("assign", ""), ",") {

@@ -118,9 +118,12 @@ const (
 	LegacyClaimWait
 	LegacyStarting
 	LegacyBackoff
+	// LegacyJoining: every final offset is in, and the claim waits for the Kafka members' join
+	// phase, to claim both kinds at once (joint.go).
+	LegacyJoining
 )
 
-var legacyPhaseNames = [...]string{"idle", "checking", "stopping", "collecting", "claiming", "claim-wait", "starting", "backoff"}
+var legacyPhaseNames = [...]string{"idle", "checking", "stopping", "collecting", "claiming", "claim-wait", "starting", "backoff", "joining"}
 
 func (p LegacyPhase) String() string {
 	if int(p) >= 0 && int(p) < len(legacyPhaseNames) {
@@ -289,6 +292,10 @@ type LegacyCheck struct {
 type LegacyClaim struct {
 	Claim   uint64 // numbers the claims of the machine, from 1
 	Attempt int
+	// Joint: the same Effects ask for the Kafka generation's assignment (Effects.Assign), to be
+	// claimed with this one, as one claim (joint.go); its reports are this claim's LegacyClaimed
+	// and the generation's ServerAssignment.
+	Joint bool
 }
 
 // LegacyBlocked says a claim waits for another session's owner znodes (the claimer retries).

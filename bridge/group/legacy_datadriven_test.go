@@ -196,7 +196,11 @@ func legacyEffectLines(fx Effects) []string {
 		out = append(out, fmt.Sprintf("cancel claim=%d", lx.Cancel))
 	}
 	if lx.Claim != nil {
-		out = append(out, fmt.Sprintf("claim claim=%d attempt=%d", lx.Claim.Claim, lx.Claim.Attempt))
+		joint := ""
+		if lx.Claim.Joint {
+			joint = " joint"
+		}
+		out = append(out, fmt.Sprintf("claim claim=%d attempt=%d%s", lx.Claim.Claim, lx.Claim.Attempt, joint))
 	}
 	if b := lx.Blocked; b != nil {
 		out = append(out, fmt.Sprintf("blocked tries=%d", b.Tries))

@@ -81,6 +81,7 @@ func (m *Machine) legacyTrigger(why string) {
 		l.att.dirty = true
 	}
 	m.legacyLog("rebalance triggered", "", why)
+	m.jointLegacyTrigger(why) // joint.go
 }
 
 // advanceLegacy moves the rebalance as far as it can go at m.now, then pings the members due.
@@ -100,6 +101,13 @@ func (m *Machine) advanceLegacy() {
 		case LegacyStopping, LegacyCollecting, LegacyStarting:
 			if len(l.att.waiting) == 0 {
 				m.legacyAdvance()
+			}
+		case LegacyJoining:
+			if l.att.dirty {
+				m.legacyLog("group changed while waiting for the Kafka join phase: rebalance from step 1", "", l.trigger)
+				m.legacyBegin()
+			} else if m.state != PreparingRebalance {
+				m.legacyReady() // joint.go
 			}
 		case LegacyClaimWait:
 			if l.att.dirty {
@@ -191,7 +199,7 @@ func (m *Machine) legacyAdvance() {
 			m.legacyBegin()
 			return
 		}
-		m.legacyClaim()
+		m.legacyReady() // joint.go: with the Kafka members' generation, or alone
 	case LegacyStarting:
 		m.legacyComplete()
 	}
@@ -227,6 +235,7 @@ func (m *Machine) legacyClaimed(ev LegacyClaimed) {
 	default:
 		l.att.claim = 0
 		m.legacyFail(ev.Err)
+		m.jointClaimFailed(ev.Claim) // joint.go
 	}
 }
 

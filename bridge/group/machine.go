@@ -104,7 +104,8 @@ type Machine struct {
 
 	parkedBeats int // members with a held heartbeat (heartbeat_hold.go)
 
-	serverAssign bool // server_assign.go
+	serverAssign bool       // server_assign.go
+	jt           jointState // joint.go
 
 	inflightRecord bool // the write in flight carries the record (write_failed.go)
 
@@ -151,6 +152,7 @@ func (m *Machine) reset() {
 	m.parkedBeats = 0
 	m.genSeq, m.assignSeq, m.proposed = 0, 0, nil
 	m.fenced = false
+	m.jt.held, m.jt.claim = false, 0 // the generation that waited is gone
 }
 
 // ResetKafka forgets the group's Kafka members as a machine made by New would not know them:
@@ -167,6 +169,7 @@ func (m *Machine) ResetKafka() time.Time {
 	m.idSeq = 0
 	m.version = 0
 	m.serverAssign = false
+	m.jt = jointState{}
 	m.inflightRecord = false
 	return m.wakeAt()
 }
@@ -227,6 +230,7 @@ func (m *Machine) Step(now time.Time, ev Event) Effects {
 	m.fireTimers() // timers armed with no delay (e.g. InitialRebalanceDelay 0)
 	m.flushWrite()
 	m.advanceLegacy()
+	m.releaseHeld() // joint.go
 	fx.WakeAt = m.wakeAt()
 	m.fx = nil
 	return fx
@@ -368,6 +372,9 @@ const (
 
 func (m *Machine) wakeAt() time.Time {
 	at := m.legacyWakeAt()
+	if m.kafkaAwaitsJointClaim() && !m.legacyComing() {
+		return m.now // the legacy side ended (ResetLegacy): the held generation asks alone
+	}
 	if m.fenced {
 		return at
 	}

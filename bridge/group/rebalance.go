@@ -63,6 +63,7 @@ func (m *Machine) prepareRebalance(cause Cause, reason string) {
 	m.clearResuming()
 	m.prevState, m.state = m.state, PreparingRebalance
 	m.fx.Logs = append(m.fx.Logs, LogEvent{Msg: "preparing rebalance", Reason: reason, Cause: cause})
+	m.jointKafkaTrigger(reason) // joint.go
 	m.tryCompleteJoin()
 }
 
@@ -174,7 +175,7 @@ func (m *Machine) completeJoin() {
 	}
 	m.syncDeadline = m.now.Add(m.rebalanceTimeout())
 	if m.serverAssign {
-		m.requestAssignment()
+		m.askAssignment() // joint.go: held while the legacy members are on their way to a claim
 	}
 }
 

@@ -25,7 +25,12 @@ package group
 import "strconv"
 
 // AssignMode chooses who assigns partitions: the shell (Server) or the leader (Kafka's way).
-type AssignMode struct{ Server bool }
+type AssignMode struct {
+	Server bool
+	// Joint: with Server, the group's Kafka and legacy members rebalance and claim together
+	// (joint.go).
+	Joint bool
+}
 
 // ServerAssignment is the shell's assignment for Generation: member id → the bytes its SyncGroup
 // reply carries. Members it leaves out get an empty assignment.
@@ -63,6 +68,13 @@ type AssignRequest struct {
 func (m *Machine) ServerAssigns() bool { return m.serverAssign }
 
 func (m *Machine) setAssignMode(ev AssignMode) {
+	if m.jt.on != ev.Joint {
+		m.jt.on = ev.Joint
+		if !ev.Joint && m.jt.held {
+			m.jt.held = false
+			m.requestAssignment() // nothing to wait for any more
+		}
+	}
 	if ev.Server == m.serverAssign {
 		return
 	}
@@ -91,7 +103,7 @@ func (m *Machine) requestAssignment() {
 }
 
 func (m *Machine) serverAssignment(ev ServerAssignment) {
-	if !m.serverAssign || m.state != CompletingRebalance || ev.Generation != m.generation || m.assignSeq != 0 {
+	if !m.serverAssign || m.state != CompletingRebalance || ev.Generation != m.generation || m.assignSeq != 0 || m.jt.held {
 		m.log("ignoring a server-side assignment", "", "generation "+strconv.Itoa(int(ev.Generation))+
 			" while the group is "+m.state.String()+" at generation "+strconv.Itoa(int(m.generation)))
 		return
