@@ -67,6 +67,12 @@ func (m *Machine) jointKafkaTrigger(reason string) {
 	m.jt.triggering = false
 }
 
+// kafkaJoining reports whether the Kafka members rebalance jointly with the legacy members: a
+// join phase, or a generation held for the joint claim.
+func (m *Machine) kafkaJoining() bool {
+	return m.jointOn() && (m.state == PreparingRebalance || m.kafkaAwaitsJointClaim())
+}
+
 // legacyComing reports whether the legacy members are on their way to a claim: a trigger
 // waits (its delay), or an attempt checks, stops, collects or waits for the Kafka join phase.
 func (m *Machine) legacyComing() bool {

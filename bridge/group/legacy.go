@@ -285,6 +285,10 @@ type LegacyDrop struct {
 type LegacyCheck struct {
 	Attempt int
 	Trigger string
+	// Kafka: the group's Kafka members rebalance with this attempt (joint.go), so the group's
+	// registrations change with its claim, where the shell writes theirs: a read of the group
+	// now cannot tell whether the legacy members' part changes.
+	Kafka bool
 }
 
 // LegacyClaim asks the shell for the claim of seed step 4: every member is stopped, every

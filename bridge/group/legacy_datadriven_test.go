@@ -190,7 +190,11 @@ func legacyEffectLines(fx Effects) []string {
 		out = append(out, fmt.Sprintf("send %s %v retries=%d", r.Member, r.Kind, r.Retries))
 	}
 	if lx.Check != nil {
-		out = append(out, fmt.Sprintf("check attempt=%d trigger=%q", lx.Check.Attempt, lx.Check.Trigger))
+		kafka := ""
+		if lx.Check.Kafka {
+			kafka = " kafka"
+		}
+		out = append(out, fmt.Sprintf("check attempt=%d trigger=%q%s", lx.Check.Attempt, lx.Check.Trigger, kafka))
 	}
 	if lx.Cancel != 0 {
 		out = append(out, fmt.Sprintf("cancel claim=%d", lx.Cancel))

@@ -149,7 +149,7 @@ func (m *Machine) legacyBegin() {
 	l.attempts++
 	l.att = &legacyAttempt{began: m.now, waiting: map[MemberID]bool{}}
 	l.phase = LegacyChecking
-	m.fx.Legacy.Check = &LegacyCheck{Attempt: l.attempts, Trigger: l.trigger}
+	m.fx.Legacy.Check = &LegacyCheck{Attempt: l.attempts, Trigger: l.trigger, Kafka: m.kafkaJoining()}
 }
 
 func (m *Machine) legacyChecked(ev LegacyChecked) {
