@@ -24,6 +24,7 @@ package group
 //     Kafka generation with a rebalance, which the legacy members' retry then joins.
 //
 // Without Joint (and always without Server) nothing here applies: each kind rebalances alone.
+// The bridge does not set Joint yet (docs/ARCHITECTURE.md, "Not yet as the design wants it").
 
 // jointState is the machine's part of the joint rebalance.
 type jointState struct {
