@@ -37,9 +37,9 @@ package group
 // without one that joined; a change while starting is served by the next rebalance.
 //
 // Liveness (docs §8 "Liveness"): every member with no request in flight is pinged every ping
-// interval, during a rebalance too (its claim included; not while the check runs); a Stop, final Ping or Start counts as its ping; a request
-// that times out counts as a missed ping, and max_ping_retries of them in a row make the member
-// dead. The answer's timeout itself is the shell's (the session's round trip).
+// interval, during a rebalance too (its check and its claim included); a Stop, final Ping or
+// Start counts as its ping; a request that times out counts as a missed ping, and
+// max_ping_retries of them in a row make the member dead. The answer's timeout itself is the shell's (the session's round trip).
 //
 // Legacy members are not part of the group's Record: their registrations live in
 // /consumers/<g>/ids, as every 0.8 consumer's, and a restarted coordinator learns them again
@@ -244,9 +244,9 @@ type legacyEvent interface {
 //     dirty, and the result counts for it all the same (a dirty attempt restarts after its
 //     Stops, or checks again after an unnecessary one). Claim: hand it to the claimer, with the
 //     final offsets accepted since the attempt's Check; its reports come back as LegacyClaimed.
-//     No ping goes out while the check runs (the Stops that follow count as pings); while the
-//     claim runs, its first round too, the stopped members are pinged every ping interval, as
-//     the claim may wait for ZooKeeper longer than they would wait for a request.
+//     While the check or the claim runs (its first round too), the members are pinged every
+//     ping interval, as either may wait for ZooKeeper longer than they would wait for a
+//     request.
 type LegacyEffects struct {
 	Accepted bool
 	Drops    []LegacyDrop

@@ -305,10 +305,19 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 	lx := fx.Legacy
 	if md.asked {
 		// Other events come in while the check reads (on the claimer): nothing of the attempt
-		// moves before its result, and no ping goes out (the Stops that follow count as pings).
+		// moves before its result. Pings do go out (sent checks them as any ping): the check may
+		// wait for ZooKeeper longer than a ping interval, and a member needs a request at least
+		// every interval (docs §8 "Coordinator" 1).
+		var req *LegacyRequest
+		for i, r := range lx.Requests {
+			if r.Kind != LegacyPing {
+				req = &lx.Requests[i]
+				break
+			}
+		}
 		switch {
-		case len(lx.Requests) > 0:
-			errs = append(errs, fmt.Errorf("%v to %s while the check runs", lx.Requests[0].Kind, lx.Requests[0].Member))
+		case req != nil:
+			errs = append(errs, fmt.Errorf("%v to %s while the check runs", req.Kind, req.Member))
 		case lx.Check != nil:
 			errs = append(errs, errors.New("a second check while the check runs"))
 		case lx.Claim != nil:

@@ -155,6 +155,8 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 		// A ping sent before the last claim answers for the assignment before it. One answered
 		// while a claim's round runs reports the final offsets the claim writes: handed to the
 		// claimer behind that round, its commit would come after the partitions changed owner.
+		// One answered while the check runs is taken: the member still runs the current
+		// assignment, and its commit reaches the claimer ahead of the attempt's claim.
 		m.fx.Legacy.Accepted = !sent.Before(l.assignedAt) && l.phase != LegacyClaiming
 	case LegacyStop, LegacyStart:
 		if ev.Outcome == LegacyRefused {

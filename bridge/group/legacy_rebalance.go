@@ -123,14 +123,12 @@ func (m *Machine) advanceLegacy() {
 			break
 		}
 	}
-	// No ping while the shell runs the check: the Stops that follow count as pings. The claim
-	// may wait for ZooKeeper far longer than a ping interval, and stopped members are pinged
-	// meanwhile like every member (seed 001 line 149: a consumer answers each of Ping, Stop and
-	// Start within ping_interval_ms, stopped or not), else they take the coordinator for failed
-	// after (max_ping_retries + 1) ping intervals without a request (docs §8 "Consumer" 2).
-	if l.phase != LegacyChecking {
-		m.legacyPings()
-	}
+	// Members are pinged in every phase, while the shell runs the check or the claim too: either
+	// may wait for ZooKeeper far longer than a ping interval (seed 001 line 149: a consumer
+	// answers each of Ping, Stop and Start within ping_interval_ms, stopped or not), and a
+	// member without a request for (max_ping_retries + 1) ping intervals takes the coordinator
+	// for failed (docs §8 "Consumer" 2).
+	m.legacyPings()
 }
 
 // legacyBegin starts an attempt: the check of seed steps 1-3.
@@ -292,8 +290,6 @@ func (m *Machine) legacyWakeAt() time.Time {
 		}
 	case LegacyBackoff:
 		earlier(l.retryAt)
-	case LegacyChecking:
-		return wake // no ping before its result (advanceLegacy)
 	}
 	for _, mb := range l.members {
 		if !mb.pinging && !mb.inAttempt {
