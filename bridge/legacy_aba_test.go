@@ -67,20 +67,7 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesARecreatedOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	v, err := rd.refreshWaited(ctx, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Owners = v.owners
-	plan, err = legacyPlanRebalance(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, op := range legacyOpStrings(slices.Concat(plan.Ops, plan.Release)) {
-		if strings.HasPrefix(op, "delete "+moved) {
-			t.Errorf("the claim after the wait deletes %s, which another session created again: %s", moved, op)
-		}
-	}
+	plan = abaReplanAfterWait(ctx, t, rd, w, in, moved, "which another session created again")
 	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 1)}) {
 		t.Errorf("foreign after the wait %v, want [t-1]: its new owner must let go first", plan.Foreign)
 	}
@@ -141,20 +128,7 @@ func TestIntegration_LegacyClaimAfterAWaitLeavesOurKafkaMembersOwner(t *testing.
 		t.Fatal(err)
 	}
 
-	v, err := rd.refreshWaited(ctx, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.Owners = v.owners
-	plan, err = legacyPlanRebalance(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, op := range legacyOpStrings(slices.Concat(plan.Ops, plan.Release)) {
-		if strings.HasPrefix(op, "delete "+waited) {
-			t.Errorf("the claim after the wait deletes %s, which our Kafka member's claim created meanwhile: %s", waited, op)
-		}
-	}
+	plan = abaReplanAfterWait(ctx, t, rd, w, in, waited, "which our Kafka member's claim created meanwhile")
 	if !slices.Equal(plan.Foreign, []legacy.TopicPartition{legacyTP("t", 0)}) {
 		t.Errorf("foreign after the wait %v, want [t-0]: its new owner must let go first", plan.Foreign)
 	}
@@ -260,4 +234,25 @@ func abaReader(t *testing.T, ours *zkstate.Store) legacyReader {
 		t.Fatal(err)
 	}
 	return legacyReader{c: c, name: "g", log: legacyTestLogger(t), n: &legacyZKCount{}}
+}
+
+// abaReplanAfterWait is a waited claim's next round: the read after the wait, then the plan over
+// it, which must not delete kept (a znode created again since the first read, as why says).
+func abaReplanAfterWait(ctx context.Context, t *testing.T, rd legacyReader, w *legacyWaited, in legacyPlanInput, kept, why string) legacyPlan {
+	t.Helper()
+	v, err := rd.refreshWaited(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Owners = v.owners
+	plan, err := legacyPlanRebalance(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range legacyOpStrings(slices.Concat(plan.Ops, plan.Release)) {
+		if strings.HasPrefix(op, "delete "+kept) {
+			t.Errorf("the claim after the wait deletes %s, %s: %s", kept, why, op)
+		}
+	}
+	return plan
 }
