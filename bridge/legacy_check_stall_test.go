@@ -17,17 +17,9 @@ import (
 func TestIntegration_LegacyCheckStallKeepsMembers(t *testing.T) {
 	t.Parallel()
 	legacyCheckLeaks(t)
-	// Six seconds of session: the store keeps the muted connection for four and its lease for
-	// about four and a half, longer than the stall below.
-	store, proxy, _ := legacyProxiedStore(t, 6*time.Second)
-	legacySetTopic(t, store, "t", 2)
 	// The delay holds the check back until ZooKeeper is muted, after the topic's watch fired.
 	const delay = 800 * time.Millisecond
-	env := legacyStart(t, store, "", func(c *LegacyConfig) { c.RebalanceDelay = delay })
-
-	a := legacyRunConsumer(t, env.addr, "g", "a", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
-	b := legacyRunConsumer(t, env.addr, "g", "b", map[string]int{"t": 1}, legacyConsumerOpts{autoCommit: true})
-	legacyWaitStable(t, store, "g", []*legacyTestConsumer{a, b}, map[string][]int32{"t": {0, 1}})
+	env, store, proxy, a, b := legacyStallPair(t, func(c *LegacyConfig) { c.RebalanceDelay = delay })
 	rebalances := env.coord.Stats().Rebalances
 
 	silence := time.Duration(legacyTestRetries+1) * legacyTestInterval // legacy.Client.serve
@@ -36,12 +28,7 @@ func TestIntegration_LegacyCheckStallKeepsMembers(t *testing.T) {
 	time.Sleep(delay / 3) // the watch fires, the check waits for the delay
 	proxy.Mute()
 	muted := time.Now()
-	least := 2
-	for time.Since(muted) < stall {
-		least = min(least, env.coord.Stats().Members)
-		time.Sleep(10 * time.Millisecond)
-	}
-	least = min(least, env.coord.Stats().Members)
+	least := legacyFewestMembers(env, muted, stall)
 	proxy.Unmute()
 	if least != 2 {
 		t.Errorf("while the check waited for ZooKeeper, a member (silence window %v) gave up its coordinator: %d members left, want 2", silence, least)
