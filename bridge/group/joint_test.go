@@ -150,15 +150,7 @@ func (r *jointRun) jstep(ev Event) error {
 	if c := fx.Legacy.Claim; c != nil && c.Joint && fx.Assign == nil {
 		return fail(errors.New("a joint claim without the generation's assignment request"))
 	}
-	if fx.Legacy.Cancel != 0 {
-		r.stale = append(r.stale, fx.Legacy.Cancel)
-	}
-	if _, ok := ev.(LegacyChecked); ok {
-		r.check = false
-	}
-	if fx.Legacy.Check != nil {
-		r.check = true
-	}
+	r.track(ev, fx)
 	if _, ok := ev.(Persisted); ok {
 		r.writing = false
 	}

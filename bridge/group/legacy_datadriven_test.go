@@ -437,6 +437,13 @@ func (r *legacyRun) step(ev Event) error {
 	if err := r.md.check(ev, fx); err != nil {
 		return fmt.Errorf("%w\ntrace:\n%s", err, strings.Join(r.trace, "\n"))
 	}
+	r.track(ev, fx)
+	return nil
+}
+
+// track keeps what the shell owes the machine after ev and its effects: a cancelled claim's
+// report may still come, a check's result is due until it is given.
+func (r *legacyRun) track(ev Event, fx Effects) {
 	if fx.Legacy.Cancel != 0 {
 		r.stale = append(r.stale, fx.Legacy.Cancel)
 	}
@@ -446,7 +453,6 @@ func (r *legacyRun) step(ev Event) error {
 	if fx.Legacy.Check != nil {
 		r.check = true
 	}
-	return nil
 }
 
 func legacyRandomRun(seed uint64) error {
