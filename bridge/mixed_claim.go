@@ -129,6 +129,9 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 		log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
 		return nil, claimNext{}
 	}
+	if !optimistic {
+		cl.forgetGoneOwners(held, snap)
+	}
 	in := r.c.in
 	in.Snap, in.Ours, in.Held, in.Session = snap, cl.oursNow(), ownersHeld(held), cl.store.SessionID()
 	plan, err := planMixed(in)
@@ -173,6 +176,29 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 		}
 	}
 	return res, claimNext{}
+}
+
+// forgetGoneOwners drops from held the owner znodes a snapshot with the owners shows gone or
+// holding another thread: someone deleted them behind the Kafka side's back (a 0.8.2 consumer
+// deletes every owner it believes its own, ZCC:580-590; an operator; a release race). Held
+// counts as ours without a read (planMixed), so such a partition would look unowned to every
+// 0.8 tool while a Kafka member consumes it, and nothing would claim it again; dropped, the plan
+// claims it again in this round, or waits for whoever holds it now. The snapshot is the
+// round's own read: it costs no request.
+func (cl *claimer) forgetGoneOwners(held *mirrorState, snap *zkstate.GroupSnapshot) {
+	prefix := zkstate.OwnersPath(cl.group) + "/"
+	for p, th := range held.owners {
+		tp, ok := mixedOwnerTP(prefix, p)
+		if !ok {
+			continue
+		}
+		if now, there := snap.Owners[zkstate.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]; there && now == string(th) {
+			continue
+		}
+		cl.log.Warn().Str("owner", p).Str("thread", string(th)).
+			Msg("mixed group: an owner znode held for a Kafka member is gone or someone else's; claiming it again")
+		delete(held.owners, p)
+	}
 }
 
 // releaseThreads deletes the held owner znodes of the Kafka members' threads given.

@@ -1,0 +1,79 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// The Kafka side of a mixed group remembers the owner znodes it created for its members and
+// counts them as its own without reading them. One deleted behind its back (a 0.8.2 consumer
+// deletes every owner it believes its own, ZCC:580-590; an operator; a release race) left the
+// partition looking unowned to every 0.8 tool while a Kafka member consumed it, and a zk member
+// could take it. A claim round that reads the owners anyway sees it gone and claims it again.
+func TestIntegration_MixedClaimRecreatesAHeldOwnerDeletedBehindItsBack(t *testing.T) {
+	t.Parallel()
+	mc := newMixedCluster(t, "hg", map[string]int{"ta": 4})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	other := zktest.OpenStore(t, mc.connect)
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	// Another member, first in sort order, registered for ta: range gives it ta-0 and ta-1.
+	cid := mc.group + "_0other"
+	id := zkstate.IDPath(mc.group, cid)
+	reg := zkstate.ConsumerRegistration{Version: 1, Subscription: map[string]int{"ta": 1}, Pattern: zkstate.PatternStatic, TimestampMs: 1}.Encode()
+	if err := other.Create(ctx, id, reg, eph); err != nil {
+		t.Fatal(err)
+	}
+	mc.kafkaMember("k1")
+	consumes := func(want ...int32) func() (bool, string) {
+		return func() (bool, string) {
+			w := map[mtp]bool{}
+			for _, p := range want {
+				w[mtp{Topic: "ta", Partition: p}] = true
+			}
+			got := mc.views.of("k1")
+			return maps.Equal(got, w), fmt.Sprintf("k1 consumes %v, want %v", got, w)
+		}
+	}
+	zktest.Eventually(t, 30*time.Second, "k1 consuming ta-2 and ta-3", consumes(2, 3))
+	owned := zkstate.OwnerPath(mc.group, "ta", 3)
+	thread, _, err := other.Get(ctx, owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// k1's owner znode of ta-3 is deleted from outside. The other member then leaves, still
+	// holding ta-0 (as a 0.8.2 consumer does until its session ends): k1's claim of ta-0 and
+	// ta-1 fails, reads the owners and waits for ta-0.
+	if err := other.Delete(ctx, owned, -1); err != nil {
+		t.Fatal(err)
+	}
+	foreign := zkstate.OwnerPath(mc.group, "ta", 0)
+	if err := other.Create(ctx, foreign, []byte(cid+"-0"), eph); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Delete(ctx, id, -1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := other.Delete(ctx, foreign, -1); err != nil {
+		t.Fatal(err)
+	}
+	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition", consumes(0, 1, 2, 3))
+	zktest.Eventually(t, 10*time.Second, "the owner znode of ta-3 back with k1's thread", func() (bool, string) {
+		data, _, err := other.Get(ctx, owned)
+		return err == nil && string(data) == string(thread), fmt.Sprintf("%s: %q, %v; want %q", owned, data, err, thread)
+	})
+	for p := range int32(4) {
+		if data, _, err := other.Get(ctx, zkstate.OwnerPath(mc.group, "ta", p)); err != nil || string(data) != string(thread) {
+			t.Errorf("owner of ta-%d: %q, %v; want %q", p, data, err, thread)
+		}
+	}
+	mc.views.check(t)
+}
