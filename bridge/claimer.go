@@ -515,12 +515,19 @@ func untilClosed(ctx context.Context, chs ...<-chan struct{}) (context.Context, 
 func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirrorState) bool {
 	cl.sweepUnsure(ctx, held.ids, held.owners, want.ids, want.owners)
 	ok := true
-	drop := func(have, keep map[string][]byte) {
+	// An owner znode is deleted only while it holds the thread we wrote: our legacy side may
+	// have made it again in this session after someone deleted ours.
+	drop := func(have, keep map[string][]byte, owners bool) {
 		for _, p := range sortedPaths(have) {
 			if d, still := keep[p]; still && bytes.Equal(d, have[p]) {
 				continue
 			}
-			err := cl.store.DeleteEphemeral(ctx, p)
+			var err error
+			if owners {
+				err = cl.store.DeleteEphemeralHolding(ctx, p, have[p])
+			} else {
+				err = cl.store.DeleteEphemeral(ctx, p)
+			}
 			if err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
 				cl.failed(err, p, "removing")
 				ok = false
@@ -545,11 +552,11 @@ func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirror
 		}
 	}
 	released := len(held.owners)
-	drop(held.owners, want.owners)
+	drop(held.owners, want.owners, true)
 	if len(held.owners) < released {
 		cl.wakeLegacy()
 	}
-	drop(held.ids, want.ids)
+	drop(held.ids, want.ids, false)
 	cl.publishOurs(held.ids, want.ids)
 	add(held.ids, want.ids)
 	add(held.owners, want.owners)

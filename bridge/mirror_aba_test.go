@@ -97,3 +97,41 @@ func TestIntegration_MixedReleaseChecksInOneRequest(t *testing.T) {
 		}
 	}
 }
+
+// An owner znode the Kafka side holds can be deleted behind its back and created again in the
+// same session by the group's legacy side, for a legacy member's thread. The Kafka side's
+// later drop of its stale entry (reconcile, when the mirror lets the partition go) must leave
+// that znode alone: a check of the session alone takes it for ours and deletes the legacy
+// member's partition.
+func TestIntegration_MixedDropLeavesAnOwnerOurLegacySideRecreated(t *testing.T) {
+	t.Parallel()
+	ours, _, ctx := abaSessions(t)
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
+	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	stale, kept := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)
+	if err := mi.claimOwners(ctx, held, map[string]string{stale: "k-0", kept: "k-0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.Delete(ctx, stale, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.MultiAtomic(ctx, zkstate.CreateOp(stale, []byte("l-0"), eph)); err != nil {
+		t.Fatal(err)
+	}
+	mi.reconcile(ctx, held, mirrorState{})
+
+	if data, _, err := ours.Get(ctx, stale); err != nil || string(data) != "l-0" {
+		t.Errorf("the owner znode our legacy side re-created: %q, %v; want l-0 (deleted by the Kafka side's drop)", data, err)
+	}
+	if ok, _, err := ours.Exists(ctx, kept); err != nil || ok {
+		t.Errorf("the Kafka side's own owner znode of t/1 was not dropped (exists %v, %v)", ok, err)
+	}
+	if len(held.owners) != 0 {
+		t.Errorf("still held after the drop: %v", held.owners)
+	}
+}

@@ -215,7 +215,8 @@ func (cl *claimer) releaseThreads(ctx context.Context, threads []string) {
 
 // releaseOwners deletes held owner znodes: in one atomic Multi (one request, where one by one
 // costs an exists and a delete per znode — 600 requests when a 300-partition group reshuffles),
-// or, when that fails, one by one with the ownership check of DeleteEphemeral.
+// or, when that fails, one by one with the ownership check of DeleteEphemeralHolding (our
+// session, the thread we wrote).
 //
 // In a group with zk members each znode is read first, all in one multiRead request (a Get each
 // made a Kafka member's leave cost 40 % more requests), and deleted only while it is still ours —
@@ -252,7 +253,7 @@ func (cl *claimer) releaseOwners(ctx context.Context, held *mirrorState, paths [
 			r := reads[i]
 			switch {
 			case r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode):
-				mine = append(mine, p) // unknown: DeleteEphemeral below checks it
+				mine = append(mine, p) // unknown: DeleteEphemeralHolding below checks it
 			case r.Err != nil, r.Stat.EphemeralOwner != session, string(r.Data) != string(held.owners[p]):
 				delete(held.owners, p) // gone, or someone else's now
 			default:
@@ -274,7 +275,7 @@ func (cl *claimer) releaseOwners(ctx context.Context, held *mirrorState, paths [
 		paths = mine
 	}
 	for _, p := range paths {
-		if err := cl.store.DeleteEphemeral(ctx, p); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
+		if err := cl.store.DeleteEphemeralHolding(ctx, p, held.owners[p]); err != nil && !errors.Is(err, zkstate.ErrNotOwner) {
 			cl.failed(err, p, "releasing")
 			continue // the next claim releases it
 		}

@@ -1,6 +1,7 @@
 package zkstate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -384,6 +385,38 @@ func (s *Store) DeleteEphemeral(ctx context.Context, p string) error {
 		return err
 	}
 	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 {
+		return pathErr("delete ephemeral", p, ErrNotOwner)
+	}
+	err = s.Delete(ctx, p, st.Version)
+	if errors.Is(err, ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// DeleteEphemeralHolding is DeleteEphemeral for a node that must still hold data: one our
+// session holds with other data (another part of this process made it again since) is left
+// alone, and ErrNotOwner returned. It reads the node with a Get where DeleteEphemeral uses an
+// Exists: the same one request.
+func (s *Store) DeleteEphemeralHolding(ctx context.Context, p string, data []byte) error {
+	if err := validatePath(p); err != nil {
+		return pathErr("delete ephemeral", p, err)
+	}
+	if err := s.eph.lock(ctx, p); err != nil {
+		return pathErr("delete ephemeral", p, err)
+	}
+	defer s.eph.unlock(p)
+	if e := s.eph.get(p); e == nil || bytes.Equal(e.data, data) {
+		s.eph.set(p, nil) // a node remembered with other data is whoever made it again's
+	}
+	now, st, err := s.Get(ctx, p)
+	if errors.Is(err, ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 || !bytes.Equal(now, data) {
 		return pathErr("delete ephemeral", p, ErrNotOwner)
 	}
 	err = s.Delete(ctx, p, st.Version)
