@@ -324,6 +324,9 @@ func (g *legacyGroup) carry(ctx context.Context, now time.Time, fx group.Effects
 	if lx.Accepted && g.answer != nil {
 		g.accept(now, *g.answer)
 	}
+	if lx.Commit {
+		g.commitFinals()
+	}
 	// A drop that made the engine begin an attempt in this Step came before it, as the member's
 	// removal did before the engine: its ZooKeeper operations are not the attempt's.
 	g.unmeasured = lx.Check != nil

@@ -265,18 +265,42 @@ func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.Pin
 	}
 	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, known, resp)
 	g.countRefused(now, m, check)
-	if len(check.Accepted) == 0 {
+	g.commitOffsets(m.id, check.Accepted)
+}
+
+// commitOffsets hands offsets the actor validated to the group's claimer, one Multi.
+func (g *legacyGroup) commitOffsets(member string, offsets map[legacy.TopicPartition]int64) {
+	if len(offsets) == 0 {
 		return
 	}
-	exists := make(map[legacy.TopicPartition]bool, len(check.Accepted))
+	exists := make(map[legacy.TopicPartition]bool, len(offsets))
 	if g.committing == nil {
 		g.committing = map[legacy.TopicPartition]int64{}
 	}
-	for tp, off := range check.Accepted {
+	for tp, off := range offsets {
 		exists[tp] = g.offsetNodes[tp]
 		g.committing[tp] = off
 	}
-	g.cl.legacyReq(legacyCommitReq{member: m.id, offsets: check.Accepted, exists: exists}) // claimer_legacy.go
+	g.cl.legacyReq(legacyCommitReq{member: member, offsets: offsets, exists: exists}) // claimer_legacy.go
+}
+
+// commitFinals commits the final offsets of an attempt that ended before asking for its claim
+// (group.LegacyEffects.Commit: restarted or failed): no claim writes them, and the next check
+// starts over without them. The members are stopped, so they are their last offsets (a member
+// that leaves before the next attempt's final Ping takes nothing with it); they were validated
+// when accepted (legacyCheckPing), and no claim moved an owner since. Their commit goes to the
+// claimer ahead of any later claim, whose final offsets are collected later.
+func (g *legacyGroup) commitFinals() {
+	known := maps.Clone(g.committed)
+	maps.Copy(known, g.committing)
+	offsets := map[legacy.TopicPartition]int64{}
+	for tp, off := range g.final {
+		if old, ok := known[tp]; !ok || old != off { // one already committed, or on its way, is not sent again
+			offsets[tp] = off
+		}
+	}
+	g.final = map[legacy.TopicPartition]int64{}
+	g.commitOffsets("(final offsets)", offsets)
 }
 
 // onCommit takes the claimer's answer to a commitPing.

@@ -179,6 +179,9 @@ func legacyEffectLines(fx Effects) []string {
 	if lx.Accepted {
 		out = append(out, "accepted")
 	}
+	if lx.Commit {
+		out = append(out, "commit final offsets")
+	}
 	for _, d := range lx.Drops {
 		if d.Dead {
 			out = append(out, fmt.Sprintf("drop %s dead missed=%d interval=%v", d.Member, d.Missed, d.Interval))
@@ -267,6 +270,10 @@ type legacyModel struct {
 	final    map[MemberID]bool                       // answered its final Ping in this attempt
 	asked    bool                                    // a check's result is due
 	claim    uint64                                  // the claim running, 0 when none
+	// In the current attempt: a final Ping's offsets were accepted, a claim was asked for. An
+	// attempt that ends (restarted or failed) with the first and not the second has the shell
+	// commit them (final_ping.txt).
+	finals, claimed bool
 }
 
 func newLegacyModel() *legacyModel {
@@ -303,6 +310,9 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		md.asked = false
 	}
 	lx := fx.Legacy
+	if err := md.checkCommit(ev, lx); err != nil {
+		errs = append(errs, err)
+	}
 	if md.asked {
 		// Other events come in while the check reads (on the claimer): nothing of the attempt
 		// moves before its result. Pings do go out (sent checks them as any ping): the check may
@@ -357,7 +367,7 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		}
 	}
 	if lx.Claim != nil {
-		md.claim = lx.Claim.Claim
+		md.claim, md.claimed = lx.Claim.Claim, true
 		for _, id := range slices.Sorted(maps.Keys(md.auto)) {
 			switch {
 			case !md.stopped[id]:
@@ -376,6 +386,27 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		errs = append(errs, errors.New("check and claim in one step"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkCommit checks that an attempt that ends (restarted at the check, or failed) before asking
+// for its claim has the shell commit the final offsets it accepted, and that no other Step does.
+func (md *legacyModel) checkCommit(ev Event, lx LegacyEffects) error {
+	if a, ok := ev.(LegacyAnswer); ok && a.Kind == LegacyFinalPing && !a.Late && lx.Accepted {
+		md.finals = true
+	}
+	if lx.Check == nil && lx.Failed == nil {
+		if lx.Commit {
+			return errors.New("final offsets committed while the attempt goes on")
+		}
+		return nil
+	}
+	finals, claimed := md.finals, md.claimed
+	md.finals, md.claimed = false, false
+	if want := finals && !claimed; lx.Commit != want {
+		return fmt.Errorf("attempt ended with final offsets accepted=%v, claim asked=%v: commit=%v, want %v",
+			finals, claimed, lx.Commit, want)
+	}
+	return nil
 }
 
 // sent checks one request against the model and records it.

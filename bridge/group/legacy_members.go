@@ -65,6 +65,7 @@ func (m *Machine) legacyForget(mb *legacyMember) {
 	}
 	if l.att != nil {
 		delete(l.att.waiting, mb.id)
+		delete(l.att.stopped, mb.id)
 	}
 }
 
@@ -165,8 +166,14 @@ func (m *Machine) legacyAnswer(ev LegacyAnswer) {
 			return
 		}
 		m.fx.Legacy.Accepted = ev.Kind == LegacyStart && current
+		if ev.Kind == LegacyStop && current {
+			l.att.stopped[mb.id] = true
+		}
 	case LegacyFinalPing:
 		m.fx.Legacy.Accepted = current
+		if current {
+			l.att.finals = true
+		}
 	}
 }
 

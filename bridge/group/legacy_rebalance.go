@@ -34,9 +34,13 @@ type legacyAttempt struct {
 	began, stopping, claiming, starting time.Time
 
 	waiting map[MemberID]bool // members whose answer the current phase waits for
+	stopped map[MemberID]bool // members that answered the attempt's StopRequest
 	failed  error             // the first member that did not answer in time (step 5)
 	dirty   bool              // membership or partitions changed since the attempt began
 	claim   uint64            // the attempt's claim while it runs, else 0
+	// finals: a final ping's offsets were accepted in this attempt. If the attempt ends before
+	// it asks for its claim (restarted, failed), the shell commits them (LegacyEffects.Commit).
+	finals bool
 }
 
 // LegacyPhase returns where the legacy members' rebalance stands.
@@ -143,9 +147,10 @@ func (m *Machine) legacyBegin() {
 	if l.att != nil && l.att.claim != 0 {
 		m.fx.Legacy.Cancel = l.att.claim
 	}
+	m.legacyCommitFinals()
 	l.want, l.wantSince = false, time.Time{}
 	l.attempts++
-	l.att = &legacyAttempt{began: m.now, waiting: map[MemberID]bool{}}
+	l.att = &legacyAttempt{began: m.now, waiting: map[MemberID]bool{}, stopped: map[MemberID]bool{}}
 	l.phase = LegacyChecking
 	m.fx.Legacy.Check = &LegacyCheck{Attempt: l.attempts, Trigger: l.trigger, Kafka: m.kafkaJoining()}
 }
@@ -179,27 +184,45 @@ func (m *Machine) legacyAdvance() {
 	}
 	switch l.phase {
 	case LegacyStopping:
-		if l.att.dirty {
-			m.legacyLog("group changed while stopping its members: rebalance from step 1", "", l.trigger)
-			m.legacyBegin()
-			return
-		}
-		// docs §8 "Coordinator" 2: the offsets reported after a StopResponse are final.
+		// docs §8 "Coordinator" 2: the offsets reported after a StopResponse are final. They
+		// are collected even when the group changed meanwhile: the members are stopped, and a
+		// stopped member that leaves before the next attempt's final Ping would take the
+		// offsets it consumed since its last ping with it (the restart follows the collection,
+		// whose offsets the shell commits: legacyCommitFinals).
 		l.phase = LegacyCollecting
 		for _, id := range l.ids {
-			if mb := l.members[id]; mb.autoCommit {
+			if mb := l.members[id]; mb.autoCommit && l.att.stopped[id] {
 				m.legacySend(mb, LegacyFinalPing)
 			}
 		}
+		if l.att.dirty && len(l.att.waiting) > 0 {
+			m.legacyLog("group changed while stopping its members: collecting their final offsets before step 1", "", l.trigger)
+		}
 	case LegacyCollecting:
 		if l.att.dirty {
-			m.legacyLog("group changed while collecting final offsets: rebalance from step 1", "", l.trigger)
+			msg := "group changed while collecting final offsets: rebalance from step 1"
+			if !l.att.finals {
+				msg = "group changed while stopping its members: rebalance from step 1" // none to collect
+			}
+			m.legacyLog(msg, "", l.trigger)
 			m.legacyBegin()
 			return
 		}
 		m.legacyReady() // joint.go: with the Kafka members' generation, or alone
 	case LegacyStarting:
 		m.legacyComplete()
+	}
+}
+
+// legacyCommitFinals asks the shell to commit the final offsets the attempt collected, when it
+// ends (restarted, failed) before asking for its claim: no claim writes them, and the next
+// attempt's Check starts over (LegacyCheck). The members are stopped, so these offsets are
+// their last; committed through the claimer ahead of any later claim, whose final offsets are
+// collected later and never older, they do not regress. An attempt that asked for its claim
+// leaves its final offsets to that claim (written, or released before a wait).
+func (m *Machine) legacyCommitFinals() {
+	if a := m.legacy.att; a != nil && a.finals && a.claiming.IsZero() {
+		m.fx.Legacy.Commit = true
 	}
 }
 
@@ -265,6 +288,7 @@ func (m *Machine) legacyFinish(done *LegacyRebalance) {
 func (m *Machine) legacyFail(err error) {
 	l := &m.legacy
 	l.failures++
+	m.legacyCommitFinals()
 	wait := m.cfg.Legacy.backoff(l.failures)
 	m.fx.Legacy.Failed = &LegacyFailure{Err: err, Attempt: l.attempts, RetryIn: wait}
 	l.phase, l.att, l.retryAt = LegacyBackoff, nil, m.now.Add(wait)
