@@ -19,17 +19,9 @@ import (
 func TestIntegration_MixedReleaseLeavesARecreatedOwner(t *testing.T) {
 	t.Parallel()
 	ours, theirs, ctx := abaSessions(t)
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
-	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
-	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	gone, kept := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)
-	if err := mi.claimOwners(ctx, held, map[string]string{gone: "k-0", kept: "k-0"}); err != nil {
-		t.Fatal(err)
-	}
+	mi, held := abaClaimedBoth(ctx, t, ours, gone, kept)
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	// t/0 changes hands behind the bridge's back; t/1 stays the bridge's.
 	if err := theirs.Delete(ctx, gone, -1); err != nil {
 		t.Fatal(err)
@@ -106,17 +98,9 @@ func TestIntegration_MixedReleaseChecksInOneRequest(t *testing.T) {
 func TestIntegration_MixedDropLeavesAnOwnerOurLegacySideRecreated(t *testing.T) {
 	t.Parallel()
 	ours, _, ctx := abaSessions(t)
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
-	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
-	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	stale, kept := zkstate.OwnerPath("g", "t", 0), zkstate.OwnerPath("g", "t", 1)
-	if err := mi.claimOwners(ctx, held, map[string]string{stale: "k-0", kept: "k-0"}); err != nil {
-		t.Fatal(err)
-	}
+	mi, held := abaClaimedBoth(ctx, t, ours, stale, kept)
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
 	if err := ours.Delete(ctx, stale, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +118,20 @@ func TestIntegration_MixedDropLeavesAnOwnerOurLegacySideRecreated(t *testing.T) 
 	if len(held.owners) != 0 {
 		t.Errorf("still held after the drop: %v", held.owners)
 	}
+}
+
+// abaClaimedBoth is a claimer of group g on ours that has claimed the owner znodes a and b for
+// the Kafka thread k-0, and what it holds.
+func abaClaimedBoth(ctx context.Context, t *testing.T, ours *zkstate.Store, a, b string) (*claimer, *mirrorState) {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := &claimer{store: ours, group: "g", log: zerolog.Nop(), metrics: m}
+	held := &mirrorState{ids: map[string][]byte{}, owners: map[string][]byte{}}
+	if err := mi.claimOwners(ctx, held, map[string]string{a: "k-0", b: "k-0"}); err != nil {
+		t.Fatal(err)
+	}
+	return mi, held
 }
