@@ -220,12 +220,8 @@ func (r *jointRun) jsettle() error {
 			ev = Persisted{Version: 1}
 		case r.assign != 0:
 			ev = r.serverAssignment()
-		case r.check:
-			ev = LegacyChecked{Needed: true}
-		case r.md.claim != 0:
-			ev = LegacyClaimed{Claim: r.md.claim, Outcome: LegacyClaimWritten}
 		default:
-			ev = legacyAnswerOne(r.md)
+			ev = r.owed()
 		}
 		if ev == nil {
 			for _, c := range r.clients[i%len(r.clients):] {

@@ -522,15 +522,7 @@ func legacyRandomRun(seed uint64) error {
 // idle with nothing in flight.
 func (r *legacyRun) settle() error {
 	for range 2000 {
-		var ev Event
-		switch {
-		case r.check:
-			ev = LegacyChecked{Needed: true}
-		case r.md.claim != 0:
-			ev = LegacyClaimed{Claim: r.md.claim, Outcome: LegacyClaimWritten}
-		default:
-			ev = legacyAnswerOne(r.md)
-		}
+		ev := r.owed()
 		if ev == nil {
 			if r.m.LegacyPhase() == LegacyIdle && !r.m.legacy.want {
 				return nil
@@ -592,5 +584,18 @@ func legacyRandomEvent(rng *rand.Rand, md *legacyModel, i int) Event {
 			}
 		}
 		return a
+	}
+}
+
+// owed is the next answer a willing shell and willing members give, in the order settle gives
+// them: the check's result, the claim's, then one member's answer; nil when nothing is owed.
+func (r *legacyRun) owed() Event {
+	switch {
+	case r.check:
+		return LegacyChecked{Needed: true}
+	case r.md.claim != 0:
+		return LegacyClaimed{Claim: r.md.claim, Outcome: LegacyClaimWritten}
+	default:
+		return legacyAnswerOne(r.md)
 	}
 }
