@@ -384,10 +384,16 @@ func (s *Store) DeleteEphemeral(ctx context.Context, p string) error {
 	if err != nil || !ok {
 		return err
 	}
-	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 {
+	return s.deleteOurs(ctx, p, st, true)
+}
+
+// deleteOurs deletes p at the version st read when our session holds it and holds is true (the
+// caller's check of its data), else returns ErrNotOwner; a node gone meanwhile is not an error.
+func (s *Store) deleteOurs(ctx context.Context, p string, st Stat, holds bool) error {
+	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 || !holds {
 		return pathErr("delete ephemeral", p, ErrNotOwner)
 	}
-	err = s.Delete(ctx, p, st.Version)
+	err := s.Delete(ctx, p, st.Version)
 	if errors.Is(err, ErrNoNode) {
 		return nil
 	}
@@ -416,14 +422,7 @@ func (s *Store) DeleteEphemeralHolding(ctx context.Context, p string, data []byt
 	if err != nil {
 		return err
 	}
-	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 || !bytes.Equal(now, data) {
-		return pathErr("delete ephemeral", p, ErrNotOwner)
-	}
-	err = s.Delete(ctx, p, st.Version)
-	if errors.Is(err, ErrNoNode) {
-		return nil
-	}
-	return err
+	return s.deleteOurs(ctx, p, st, bytes.Equal(now, data))
 }
 
 // SetEphemeral rewrites an ephemeral CreateEphemeral made: its node, when our session holds it,
