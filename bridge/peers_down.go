@@ -41,6 +41,11 @@ const (
 	// at least three refusals after the first, so that every bridge has seen the refusal
 	// (their probes are at most probeEvery apart) before any leaves the peer out.
 	refusedFor = 300 * time.Millisecond
+	// probesInFlight bounds the probes of one peer in flight at once: a probe goes out every
+	// probeEvery whether or not the earlier ones have answered, so that one dial left
+	// unanswered until probeTimeout (a SYN lost while a killed process's listener is torn down)
+	// does not hold the next ones back.
+	probesInFlight = int(probeTimeout / probeEvery)
 )
 
 // probeOutcome is what one dial of a peer's listener met.
@@ -67,16 +72,23 @@ func outcomeOf(err error) probeOutcome {
 // peerDown is one peer's standing under the rule, for one registration of it.
 type peerDown struct {
 	everUp       bool      // its listener took a connection
-	refusedSince time.Time // the first refusal of the refusals in a row; zero: none
+	refusedSince time.Time // when the first of the refusals in a row was sent; zero: none
 	out          bool      // it looks dead: left out of Metadata
+	last         time.Time // when the latest probe taken into account was sent
 }
 
-// observe is the standing after a probe at now met o. Pure: every bridge applying it to its
+// observe is the standing after a probe sent at now met o. Probes count in the order they were
+// sent: the result of one sent before the latest counted is dropped (a dial that hung until its
+// timeout says nothing about the refusals sent after it). Pure: every bridge applying it to its
 // own probes reaches the same standing within a probe interval of the others.
 func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
+	if now.Before(d.last) {
+		return d
+	}
+	d.last = now
 	switch o {
 	case probeTook:
-		return peerDown{everUp: true}
+		return peerDown{everUp: true, last: now}
 	case probeRefused:
 		if !d.everUp {
 			return d // an address never reached is not a dead peer
@@ -105,13 +117,13 @@ type peerDownKey struct {
 // change. The probes' results also answer Unreachable (FindCoordinator's hold).
 func (p *peerSet) watchPeers(ctx context.Context) {
 	type result struct {
-		id  int32
-		key peerDownKey
-		at  time.Time
-		o   probeOutcome
+		id   int32
+		key  peerDownKey
+		sent time.Time
+		o    probeOutcome
 	}
 	results := make(chan result)
-	busy := map[int32]bool{} // a probe in flight: a silent peer is dialed once at a time
+	inFlight := map[int32]int{} // probes sent and not answered, by peer: at most probesInFlight
 	standing := map[int32]peerDown{}
 	keys := map[int32]peerDownKey{}
 	var wg sync.WaitGroup
@@ -125,21 +137,24 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 		case <-tick.C:
 			for id, reg := range p.view.Load().others {
 				b, ok := brokerOf(reg)
-				if !ok || busy[id] {
+				if !ok || inFlight[id] >= probesInFlight {
 					continue
 				}
-				busy[id] = true
+				inFlight[id]++
 				key := peerDownKey{net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), reg.StartedMs}
 				wg.Go(func() {
-					o := p.probes.probeNow(id, key.addr)
+					sent := time.Now()
+					o := p.probes.probeNow(id, key.addr, sent)
 					select {
-					case results <- result{id, key, time.Now(), o}:
+					case results <- result{id, key, sent, o}:
 					case <-ctx.Done():
 					}
 				})
 			}
 		case r := <-results:
-			delete(busy, r.id)
+			if inFlight[r.id]--; inFlight[r.id] <= 0 {
+				delete(inFlight, r.id)
+			}
 			others := p.view.Load().others
 			for id := range standing {
 				if _, ok := others[id]; !ok {
@@ -153,7 +168,7 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 			if keys[r.id] != r.key {
 				keys[r.id], standing[r.id] = r.key, peerDown{}
 			}
-			standing[r.id] = standing[r.id].observe(r.at, r.o)
+			standing[r.id] = standing[r.id].observe(r.sent, r.o)
 			p.setOut(standing, keys)
 		}
 	}
@@ -185,4 +200,11 @@ func (p *peerSet) setOut(standing map[int32]peerDown, keys map[int32]peerDownKey
 			p.log.Info().Int32("peer", id).Msg("a bridge that looked dead takes connections again (or is gone): named in Metadata again while registered")
 		}
 	}
+}
+
+// lookingDead reports whether peer id looks dead to this bridge now.
+func (p *peerSet) lookingDead(id int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out[id]
 }

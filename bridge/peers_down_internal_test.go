@@ -1,9 +1,14 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +60,9 @@ func TestPeerLooksDeadAfterRefusalsInARow(t *testing.T) {
 		}},
 		{"back at once when it takes a connection again (restarted at the same address)", []step{
 			{0, T, false}, {100, R, false}, {400, R, true}, {500, T, false}, {600, R, false}, {800, R, false}, {900, R, true},
+		}},
+		{"a probe's result counts in the order it was sent: one sent before the refusals does not break them", []step{
+			{0, T, false}, {100, R, false}, {200, R, false}, {50, S, false}, {300, R, false}, {150, T, false}, {400, R, true},
 		}},
 		{"out stays out while silent", []step{
 			{0, T, false}, {100, R, false}, {400, R, true}, {500, S, true}, {1500, S, true}, {1600, R, true},
@@ -190,5 +198,64 @@ func TestPeerLookingDeadLeavesMetadataNotOwnership(t *testing.T) {
 	}
 	if views[0] != views[1] {
 		t.Errorf("the survivors differ:\n  %s\n  %s", views[0], views[1])
+	}
+}
+
+// A probe that hangs at the kill does not hold the others back. A SYN sent while the killed
+// process's kernel tears its listener down may go unanswered (the dial times out after
+// probeTimeout, a silent outcome), while every later probe is refused at once. The survivors must
+// still decide within about refusedFor plus a probe interval of the kill, as a survivor whose
+// probes all met refusals does: before, the hung dial kept that peer's probes back until its
+// timeout (one dial in flight per peer) and its silent result then broke the refusals in a row,
+// so this survivor decided refusedFor after the timeout, 0.4 s after the other (seen in a traced
+// crash failover: the survivors 420 ms apart).
+func TestPeerLooksDeadDespiteAProbeHungAtTheKill(t *testing.T) {
+	p := newPeerSet(9001, "/zkbridge", zerolog.Nop())
+	const addr = "bridge-2.test:29092"
+	var mu sync.Mutex
+	var killed time.Time
+	hung := false
+	p.probes.dial = func(_, a string, timeout time.Duration) (net.Conn, error) {
+		mu.Lock()
+		k, hang := killed, !killed.IsZero() && !hung
+		hung = hung || hang
+		mu.Unlock()
+		switch {
+		case k.IsZero():
+			c1, c2 := net.Pipe()
+			_ = c2.Close()
+			return c1, nil
+		case hang:
+			time.Sleep(timeout)
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		default:
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+	}
+	p.publish(map[int32]zkstate.BridgeRegistration{9002: {NodeID: 9002, Kafka: addr, StartedMs: 1}})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watchPeers(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	time.Sleep(3 * probeEvery) // the peer took connections
+	mu.Lock()
+	killed = time.Now()
+	mu.Unlock()
+	for !p.lookingDead(9002) {
+		if time.Since(killed) > 3*time.Second {
+			t.Fatal("the peer never looked dead")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	t.Logf("looks dead %v after the kill", took)
+	// Refused from the second probe on: out at most refusedFor + 2 probe intervals after the
+	// kill, with room for a loaded machine; before, at least probeTimeout + refusedFor.
+	if limit := refusedFor + 2*probeEvery + 150*time.Millisecond; took > limit {
+		t.Errorf("the peer looked dead %v after the kill, want within %v (the hung probe held the others back)", took, limit)
 	}
 }

@@ -44,7 +44,8 @@ type liveness struct {
 type peerProbe struct {
 	mu     sync.Mutex
 	addr   string
-	at     time.Time // zero: never probed
+	at     time.Time // when the last probe answered; zero: never probed
+	sent   time.Time // when the probe whose result is recorded was sent
 	down   bool
 	everUp bool // a connection was taken at addr
 }
@@ -95,24 +96,45 @@ func (l *liveness) probeAt(id int32, addr string) *peerProbe {
 
 // dialLocked dials pr's address and records the result; pr.mu is held.
 func (l *liveness) dialLocked(pr *peerProbe) probeOutcome {
-	l.mu.Lock()
-	dial := l.dial
-	l.mu.Unlock()
-	c, err := dial("tcp", pr.addr, probeTimeout)
-	if err == nil {
-		_ = c.Close()
-		pr.everUp = true
-	}
-	pr.down, pr.at = err != nil, time.Now()
+	sent := time.Now()
+	err := l.dialOnce(pr.addr)
+	pr.record(sent, err)
 	return outcomeOf(err)
 }
 
-// probeNow dials node id's listener at addr now and records the result (watchPeers).
-func (l *liveness) probeNow(id int32, addr string) probeOutcome {
+// dialOnce dials addr and closes the connection it got.
+func (l *liveness) dialOnce(addr string) error {
+	l.mu.Lock()
+	dial := l.dial
+	l.mu.Unlock()
+	c, err := dial("tcp", addr, probeTimeout)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err
+}
+
+// record keeps the result of a probe sent at sent, unless a later-sent probe's is recorded;
+// pr.mu is held.
+func (pr *peerProbe) record(sent time.Time, err error) {
+	if err == nil {
+		pr.everUp = true
+	}
+	if sent.Before(pr.sent) {
+		return
+	}
+	pr.down, pr.at, pr.sent = err != nil, time.Now(), sent
+}
+
+// probeNow dials node id's listener at addr, sent at sent, and records the result (watchPeers).
+// The dial holds no lock: the probes of one peer overlap when one hangs.
+func (l *liveness) probeNow(id int32, addr string, sent time.Time) probeOutcome {
 	pr := l.probeAt(id, addr)
+	err := l.dialOnce(addr)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return l.dialLocked(pr)
+	pr.record(sent, err)
+	return outcomeOf(err)
 }
 
 // probeJoined probes the peers that joined the live view, so that a peer killed before any
