@@ -129,7 +129,7 @@ func (a *actor) start(ctx context.Context) context.Context {
 	a.gs = newGroupStore(store, a.c.cfg.Root, a.group, a.c.cfg.NodeID, a.log)
 	a.gs.hint = a.takeover
 	if p := a.c.peers; p != nil {
-		a.gs.placed = func() bool { return !p.alone() && p.owns(a.group) } // handover.go
+		a.gs.placed = func(draining bool) bool { return (draining || !p.alone()) && p.owns(a.group) } // handover.go
 	}
 	a.m = a.host.machine(&a.c.cfg.Group, nil)
 	a.mirror = a.c.claimers.join(claimerConfig{store: store, group: a.group, retry: a.c.cfg.MirrorRetry, log: a.log, metrics: a.c.metrics})

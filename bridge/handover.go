@@ -288,7 +288,7 @@ wait:
 		res := <-a.writes
 		a.writing, a.gs = false, res.gs
 	}
-	gs := a.gs
+	gs, gen := a.gs, int32(a.m.Generation())
 	// mixed_adopt.go: the Kafka members carry on in their generation; the next owner adopts
 	// their ephemerals.
 	a.handMirror = a.mixedMode() && a.m.State() != group.Empty
@@ -309,7 +309,7 @@ wait:
 			a.c.pm.handovers.WithLabelValues(cause).Inc()
 		}
 		to, _ := a.c.peers.ownerOK(a.group)
-		a.log.Info().Str("cause", cause).Int32("to", to).Int32("generation", int32(a.m.Generation())).Msg("group handed over")
+		a.log.Info().Str("cause", cause).Int32("to", to).Int32("generation", gen).Msg("group handed over")
 	}
 	a.finish(true)
 }

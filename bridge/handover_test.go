@@ -76,3 +76,53 @@ func TestIntegration_SeveralBridgesNewOwnerWaitsForARelease(t *testing.T) {
 		t.Fatalf("epoch after the commit: %+v, %v; want held by 9002", e, err)
 	}
 }
+
+// A bridge left alone by a drain waits for the draining holder's release as any new owner
+// does. With two bridges, the one that stays has no other live bridge once the other marks its
+// registration draining; it took an epoch held by a live bridge for a group it cannot serve and
+// refused the group NOT_COORDINATOR for a second (refuseHold), though the holder was handing
+// the group to it (the 1 s steps of the two-bridge handover, docs/benchmarks.md "the
+// handover's ZooKeeper chain"). Here 9001 is registered draining and holds the group's epoch,
+// and releases it 2 s later; 9002's commit waits and lands.
+func TestIntegration_SeveralBridgesLastBridgeWaitsForADrainingHolder(t *testing.T) {
+	t.Parallel()
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	b := startBridge(t, connect, 9002, func(c *bridge.Config) { c.WriteTimeout = 10 * time.Second })
+	draining := zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1", Draining: true}.Encode()
+	if err := zk.CreateEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001), draining); err != nil {
+		t.Fatal(err)
+	}
+	name := "alone-0"
+	held := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli()}.Encode()
+	if err := zk.Create(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), held, zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	releasedAt := make(chan struct{})
+	defer func() { <-releasedAt }()
+	go func() {
+		defer close(releasedAt)
+		time.Sleep(2 * time.Second)
+		released := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+		if _, err := zk.Set(context.Background(), zkstate.EpochPath(bridge.DefaultRoot, name), released, 0); err != nil {
+			t.Errorf("releasing: %v", err)
+		}
+	}()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	r, err := b.Do(ctx, name, func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, Generation: -1,
+			Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: 7, LeaderEpoch: -1}}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := r.(group.OffsetCommitReply)
+	if len(oc.Partitions) != 1 || oc.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit on the bridge left alone after %v: %+v, want NONE once the draining holder released the group", time.Since(start), oc.Partitions)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Fatalf("commit answered after %v, before the holder released the group", took)
+	}
+}

@@ -85,9 +85,9 @@ type groupStore struct {
 	// known holds offset znodes (0.8 and ours) known to exist, so that a commit is a set, not
 	// a create.
 	known map[string]bool
-	// placed, when set, says whether the group maps to this bridge (handover.go): then a holder
-	// that is alive is waited for rather than refused.
-	placed func() bool
+	// placed, when set, says whether the group maps to this bridge (handover.go) for a holder
+	// that is alive and draining or not: then that holder is waited for rather than refused.
+	placed func(draining bool) bool
 	// ownOnly leaves the 0.8 offsets (/consumers/<g>/offsets) out of every write: set for a
 	// finalized group, whose truth is the bridge's own offset records (modes.go).
 	ownOnly bool
@@ -133,12 +133,16 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		// An epoch that names no holder (not written by a bridge), or one its holder released
 		// (handover.go), is taken over as one of a bridge that is gone.
 		if owner, err := zkstate.ParseEpoch(data); err == nil && owner.NodeID != g.nodeID && !owner.Released {
-			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, owner.NodeID))
-			if err != nil {
+			reg, _, err := g.store.Get(ctx, zkstate.BridgePath(g.root, owner.NodeID))
+			alive := err == nil
+			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
 			}
 			if alive {
-				if g.placed == nil || !g.placed() {
+				// A draining holder is out of the live set: with one bridge left, that one is
+				// alone, and the holder is handing it the group all the same.
+				r, perr := zkstate.ParseBridgeRegistration(reg)
+				if g.placed == nil || !g.placed(perr == nil && r.Draining) {
 					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
 				}
 				// The group maps to us and its holder is handing it over (or will, once it
