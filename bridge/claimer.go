@@ -335,7 +335,7 @@ func (cl *claimer) onLeave(l claimerLeave) {
 		cl.legacyLeave(rctx, l.release)
 	} else {
 		cl.kafka.run, cl.kafka.want = nil, nil
-		if l.release {
+		if l.release && !cl.releaseAll(rctx) { // mirror_release.go
 			cl.reconcile(rctx, &cl.kafka.held, mirrorState{})
 		}
 		if h := l.handed; h != nil {

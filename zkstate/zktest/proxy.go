@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections to a ZooKeeper server until frozen. A frozen proxy cuts every
@@ -18,6 +19,8 @@ type Proxy struct {
 	// muted holds the server's replies back (Mute); unmuted is signalled on each change.
 	muted   bool
 	unmuted *sync.Cond
+	// delay holds each of the server's replies back for that long (SetDelay).
+	delay time.Duration
 }
 
 // StartProxy listens on a loopback port and forwards to backend (host:port) until the test ends.
@@ -67,25 +70,57 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // reply copies the server's bytes to the client, holding each read back while the proxy is
-// muted.
+// muted, and for the delay (SetDelay) after it was read: replies read one after the other are
+// delayed side by side, so that requests sent together still cost one delay, as on a slow link.
 func (p *Proxy) reply(c, b net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := b.Read(buf)
-		if n > 0 {
+	type chunk struct {
+		data []byte
+		at   time.Time
+	}
+	out := make(chan chunk, 1024)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for ch := range out {
+			if d := time.Until(ch.at); d > 0 {
+				time.Sleep(d)
+			}
 			p.mu.Lock()
 			for p.muted && !p.frozen {
 				p.unmuted.Wait()
 			}
 			p.mu.Unlock()
-			if _, werr := c.Write(buf[:n]); werr != nil {
+			if _, err := c.Write(ch.data); err != nil {
+				c.Close()
+				for range out {
+				}
 				return
 			}
+		}
+	}()
+	defer func() { close(out); <-written }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := b.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			at := time.Now().Add(p.delay)
+			p.mu.Unlock()
+			out <- chunk{data: append([]byte(nil), buf[:n]...), at: at}
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// SetDelay holds every answer of the server back for d from now on (0: none), as a link with a
+// round trip of d would: a client's sequential requests then take d each, and a count of them
+// can be read off a wall time.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Mute holds every answer of the server back until Unmute, while requests still reach it: a

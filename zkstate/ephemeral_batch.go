@@ -1,0 +1,76 @@
+package zkstate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+)
+
+// DeleteEphemerals is DeleteEphemeral and DeleteEphemeralHolding for many nodes in two requests
+// whatever their number, where one by one they cost two round trips each: one multiRead of
+// every node (GetBatch), then one atomic Multi deleting, at the versions read, every node our
+// session holds with the data given (nodes maps a path to the data it must still hold; nil data:
+// any, as DeleteEphemeral). Each path's ephemeral lock is held from the read to the Multi, so
+// that nothing of this process makes a node again in between, as in the calls one by one.
+//
+// Missing nodes are fine. The nodes another session holds, or that hold other data, are left
+// alone and returned (the one-by-one calls' ErrNotOwner). The remembered ephemerals are
+// forgotten as those calls forget them. An error means nothing was deleted (a read failed, or a
+// node changed between the read and the Multi, which then failed as a whole): the caller may
+// delete one by one instead.
+func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte) (notOurs []string, err error) {
+	paths := make([]string, 0, len(nodes))
+	for p := range nodes {
+		if err := validatePath(p); err != nil {
+			return nil, pathErr("delete ephemerals", p, err)
+		}
+		paths = append(paths, p)
+	}
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	slices.Sort(paths) // every lock taken in one order: no two batches wait for each other
+	for i, p := range paths {
+		if err := s.eph.lock(ctx, p); err != nil {
+			for _, q := range paths[:i] {
+				s.eph.unlock(q)
+			}
+			return nil, pathErr("delete ephemerals", p, err)
+		}
+	}
+	defer func() {
+		for _, p := range paths {
+			s.eph.unlock(p)
+		}
+	}()
+	for _, p := range paths {
+		if want := nodes[p]; want == nil {
+			s.eph.set(p, nil)
+		} else if e := s.eph.get(p); e == nil || bytes.Equal(e.data, want) {
+			s.eph.set(p, nil) // a node remembered with other data is whoever made it again's
+		}
+	}
+	reads, err := s.GetBatch(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	id := s.SessionID()
+	var ops []Op
+	for i, r := range reads {
+		p := paths[i]
+		switch {
+		case errors.Is(r.Err, ErrNoNode):
+		case r.Err != nil:
+			return nil, r.Err
+		case id == 0 || r.Stat.EphemeralOwner != id || (nodes[p] != nil && !bytes.Equal(r.Data, nodes[p])):
+			notOurs = append(notOurs, p)
+		default:
+			ops = append(ops, DeleteOp(p, r.Stat.Version))
+		}
+	}
+	if err := s.MultiAtomic(ctx, ops...); err != nil {
+		return nil, err
+	}
+	return notOurs, nil
+}
