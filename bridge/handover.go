@@ -222,10 +222,9 @@ func (c *coordinator) drain(ctx context.Context, timeout time.Duration, deregist
 	store := c.store
 	c.mu.Unlock()
 	start := time.Now()
-	// handover_linger.go: which members will have heard NOT_COORDINATOR before we close.
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	told := c.tellMembers(tctx, store, names)
-	cancel()
+	// handover_linger.go: which members will have heard NOT_COORDINATOR before we close (read
+	// while the groups are handed over).
+	told := c.tellMembers(ctx, timeout, store, names)
 	// Stop admitting first (placementChanged hands every loaded group over), then deregister,
 	// so that no other bridge takes a group while this one still answers for it.
 	c.peers.leave()

@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -162,3 +163,51 @@ func TestIntegration_SeveralBridgesHandoverRoundTrips(t *testing.T) {
 // in one batch (its deletes took two round trips each before the epoch's release), 12 after
 // (docs/benchmarks.md, "the handover's ZooKeeper chain"); the rest is margin for a loaded machine.
 const maxHandoverRoundTrips = 20
+
+// A draining bridge stops serving its groups at once, not after reading which members it will
+// wait for (handover_linger.go reads their records beside the handover): that read was the
+// first round trip of every handover. With ZooKeeper's answers held back, a heartbeat to the
+// draining bridge is no longer answered as before (it waits for the group's release, then is
+// refused NOT_COORDINATOR).
+func TestIntegration_SeveralBridgesDrainStopsServingBeforeReadingMembers(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	via := proxy.Addr() + connect[i:]
+	a := startBridge(t, via, 9001, nil)
+	b := startBridge(t, via, 9002, nil)
+	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
+		got := brokersOf(t, b.Addr().String())
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	name := ownedGroup("serve", 9001, 9001, 9002)
+	insts := [2]group.InstanceID{"i1", "i2"}
+	stableGroup(t, a, name, insts)
+	quiet(t, a, b)
+
+	proxy.Mute()
+	muted := true
+	defer func() {
+		if muted {
+			proxy.Unmute()
+		}
+	}()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.stop() }()
+	time.Sleep(500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	r, err := a.Do(ctx, name, func(tok group.Token) group.Event {
+		return group.Heartbeat{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1}
+	})
+	cancel()
+	proxy.Unmute()
+	muted = false
+	if err == nil && r.(group.HeartbeatReply).Err == group.ErrNone {
+		t.Errorf("the draining bridge still served the group's heartbeat 0.5 s into its drain, while ZooKeeper had not answered")
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -32,9 +32,13 @@ const handoverLinger = 3 * time.Second
 type untold struct {
 	mu   sync.Mutex
 	want map[string]map[group.MemberID]bool
-	all  chan struct{} // closed when want is empty
+	all  chan struct{} // closed when want is empty, once read
 	// members counts the members noted at first.
 	members int
+	// While the records are read (read open), the members refused meanwhile are noted in early
+	// and left out of want.
+	early map[string]map[group.MemberID]bool
+	read  chan struct{}
 }
 
 // memberOf is the member id a group request names ("" for none).
@@ -78,6 +82,13 @@ func (c *coordinator) refusedElsewhere(name string, ev group.Event) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.early != nil {
+		if u.early[name] == nil {
+			u.early[name] = map[group.MemberID]bool{}
+		}
+		u.early[name][id] = true
+		return
+	}
 	members, ok := u.want[name]
 	if !ok || !members[id] {
 		return
@@ -93,29 +104,44 @@ func (c *coordinator) refusedElsewhere(name string, ev group.Event) {
 
 // tellMembers starts noting which Kafka members of the groups named (all loaded, about to be
 // handed over by drain) are answered NOT_COORDINATOR; the members are read from the groups'
-// records. A member refused before the records are read is waited for until it asks again
-// (having been told to look for its coordinator, it does) or the bound.
-func (c *coordinator) tellMembers(ctx context.Context, store *zkstate.Store, names []string) *untold {
-	u := &untold{want: map[string]map[group.MemberID]bool{}, all: make(chan struct{})}
+// records, on a goroutine of its own, so that the handover does not wait for the read: a member
+// refused while it runs is noted as told. The read takes at most timeout.
+func (c *coordinator) tellMembers(ctx context.Context, timeout time.Duration, store *zkstate.Store, names []string) *untold {
+	u := &untold{want: map[string]map[group.MemberID]bool{}, all: make(chan struct{}), read: make(chan struct{})}
 	if store == nil || len(names) == 0 {
 		close(u.all)
+		close(u.read)
 		return u
 	}
+	u.early = map[string]map[group.MemberID]bool{}
 	c.untold.Store(u)
 	paths := make([]string, len(names))
 	for i, n := range names {
 		paths[i] = zkstate.GroupRecordPath(c.cfg.Root, n)
 	}
-	reads, err := store.GetMany(ctx, paths)
+	go func() {
+		defer close(u.read)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		reads, err := store.GetMany(ctx, paths)
+		u.note(names, reads, err)
+	}()
+	return u
+}
+
+// note sets want to the Kafka members of the records read, less those told while they were read.
+func (u *untold) note(names []string, reads []zkstate.Read, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	early := u.early
+	u.early = nil
 	for i, r := range reads {
 		var rec group.Record
 		if err != nil || r.Err != nil || json.Unmarshal(r.Data, &rec) != nil {
 			continue
 		}
 		for _, m := range rec.Members {
-			if m.Kind != group.KindKafka {
+			if m.Kind != group.KindKafka || early[names[i]][m.ID] {
 				continue
 			}
 			if u.want[names[i]] == nil {
@@ -128,7 +154,6 @@ func (c *coordinator) tellMembers(ctx context.Context, store *zkstate.Store, nam
 	if len(u.want) == 0 {
 		close(u.all)
 	}
-	return u
 }
 
 // linger waits until every member tellMembers noted has been told and, with the data path,
@@ -146,6 +171,10 @@ func (c *coordinator) linger(ctx context.Context, u *untold, open, fetchers func
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, handoverLinger)
 	defer cancel()
+	select {
+	case <-u.read: // tellMembers' read, within drain's timeout
+	case <-ctx.Done():
+	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	all := u.all
