@@ -7,7 +7,7 @@ import (
 
 // releaseAll deletes every ephemeral the group's Kafka members hold here (the 0.8 mirror's
 // registrations, hosted-member and owner znodes, and the creates whose outcome is unknown) in
-// two ZooKeeper requests (zkstate.Store.DeleteEphemerals), with the same checks as reconcile's
+// two ZooKeeper round trips (zkstate.Store.DeleteEphemerals), with the same checks as reconcile's
 // deletes one by one: an owner znode only while it holds the thread we wrote, every node only
 // while our session holds it. A handover releases the group's epoch only after its mirror, and
 // one by one a mirror of six partitions and two members took a score of round trips in a row

@@ -7,9 +7,10 @@ import (
 	"slices"
 )
 
-// DeleteEphemerals is DeleteEphemeral and DeleteEphemeralHolding for many nodes in two requests
-// whatever their number, where one by one they cost two round trips each: one multiRead of
-// every node (GetBatch), then one atomic Multi deleting, at the versions read, every node our
+// DeleteEphemerals is DeleteEphemeral and DeleteEphemeralHolding for many nodes in two round
+// trips whatever their number, where one by one they cost two each: one read of every node
+// (GetMany: pipelined Gets, side by side with other callers', or a multiRead for many nodes),
+// then one atomic Multi deleting, at the versions read, every node our
 // session holds with the data given (nodes maps a path to the data it must still hold; nil data:
 // any, as DeleteEphemeral). Each path's ephemeral lock is held from the read to the Multi, so
 // that nothing of this process makes a node again in between, as in the calls one by one.
@@ -51,7 +52,7 @@ func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte) (
 			s.eph.set(p, nil) // a node remembered with other data is whoever made it again's
 		}
 	}
-	reads, err := s.GetBatch(ctx, paths)
+	reads, err := s.GetMany(ctx, paths)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
-// DeleteEphemerals deletes in two requests what DeleteEphemeral and DeleteEphemeralHolding
+// DeleteEphemerals deletes in two round trips what DeleteEphemeral and DeleteEphemeralHolding
 // delete one by one, with their checks: a node our session holds (with the data asked for, when
 // given) goes; a missing node is fine; one another session holds, or one holding other data, is
 // left and named.
@@ -52,7 +52,7 @@ func TestIntegration_DeleteEphemeralsAtOnce(t *testing.T) {
 	for _, k := range zkstate.RequestKinds {
 		n += after[k] - before[k]
 	}
-	if n != 2 || after[zkstate.ReqMulti]-before[zkstate.ReqMulti] != 1 {
-		t.Errorf("%d requests (%v → %v), want 2: one read of every node, one multi", n, before, after)
+	if n != 7 || after[zkstate.ReqGet]-before[zkstate.ReqGet] != 6 || after[zkstate.ReqMulti]-before[zkstate.ReqMulti] != 1 {
+		t.Errorf("%d requests (%v → %v), want 7: a read of every node, side by side, then one multi", n, before, after)
 	}
 }
