@@ -211,3 +211,56 @@ func TestIntegration_SeveralBridgesDrainStopsServingBeforeReadingMembers(t *test
 		t.Fatal(err)
 	}
 }
+
+// The first commit of a group loaded with its record (a handover's new owner, a restart) takes
+// the offset znodes the group committed before for existing: one Multi, where it looked each
+// up first (an Exists per znode, a round trip on the way of every first commit after a
+// handover). Here a bridge restarts under a Stable group that committed partition 0.
+func TestIntegration_RestoredGroupsFirstCommitLooksNothingUp(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	a := startBridge(t, connect, 9001, nil)
+	name := "restored"
+	insts := [2]group.InstanceID{"i1", "i2"}
+	stableGroup(t, a, name, insts)
+	commit := func(r *running, off int64) group.OffsetCommitReply {
+		return do[group.OffsetCommitReply](t, r, name, func(tok group.Token) group.Event {
+			return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
+				Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}}
+		})
+	}
+	if r := commit(a, 5); r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit: %+v", r.Partitions)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, connect, 9001, nil)
+	if d := do[group.DescribeReply](t, b, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} }); d.Group.Generation != 1 {
+		t.Fatalf("after the restart: %+v, want the group restored in generation 1", d.Group)
+	}
+	quiet(t, b)
+	before := zkRequestsOf(t, b)
+	if r := commit(b, 6); r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit after the restart: %+v", r.Partitions)
+	}
+	by, total := requestsSince(before, zkRequestsOf(t, b))
+	if by[zkstate.ReqExists] > 0 || by[zkstate.ReqMulti] != 1 {
+		t.Errorf("the first commit after the restart sent %v (%v in all), want one multi and no exists", by, total)
+	}
+	// A partition the group never committed: taken for existing, found missing, created.
+	r := do[group.OffsetCommitReply](t, b, name, func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
+			Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 1, Offset: 9, LeaderEpoch: -1}}}
+	})
+	if r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit of a partition never committed: %+v", r.Partitions)
+	}
+	for p, want := range map[int32]int64{0: 6, 1: 9} {
+		data, _, err := zk.Get(t.Context(), zkstate.OffsetPath(name, "orders", p))
+		if off, perr := zkstate.ParseOffset(data); err != nil || perr != nil || off != want {
+			t.Errorf("0.8 offset of orders/%d after the commits: %d (%v, %v), want %d", p, off, err, perr, want)
+		}
+	}
+}

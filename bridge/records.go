@@ -94,6 +94,11 @@ type groupStore struct {
 	// hint, set for a takeover a rescan decided, is the epoch it read (handover.go); the first
 	// acquire uses it.
 	hint *takeoverHint
+	// assume, set by the load of a group with a record (a restored group, one handed over
+	// above all), has a write take the offset znodes it does not know for existing: the group
+	// committed them before, and looking first cost the first commit after every handover a
+	// round trip. A write that finds one missing clears it (write).
+	assume bool
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
@@ -250,6 +255,7 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 		return nil, fmt.Errorf("%w: record at %s names group %q", errCorruptRecord, zkstate.GroupRecordPath(g.root, g.group), rec.Group)
 	}
 	g.record = st.Version
+	g.assume = true
 	return &rec, nil
 }
 
@@ -305,6 +311,7 @@ func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.
 		if isFenced(err) {
 			return 0, fmt.Errorf("write group %q: %w", g.group, ErrFenced)
 		}
+		g.assume = false // a missing offset znode taken for existing, among other failures
 		if ctx.Err() != nil || errors.Is(err, zkstate.ErrSessionExpired) || errors.Is(err, zkstate.ErrClosed) || errors.Is(err, zkstate.ErrMultiTooLarge) {
 			return 0, fmt.Errorf("write group %q: %w", g.group, err)
 		}
@@ -386,7 +393,7 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 	}
 	var unknown []string
 	for _, w := range writes {
-		if !g.known[w.path] {
+		if !g.known[w.path] && !g.assume {
 			unknown = append(unknown, w.path)
 		}
 	}
@@ -405,7 +412,7 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 		}
 	}
 	for _, w := range writes {
-		if g.known[w.path] {
+		if g.known[w.path] || g.assume {
 			ops = append(ops, zkstate.SetOp(w.path, w.data, -1))
 		} else {
 			ops = append(ops, zkstate.CreateOp(w.path, w.data, zkstate.CreateOptions{Parents: true}))
