@@ -118,20 +118,19 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 	// someone holds one of them, and then the next round reads them and waits. In a
 	// rebalance that gives the Kafka members nothing another kind still holds (they only
 	// lose partitions, or gain free ones), that saves reading every owner znode, and the
-	// release of what moves away from them comes that much sooner.
+	// release of what moves away from them comes that much sooner. It lists their names
+	// (in the waves it reads anyway, no request more), which is enough to see a held one gone.
 	optimistic := r.round == 1
 	parts := zkstate.WithOwners // offsets: see mixed.go
 	if optimistic {
-		parts = 0
+		parts = zkstate.WithOwnerNames
 	}
 	snap, err := cl.store.SnapshotOf(ctx, cl.group, parts)
 	if err != nil {
 		log.Warn().Err(err).Msg("mixed group: reading the group failed; retrying")
 		return nil, claimNext{}
 	}
-	if !optimistic {
-		cl.forgetGoneOwners(held, snap)
-	}
+	cl.forgetGoneOwners(held, snap, !optimistic)
 	in := r.c.in
 	in.Snap, in.Ours, in.Held, in.Session = snap, cl.oursNow(), ownersHeld(held), cl.store.SessionID()
 	plan, err := planMixed(in)
@@ -178,21 +177,24 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 	return res, claimNext{}
 }
 
-// forgetGoneOwners drops from held the owner znodes a snapshot with the owners shows gone or
-// holding another thread: someone deleted them behind the Kafka side's back (a 0.8.2 consumer
-// deletes every owner it believes its own, ZCC:580-590; an operator; a release race). Held
-// counts as ours without a read (planMixed), so such a partition would look unowned to every
-// 0.8 tool while a Kafka member consumes it, and nothing would claim it again; dropped, the plan
-// claims it again in this round, or waits for whoever holds it now. The snapshot is the
-// round's own read: it costs no request.
-func (cl *claimer) forgetGoneOwners(held *mirrorState, snap *zkstate.GroupSnapshot) {
+// forgetGoneOwners drops from held the owner znodes a snapshot shows gone, or, when it read
+// them (read), holding another thread: someone deleted them behind the Kafka side's back (a
+// 0.8.2 consumer deletes every owner it believes its own, ZCC:580-590; an operator; a release
+// race). Held counts as ours without a read (planMixed), so such a partition would look unowned
+// to every 0.8 tool while a Kafka member consumes it, and nothing would claim it again; dropped,
+// the plan claims it again in this round, or waits for whoever holds it now. The snapshot is
+// the round's own read: it costs no request. A snapshot that only lists the owner znodes
+// (the optimistic first round) cannot tell one created again by someone else: a later round
+// that reads them does.
+func (cl *claimer) forgetGoneOwners(held *mirrorState, snap *zkstate.GroupSnapshot, read bool) {
 	prefix := zkstate.OwnersPath(cl.group) + "/"
 	for p, th := range held.owners {
 		tp, ok := mixedOwnerTP(prefix, p)
 		if !ok {
 			continue
 		}
-		if now, there := snap.Owners[zkstate.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]; there && now == string(th) {
+		ztp := zkstate.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+		if now, there := snap.Owners[ztp]; there && now == string(th) || !read && snap.Listed[ztp] {
 			continue
 		}
 		cl.log.Warn().Str("owner", p).Str("thread", string(th)).

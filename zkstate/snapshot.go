@@ -26,6 +26,11 @@ type GroupSnapshot struct {
 	// (read it with OwnerOf; a value that is neither a thread id nor a registered consumer's id
 	// is kept and also reported in Problems).
 	Owners map[TopicPartition]string
+	// Listed are the partitions with an owner znode listed under /consumers/<g>/owners/<t>, read
+	// with WithOwners or WithOwnerNames (nil when neither was asked for). WithOwnerNames lists them
+	// without reading them: what a claim that only needs to know which exist pays nothing for but
+	// the children reads of the owners directories, in waves it runs anyway.
+	Listed map[TopicPartition]bool
 	// Offsets holds /consumers/<g>/offsets/<t>/<p>: the next offset to consume.
 	Offsets map[TopicPartition]int64
 	// Partitions maps every topic the group mentions (static subscriptions, topics a wildcard
@@ -255,6 +260,10 @@ const (
 	// WithOffsets reads /consumers/<g>/offsets: GroupSnapshot.Offsets, and the partitions of
 	// the topics found there.
 	WithOffsets
+	// WithOwnerNames lists /consumers/<g>/owners/<t> without reading the owner znodes:
+	// GroupSnapshot.Listed only (no Owners, no partitions of the topics found there). Its reads
+	// join the waves of the registrations, so it adds no round trip.
+	WithOwnerNames
 )
 
 // SnapshotOf is Snapshot reading only the given parts: an assignment needs the registrations
@@ -336,7 +345,7 @@ func (r *snapshotRead) readDirs(ctx context.Context) error {
 		read = append(read, i)
 		return i
 	}
-	r.ownersI, r.offsetsI = dir(WithOwners, OwnersPath(r.group)), dir(WithOffsets, OffsetsPath(r.group))
+	r.ownersI, r.offsetsI = dir(WithOwners|WithOwnerNames, OwnersPath(r.group)), dir(WithOffsets, OffsetsPath(r.group))
 	r.dirs = w1
 	if err := r.s.runReads(ctx, &r.snap.Stats, w1); err != nil {
 		return err
@@ -379,6 +388,9 @@ func (r *snapshotRead) readRegistrations(ctx context.Context) error {
 	if err := r.s.runReads(ctx, &r.snap.Stats, regs, r.ownerTopics, r.offsetTopics); err != nil {
 		return err
 	}
+	if err := r.listOwners(); err != nil {
+		return err
+	}
 	for i, id := range ids {
 		ok, err := regs.result(i)
 		if err != nil {
@@ -414,9 +426,13 @@ func (r *snapshotRead) readRegistrations(ctx context.Context) error {
 // a registration subscribes by pattern (returned, for wave 4).
 func (r *snapshotRead) readOwnersAndOffsets(ctx context.Context) (*reads, error) {
 	owners, offsets := &reads{}, &reads{}
-	ownerTPs, err := r.partitionReads(r.kids(r.ownersI), r.ownerTopics, owners, func(t string, p int32) string { return OwnerPath(r.group, t, p) })
-	if err != nil {
-		return nil, err
+	var ownerTPs []TopicPartition
+	if r.parts&WithOwners != 0 {
+		var err error
+		ownerTPs, err = r.partitionReads(r.kids(r.ownersI), r.ownerTopics, owners, func(t string, p int32) string { return OwnerPath(r.group, t, p) })
+		if err != nil {
+			return nil, err
+		}
 	}
 	offsetTPs, err := r.partitionReads(r.kids(r.offsetsI), r.offsetTopics, offsets, func(t string, p int32) string { return OffsetPath(r.group, t, p) })
 	if err != nil {
@@ -468,6 +484,30 @@ func (r *snapshotRead) readOwnersAndOffsets(ctx context.Context) (*reads, error)
 		return nil, err
 	}
 	return allTopics, nil
+}
+
+// listOwners fills Listed from the children of the owners directories (wave 2). Names that do
+// not parse are left to partitionReads, which reports them (WithOwners).
+func (r *snapshotRead) listOwners() error {
+	if r.ownersI < 0 {
+		return nil
+	}
+	r.snap.Listed = map[TopicPartition]bool{}
+	for i, t := range r.kids(r.ownersI) {
+		ok, err := r.ownerTopics.result(i)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		for _, name := range r.ownerTopics.kids[i] {
+			if p, err := parsePartition(name); err == nil {
+				r.snap.Listed[TopicPartition{Topic: t, Partition: p}] = true
+			}
+		}
+	}
+	return nil
 }
 
 // partitionReads adds to out a read of every partition znode listed under the topic directories

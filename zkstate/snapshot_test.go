@@ -142,17 +142,24 @@ func TestIntegration_SnapshotOfParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := l.Groups[0]
+	listed := map[zkstate.TopicPartition]bool{}
+	for tp := range g.Owners {
+		listed[tp] = true
+	}
 	for _, tc := range []struct {
 		name    string
 		parts   zkstate.SnapshotPart
 		owners  map[zkstate.TopicPartition]string
+		listed  map[zkstate.TopicPartition]bool
 		offsets map[zkstate.TopicPartition]int64
 		reads   int // directories, then registrations and topic directories, then znodes
 	}{
-		{"registrations", 0, nil, nil, 2 + 2 + 2},
-		{"owners", zkstate.WithOwners, g.Owners, nil, 3 + 4 + 12},
-		{"offsets", zkstate.WithOffsets, nil, g.Offsets, 3 + 4 + 12},
-		{"all", zkstate.WithOwners | zkstate.WithOffsets, g.Owners, g.Offsets, 4 + 6 + 22},
+		{"registrations", 0, nil, nil, nil, 2 + 2 + 2},
+		{"owners", zkstate.WithOwners, g.Owners, listed, nil, 3 + 4 + 12},
+		// The names only: the owners directories' children, in the same three waves.
+		{"owner names", zkstate.WithOwnerNames, nil, listed, nil, 3 + 4 + 2},
+		{"offsets", zkstate.WithOffsets, nil, nil, g.Offsets, 3 + 4 + 12},
+		{"all", zkstate.WithOwners | zkstate.WithOffsets, g.Owners, listed, g.Offsets, 4 + 6 + 22},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap, err := s.SnapshotOf(ctx, "billing", tc.parts)
@@ -173,8 +180,14 @@ func TestIntegration_SnapshotOfParts(t *testing.T) {
 			if len(snap.Offsets) != len(tc.offsets) || !maps.Equal(snap.Offsets, tc.offsets) {
 				t.Errorf("Offsets = %v, want %v", snap.Offsets, tc.offsets)
 			}
+			if !maps.Equal(snap.Listed, tc.listed) || (snap.Listed == nil) != (tc.listed == nil) {
+				t.Errorf("Listed = %v, want %v", snap.Listed, tc.listed)
+			}
 			if snap.Stats.Reads != tc.reads {
 				t.Errorf("%d znodes read, want %d", snap.Stats.Reads, tc.reads)
+			}
+			if snap.Stats.Waves != 3 || snap.Stats.Requests != 3 {
+				t.Errorf("%d waves, %d requests; want 3 of each", snap.Stats.Waves, snap.Stats.Requests)
 			}
 		})
 	}
