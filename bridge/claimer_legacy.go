@@ -70,11 +70,13 @@ type (
 	legacyCheckReq struct{ own map[string]bool }
 	// legacyCommitReq writes the offsets a regular PingResponse of member reported, which the
 	// actor validated (legacyCheckPing); exists says which of their offset znodes are known to
-	// exist.
+	// exist. finals: they are the final offsets of an attempt that ended before its claim was
+	// written (commitFinals); those its claim wrote are skipped (legacyPart.finals).
 	legacyCommitReq struct {
 		member  string
 		offsets map[legacy.TopicPartition]int64
 		exists  map[legacy.TopicPartition]bool
+		finals  bool
 	}
 )
 
@@ -178,6 +180,12 @@ type legacyPart struct {
 	writtenSession int64
 	claimed        bool // a claim wrote owner znodes once: the leave reads the group to release them
 	run            *legacyClaimRun
+	// finals are the final offsets the last claim's Multis wrote, or may have written (a Multi
+	// that failed after a connection loss), since its request. A commit of the final offsets of
+	// its attempt, which ended before the claim was written (cancelled after a wait, failed),
+	// skips them: the Multi that wrote them may also have let go of the partition's owner znode
+	// (the Release before a wait), and the partition's new owner may have committed since.
+	finals map[legacy.TopicPartition]int64
 }
 
 func newLegacyPart() legacyPart { return legacyPart{regs: map[string][]string{}} }
@@ -249,20 +257,28 @@ func (cl *claimer) drainLegacy(ctx context.Context) {
 // ping's offset of a partition winning: at a hundred members pinged every second, one Multi
 // per ping kept the claimer busy, and a claim queued behind them waited for each.
 func (cl *claimer) legacyCommits(ctx context.Context, batch []legacyCommitReq) {
-	if len(batch) == 1 {
-		cl.emit(cl.legacyCommit(ctx, batch[0]))
-		return
-	}
 	all := legacyCommitReq{offsets: map[legacy.TopicPartition]int64{}, exists: map[legacy.TopicPartition]bool{}}
 	for _, r := range batch {
 		for tp, off := range r.offsets {
+			if w, ok := cl.legacy.finals[tp]; ok && r.finals && w == off {
+				delete(all.offsets, tp) // written by the claim: neither this nor an older one
+				continue
+			}
 			if _, seen := all.offsets[tp]; !seen {
 				all.exists[tp] = r.exists[tp]
 			}
 			all.offsets[tp] = off
 		}
 	}
-	ev := cl.legacyCommit(ctx, all)
+	ev := legacyCommitEv{}
+	if len(all.offsets) > 0 {
+		ev = cl.legacyCommit(ctx, all)
+	}
+	if len(batch) == 1 {
+		ev.member, ev.offsets = batch[0].member, batch[0].offsets
+		cl.emit(ev)
+		return
+	}
 	for i, r := range batch {
 		one := legacyCommitEv{member: r.member, offsets: r.offsets, err: ev.err}
 		if i == 0 {
@@ -313,6 +329,7 @@ func (cl *claimer) onLegacy(ctx context.Context, r any) {
 		cl.emit(ev)
 	case legacyClaimReq:
 		lp.run = &legacyClaimRun{claimWait: claimWait{backoff: cl.backoff}, req: r}
+		lp.finals = nil
 	case legacyCancelReq:
 		if lp.run != nil && lp.run.req.attempt == r.attempt {
 			lp.run = nil
@@ -506,7 +523,9 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 		return
 	}
 	writeStart := time.Now()
-	if err := cl.legacyMulti(ctx, plan.Ops, &r.count); err != nil {
+	err = cl.legacyMulti(ctx, plan.Ops, &r.count)
+	cl.noteClaimFinals(in.Final, err)
+	if err != nil {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing about
 		// the owners until they are read again.
 		lp.written, lp.writtenSession = nil, 0
@@ -610,7 +629,9 @@ func (rd legacyReader) readClaimedOffsets(ctx context.Context, in legacyPlanInpu
 func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyClaimEv, in legacyPlanInput, view legacyGroupView) {
 	lp, plan := &cl.legacy, ev.plan
 	if len(plan.Release) > 0 {
-		if err := cl.legacyMulti(ctx, plan.Release, &r.count); err != nil {
+		err := cl.legacyMulti(ctx, plan.Release, &r.count)
+		cl.noteClaimFinals(in.Final, err)
+		if err != nil {
 			lp.written, lp.writtenSession = nil, 0
 			if legacyParentRace(err) && !r.reclaimed {
 				r.reclaimed, r.due = true, time.Time{}
@@ -640,6 +661,22 @@ func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyC
 	ev.state = legacyClaimWaiting
 	cl.legacyEmit(r, ev)
 	cl.blocked(ctx, &r.claimWait, zkstate.OwnerPath(cl.group, ev.first.Topic, ev.first.Partition))
+}
+
+// noteClaimFinals records the final offsets a claim's Multi carried (legacyPart.finals) unless
+// it failed with nothing applied: an op of it failed before any request of it was committed.
+// After a connection loss it may have been applied: they count as written.
+func (cl *claimer) noteClaimFinals(final map[legacy.TopicPartition]int64, err error) {
+	var me *zkstate.MultiError
+	if err != nil && errors.As(err, &me) && me.Index >= 0 && me.Applied == 0 {
+		return
+	}
+	if cl.legacy.finals == nil {
+		cl.legacy.finals = make(map[legacy.TopicPartition]int64, len(final))
+	}
+	for tp, off := range final {
+		cl.legacy.finals[tp] = off
+	}
 }
 
 func (cl *claimer) legacyFail(r *legacyClaimRun, ev legacyClaimEv, err error, untrusted bool) {

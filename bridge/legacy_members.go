@@ -265,11 +265,12 @@ func (g *legacyGroup) commitPing(now time.Time, m *legacyMember, resp legacy.Pin
 	}
 	check := legacyCheckPing(m.id, m.reg.AutoCommit, g.owner, known, resp)
 	g.countRefused(now, m, check)
-	g.commitOffsets(m.id, check.Accepted)
+	g.commitOffsets(m.id, check.Accepted, false)
 }
 
-// commitOffsets hands offsets the actor validated to the group's claimer, one Multi.
-func (g *legacyGroup) commitOffsets(member string, offsets map[legacy.TopicPartition]int64) {
+// commitOffsets hands offsets the actor validated to the group's claimer, one Multi; finals:
+// the final offsets of an attempt (commitFinals).
+func (g *legacyGroup) commitOffsets(member string, offsets map[legacy.TopicPartition]int64, finals bool) {
 	if len(offsets) == 0 {
 		return
 	}
@@ -281,15 +282,18 @@ func (g *legacyGroup) commitOffsets(member string, offsets map[legacy.TopicParti
 		exists[tp] = g.offsetNodes[tp]
 		g.committing[tp] = off
 	}
-	g.cl.legacyReq(legacyCommitReq{member: member, offsets: offsets, exists: exists}) // claimer_legacy.go
+	g.cl.legacyReq(legacyCommitReq{member: member, offsets: offsets, exists: exists, finals: finals}) // claimer_legacy.go
 }
 
-// commitFinals commits the final offsets of an attempt that ended before asking for its claim
-// (group.LegacyEffects.Commit: restarted or failed): no claim writes them, and the next check
-// starts over without them. The members are stopped, so they are their last offsets (a member
-// that leaves before the next attempt's final Ping takes nothing with it); they were validated
-// when accepted (legacyCheckPing), and no claim moved an owner since. Their commit goes to the
-// claimer ahead of any later claim, whose final offsets are collected later.
+// commitFinals commits the final offsets of an attempt that ended before its claim was written
+// (group.LegacyEffects.Commit: restarted or failed, its claim asked for or not): no claim wrote
+// them, and the next check starts over without them. The members are stopped, so they are their
+// last offsets (a member that leaves before the next attempt's final Ping takes nothing with
+// it); they were validated when accepted (legacyCheckPing). The claim, if asked for, may have
+// written them in a Release Multi that also let go of owner znodes, after which a partition's
+// new owner may commit: those are skipped, here when its report came in (released), and by the
+// claimer for a Multi whose report had not (legacyPart.finals). Their commit goes to the claimer
+// ahead of any later claim, whose final offsets are collected later.
 func (g *legacyGroup) commitFinals() {
 	known := maps.Clone(g.committed)
 	maps.Copy(known, g.committing)
@@ -300,7 +304,7 @@ func (g *legacyGroup) commitFinals() {
 		}
 	}
 	g.final = map[legacy.TopicPartition]int64{}
-	g.commitOffsets("(final offsets)", offsets)
+	g.commitOffsets("(final offsets)", offsets, true)
 }
 
 // onCommit takes the claimer's answer to a commitPing.

@@ -36,8 +36,9 @@ package group
 // checking once the answers are in, so that nothing is claimed for a member that left or
 // without one that joined; a change while starting is served by the next rebalance. A change
 // while stopping still collects the final offsets of the members stopped before the restart,
-// and the shell commits them (LegacyEffects.Commit): a stopped member that leaves before the
-// next attempt's final Ping must not take them with it.
+// and the shell commits them (LegacyEffects.Commit), as it does for an attempt whose claim was
+// cancelled (a change while it waited) or failed: a stopped member that leaves before the next
+// attempt's final Ping must not take them with it.
 //
 // Liveness (docs §8 "Liveness"): every member with no request in flight is pinged every ping
 // interval, during a rebalance too (its check and its claim included); a Stop, final Ping or
@@ -238,8 +239,9 @@ type legacyEvent interface {
 //
 //  1. Accepted: apply the content of the answer just stepped (a ping's offsets, a final
 //     ping's offsets, a Start's part as the member's running part). Then Commit: the attempt
-//     ended (restarted or failed) before asking for its claim; commit the final offsets
-//     accepted since its Check as a ping's are, through the claimer (ahead of any later claim).
+//     ended (restarted or failed) before its claim was written; commit the final offsets
+//     accepted since its Check as a ping's are, through the claimer (ahead of any later claim),
+//     but for those its claim, if one was asked for, may have written already.
 //  2. Drops: close each member's connection and delete its registration.
 //  3. Requests: send each, in order; a Stop means the member no longer runs its part.
 //  4. Blocked, Failed, Done: what happened, for logs and metrics.

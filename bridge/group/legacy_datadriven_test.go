@@ -270,10 +270,10 @@ type legacyModel struct {
 	final    map[MemberID]bool                       // answered its final Ping in this attempt
 	asked    bool                                    // a check's result is due
 	claim    uint64                                  // the claim running, 0 when none
-	// In the current attempt: a final Ping's offsets were accepted, a claim was asked for. An
+	// In the current attempt: a final Ping's offsets were accepted, its claim was written. An
 	// attempt that ends (restarted or failed) with the first and not the second has the shell
-	// commit them (final_ping.txt).
-	finals, claimed bool
+	// commit them (final_ping.txt, claim_cancel.txt).
+	finals, written bool
 }
 
 func newLegacyModel() *legacyModel {
@@ -367,7 +367,7 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 		}
 	}
 	if lx.Claim != nil {
-		md.claim, md.claimed = lx.Claim.Claim, true
+		md.claim = lx.Claim.Claim
 		for _, id := range slices.Sorted(maps.Keys(md.auto)) {
 			switch {
 			case !md.stopped[id]:
@@ -388,11 +388,15 @@ func (md *legacyModel) check(ev Event, fx Effects) error {
 	return errors.Join(errs...)
 }
 
-// checkCommit checks that an attempt that ends (restarted at the check, or failed) before asking
-// for its claim has the shell commit the final offsets it accepted, and that no other Step does.
+// checkCommit checks that an attempt that ends (restarted at the check, or failed) before its
+// claim is written (asked for or not) has the shell commit the final offsets it accepted, and
+// that no other Step does.
 func (md *legacyModel) checkCommit(ev Event, lx LegacyEffects) error {
 	if a, ok := ev.(LegacyAnswer); ok && a.Kind == LegacyFinalPing && !a.Late && lx.Accepted {
 		md.finals = true
+	}
+	if c, ok := ev.(LegacyClaimed); ok && md.claim != 0 && c.Claim == md.claim && c.Outcome == LegacyClaimWritten {
+		md.written = true
 	}
 	if lx.Check == nil && lx.Failed == nil {
 		if lx.Commit {
@@ -400,11 +404,11 @@ func (md *legacyModel) checkCommit(ev Event, lx LegacyEffects) error {
 		}
 		return nil
 	}
-	finals, claimed := md.finals, md.claimed
-	md.finals, md.claimed = false, false
-	if want := finals && !claimed; lx.Commit != want {
-		return fmt.Errorf("attempt ended with final offsets accepted=%v, claim asked=%v: commit=%v, want %v",
-			finals, claimed, lx.Commit, want)
+	finals, written := md.finals, md.written
+	md.finals, md.written = false, false
+	if want := finals && !written; lx.Commit != want {
+		return fmt.Errorf("attempt ended with final offsets accepted=%v, claim written=%v: commit=%v, want %v",
+			finals, written, lx.Commit, want)
 	}
 	return nil
 }

@@ -39,8 +39,10 @@ type legacyAttempt struct {
 	dirty   bool              // membership or partitions changed since the attempt began
 	claim   uint64            // the attempt's claim while it runs, else 0
 	// finals: a final ping's offsets were accepted in this attempt. If the attempt ends before
-	// it asks for its claim (restarted, failed), the shell commits them (LegacyEffects.Commit).
-	finals bool
+	// its claim is written (restarted, failed; asked for or not), the shell commits them
+	// (LegacyEffects.Commit).
+	finals  bool
+	written bool // the attempt's claim is written: its Multi carried the final offsets
 }
 
 // LegacyPhase returns where the legacy members' rebalance stands.
@@ -215,13 +217,16 @@ func (m *Machine) legacyAdvance() {
 }
 
 // legacyCommitFinals asks the shell to commit the final offsets the attempt collected, when it
-// ends (restarted, failed) before asking for its claim: no claim writes them, and the next
+// ends (restarted, failed) before its claim is written: no claim writes them, and the next
 // attempt's Check starts over (LegacyCheck). The members are stopped, so these offsets are
 // their last; committed through the claimer ahead of any later claim, whose final offsets are
-// collected later and never older, they do not regress. An attempt that asked for its claim
-// leaves its final offsets to that claim (written, or released before a wait).
+// collected later and never older, they do not regress. A claim asked for and then cancelled
+// (a change while it waited) or failed may have written them already, in the Release Multi
+// before a wait, which also lets go of owner znodes: the shell skips what the claim wrote, so
+// that a partition's new owner is not set back (claim_cancel.txt). A written claim carried
+// them in its Multi.
 func (m *Machine) legacyCommitFinals() {
-	if a := m.legacy.att; a != nil && a.finals && a.claiming.IsZero() {
+	if a := m.legacy.att; a != nil && a.finals && !a.written {
 		m.fx.Legacy.Commit = true
 	}
 }
@@ -243,7 +248,7 @@ func (m *Machine) legacyClaimed(ev LegacyClaimed) {
 	case LegacyClaimWritten:
 		// Step 4.2: a StartRequest to every member, now that the ownership is written.
 		l.assignedAt, l.blocked = m.now, 0
-		l.phase, l.att.starting, l.att.claim = LegacyStarting, m.now, 0
+		l.phase, l.att.starting, l.att.claim, l.att.written = LegacyStarting, m.now, 0, true
 		for _, id := range l.ids {
 			m.legacySend(l.members[id], LegacyStart)
 		}
