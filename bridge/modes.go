@@ -522,12 +522,21 @@ func (m *groupModes) confirm(ctx context.Context, g string, cached zkstate.Mode)
 
 // defaultFor decides the mode of a group served for the first time (see the file comment).
 func (m *groupModes) defaultFor(ctx context.Context, store *zkstate.Store, g string, kind memberKind) (zkstate.Mode, string, error) {
-	for _, p := range []string{zkstate.GroupRecordPath(m.root, g), zkstate.OwnOffsetsPath(m.root, g)} {
-		ok, _, err := store.Exists(ctx, p)
-		if err != nil {
-			return "", "", err
+	// Both looked at in one round trip (a group's first service waits for them), weighed in
+	// this order.
+	paths := [2]string{zkstate.GroupRecordPath(m.root, g), zkstate.OwnOffsetsPath(m.root, g)}
+	var found [2]bool
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range paths {
+		wg.Go(func() { found[i], _, errs[i] = store.Exists(ctx, paths[i]) })
+	}
+	wg.Wait()
+	for i, p := range paths {
+		if errs[i] != nil {
+			return "", "", errs[i]
 		}
-		if ok {
+		if found[i] {
 			return zkstate.ModeKafka, p + " exists: the group was served to Kafka members before group modes existed", nil
 		}
 	}

@@ -2,11 +2,14 @@ package bridge
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zkbridge/zkbridge/zkstate"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
 // A refusal on the strength of the cached mode is checked against ZooKeeper first (confirm): a
@@ -51,5 +54,37 @@ func TestIntegration_ModeConfirmedBeforeRefusing(t *testing.T) {
 	}
 	if m.confirm(ctx, g, zkstate.ModeMixed); told.Load() != 1 {
 		t.Errorf("onChange told again for a mode it knew")
+	}
+}
+
+// The default of a group served for the first time looks at its record and its own offsets in
+// one round trip (the group's first request waits for it): both exists are sent before
+// ZooKeeper answers either (zktest.Proxy.Mute holds the answers back).
+func TestIntegration_ModeDefaultLooksInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	connect := legacyConnect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	store := legacyOpenStore(t, proxy.Addr()+connect[i:])
+	t.Cleanup(func() { store.Close() })
+	m := newGroupModes(Config{Root: DefaultRoot}, legacyTestLogger(t), nil)
+	before := store.Requests()[zkstate.ReqExists]
+	proxy.Mute()
+	type result struct {
+		mode zkstate.Mode
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		mode, _, err := m.defaultFor(t.Context(), store, "fresh", kindKafka)
+		done <- result{mode, err}
+	}()
+	zktest.Eventually(t, 2*time.Second, "both exists sent before any answer", func() (bool, string) {
+		n := store.Requests()[zkstate.ReqExists] - before
+		return n == 2, fmt.Sprintf("%d exists sent", n)
+	})
+	proxy.Unmute()
+	if r := <-done; r.err != nil || r.mode != zkstate.ModeKafka {
+		t.Fatalf("defaultFor = %v, %v; want kafka", r.mode, r.err)
 	}
 }

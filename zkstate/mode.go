@@ -29,6 +29,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -374,6 +375,13 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	}
 
 	mp := ModePath(root, group)
+	// A first record (no version expected) is numbered after whatever transitions a previous
+	// record left: the listing goes out with the read of the record, one round trip where one
+	// after the other took two (a group's first service waits for InitMode).
+	var listed func() (int32, error)
+	if expectVersion == NoModeVersion {
+		listed = lastTransitionSeqAsync(ctx, s, root, group)
+	}
 	cur, curVersion, exists, err := ReadMode(ctx, s, root, group)
 	if err != nil && !exists {
 		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
@@ -397,7 +405,10 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	default:
 		// No record (or an unreadable one): continue after whatever transitions a previous
 		// record left, so that the new transition's name is free.
-		last, err := lastTransitionSeq(ctx, s, root, group)
+		if listed == nil {
+			listed = lastTransitionSeqAsync(ctx, s, root, group)
+		}
+		last, err := listed()
 		if err != nil {
 			return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
 		}
@@ -423,6 +434,24 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 		return 0, nil
 	}
 	return expectVersion + 1, nil
+}
+
+// lastTransitionSeqAsync starts lastTransitionSeq and returns a function that waits for its
+// result.
+func lastTransitionSeqAsync(ctx context.Context, s *Store, root, group string) func() (int32, error) {
+	type result struct {
+		last int32
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		last, err := lastTransitionSeq(ctx, s, root, group)
+		ch <- result{last, err}
+	}()
+	return func() (int32, error) {
+		r := <-ch
+		return r.last, r.err
+	}
 }
 
 // lastTransitionSeq is the highest sequence number under transitions/ (0 when there is none).
@@ -509,16 +538,25 @@ func DefaultMode(ctx context.Context, s *Store, group string) (mode Mode, why st
 	if err := checkGroupName(group); err != nil {
 		return "", "", err
 	}
-	ids, _, err := s.Children(ctx, IDsPath(group))
-	switch {
+	// The three listings go out together, one round trip where one after the other took three
+	// (a group's first service waits for them), and are weighed in this order.
+	dirs := [3]string{IDsPath(group), OwnersPath(group), OffsetsPath(group)}
+	var kids [3][]string
+	var errs [3]error
+	var wg sync.WaitGroup
+	for i := range dirs {
+		wg.Go(func() { kids[i], _, errs[i] = s.Children(ctx, dirs[i]) })
+	}
+	wg.Wait()
+	switch ids, err := kids[0], errs[0]; {
 	case errors.Is(err, ErrNoNode):
 	case err != nil:
 		return "", "", fmt.Errorf("zkstate: default mode of group %q: %w", group, err)
 	case len(ids) > 0:
 		return ModeLegacy, fmt.Sprintf("%s holds %d consumer registration(s)", IDsPath(group), len(ids)), nil
 	}
-	for _, dir := range []string{OwnersPath(group), OffsetsPath(group)} {
-		held, err := hasGrandchildren(ctx, s, dir)
+	for i, dir := range dirs[1:] {
+		held, err := hasGrandchildren(ctx, s, dir, kids[i+1], errs[i+1])
 		if err != nil {
 			return "", "", fmt.Errorf("zkstate: default mode of group %q: %w", group, err)
 		}
@@ -529,11 +567,11 @@ func DefaultMode(ctx context.Context, s *Store, group string) (mode Mode, why st
 	return ModeKafka, GroupPath(group) + " holds no ids, owners or offsets", nil
 }
 
-// hasGrandchildren reports whether any dir/<topic>/<partition> znode exists. Empty topic
-// directories do not count: 0.8 consumers and the bridge's mirror leave them behind when they
-// release their owners, and they say nothing about who consumes.
-func hasGrandchildren(ctx context.Context, s *Store, dir string) (bool, error) {
-	topics, _, err := s.Children(ctx, dir)
+// hasGrandchildren reports whether any dir/<topic>/<partition> znode exists, given the listing
+// of dir (topics, or its error). Empty topic directories do not count: 0.8 consumers and the
+// bridge's mirror leave them behind when they release their owners, and they say nothing about
+// who consumes.
+func hasGrandchildren(ctx context.Context, s *Store, dir string, topics []string, err error) (bool, error) {
 	if errors.Is(err, ErrNoNode) {
 		return false, nil
 	}

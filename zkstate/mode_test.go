@@ -330,3 +330,64 @@ func TestIntegration_SetModeValidatesArguments(t *testing.T) {
 		t.Error("refused SetModes wrote something")
 	}
 }
+
+// firstRoundTrip runs call on a Store whose ZooKeeper answers nothing (zktest.Proxy.Mute) and
+// waits until the requests it sent are want, by kind: what call sends before its first answer,
+// so reads that go out together cost one round trip. Then it lets the answers through and waits
+// for call to end.
+func firstRoundTrip(t *testing.T, want map[string]int64, call func(ctx context.Context, s *zkstate.Store)) {
+	t.Helper()
+	connect := zktest.Connect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	s := zktest.OpenStore(t, proxy.Addr()+connect[i:])
+	ctx := timeout(t, 20*time.Second)
+	before := s.Requests()
+	sent := func() map[string]int64 {
+		got := map[string]int64{}
+		for k, n := range s.Requests() {
+			if d := n - before[k]; d > 0 {
+				got[k] = d
+			}
+		}
+		return got
+	}
+	proxy.Mute()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		call(ctx, s)
+	}()
+	zktest.Eventually(t, 2*time.Second, "the first round trip's requests", func() (bool, string) {
+		got := sent()
+		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("sent %v before any answer, want %v", got, want)
+	})
+	proxy.Unmute()
+	<-done
+}
+
+// A group's first service waits for DefaultMode (through InitMode's caller), so its three
+// listings go out together: one round trip, not three.
+func TestIntegration_DefaultModeListsInOneRoundTrip(t *testing.T) {
+	var mode zkstate.Mode
+	var err error
+	firstRoundTrip(t, map[string]int64{zkstate.ReqChildren: 3}, func(ctx context.Context, s *zkstate.Store) {
+		mode, _, err = zkstate.DefaultMode(ctx, s, "fresh")
+	})
+	if err != nil || mode != zkstate.ModeKafka {
+		t.Fatalf("DefaultMode = %v, %v; want kafka", mode, err)
+	}
+}
+
+// InitMode reads the mode record and lists the transitions a previous record left in one round
+// trip (the listing numbers a first record).
+func TestIntegration_InitModeReadsInOneRoundTrip(t *testing.T) {
+	var rec zkstate.ModeRecord
+	var err error
+	firstRoundTrip(t, map[string]int64{zkstate.ReqGet: 1, zkstate.ReqChildren: 1}, func(ctx context.Context, s *zkstate.Store) {
+		rec, _, err = zkstate.InitMode(ctx, s, modeRoot, "fresh", zkstate.ModeKafka, "test", "first service")
+	})
+	if err != nil || rec.Mode != zkstate.ModeKafka || rec.Seq != 1 {
+		t.Fatalf("InitMode = %+v, %v; want kafka at seq 1", rec, err)
+	}
+}
