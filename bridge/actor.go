@@ -140,18 +140,45 @@ func (a *actor) start(ctx context.Context) context.Context {
 	go func() {
 		lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
 		defer cancel()
-		var res loadResult
-		res.rec, res.err = gs.load(lctx)
-		if res.err == nil && res.rec == nil {
-			// No record: a new group, or one that only has offsets. Nothing is taken over
-			// until the first write, so that looking at a group (Describe) creates nothing.
-			if res.offsets, res.err = gs.hasOffsets(lctx); res.err != nil {
-				res.err = fmt.Errorf("load group %q: %w", a.group, res.err)
-			}
-		}
-		loaded <- res
+		loaded <- loadGroup(lctx, gs, a.group)
 	}()
 	return ctx
+}
+
+// loadGroup reads the group's record through gs (taking the group over when it has one), and
+// whether it has offsets when it has none.
+func loadGroup(ctx context.Context, gs *groupStore, name string) loadResult {
+	// Whether the group has offsets is asked with the look for its record, one round trip
+	// where one after the other took two (the group's first request waits for the load);
+	// only a group with no record needs the answer. A takeover asks after taking the epoch,
+	// as before: then it sees all the previous holder wrote.
+	type offsets struct {
+		ok  bool
+		err error
+	}
+	offs := make(chan offsets, 1)
+	ask := func() {
+		ok, err := gs.hasOffsets(ctx)
+		offs <- offsets{ok, err}
+	}
+	hinted := gs.hint != nil
+	if !hinted {
+		go ask()
+	}
+	var res loadResult
+	res.rec, res.err = gs.load(ctx)
+	if res.err == nil && res.rec == nil {
+		// No record: a new group, or one that only has offsets. Nothing is taken over until
+		// the first write, so that looking at a group (Describe) creates nothing.
+		if hinted {
+			ask()
+		}
+		o := <-offs
+		if res.offsets, res.err = o.ok, o.err; res.err != nil {
+			res.err = fmt.Errorf("load group %q: %w", name, res.err)
+		}
+	}
+	return res
 }
 
 // loadResult is what the load of a group read.

@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,11 +61,7 @@ func TestIntegration_ModeConfirmedBeforeRefusing(t *testing.T) {
 // ZooKeeper answers either (zktest.Proxy.Mute holds the answers back).
 func TestIntegration_ModeDefaultLooksInOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	connect := legacyConnect(t)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
-	store := legacyOpenStore(t, proxy.Addr()+connect[i:])
-	t.Cleanup(func() { store.Close() })
+	store, proxy, _ := legacyProxiedStore(t, 10*time.Second)
 	m := newGroupModes(Config{Root: DefaultRoot}, legacyTestLogger(t), nil)
 	before := store.Requests()[zkstate.ReqExists]
 	proxy.Mute()

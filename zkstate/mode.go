@@ -326,13 +326,15 @@ func ReadMode(ctx context.Context, s *Store, root, group string) (rec ModeRecord
 // number of the next transition (and to fail early on a conflict without writing); the write
 // itself is the one compare-and-set.
 func SetMode(ctx context.Context, s *Store, root, group string, from, to Mode, who string, expectVersion int32) (int32, error) {
-	return setMode(ctx, s, root, group, from, to, who, "", expectVersion)
+	v, _, err := setMode(ctx, s, root, group, from, to, who, "", expectVersion)
+	return v, err
 }
 
 // SetModeReason is SetMode with a reason recorded in the transition (Transition.Reason), e.g.
 // that a rollback was forced past the members that held it back.
 func SetModeReason(ctx context.Context, s *Store, root, group string, from, to Mode, who, why string, expectVersion int32) (int32, error) {
-	return setMode(ctx, s, root, group, from, to, who, why, expectVersion)
+	v, _, err := setMode(ctx, s, root, group, from, to, who, why, expectVersion)
+	return v, err
 }
 
 // InitMode persists a group's first mode (typically its DefaultMode, with why as the
@@ -341,7 +343,14 @@ func SetModeReason(ctx context.Context, s *Store, root, group string, from, to M
 // bridges serving a new group at once agree on one record).
 func InitMode(ctx context.Context, s *Store, root, group string, mode Mode, who, why string) (ModeRecord, int32, error) {
 	for range 3 {
-		if _, err := setMode(ctx, s, root, group, "", mode, who, why, NoModeVersion); err != nil && !errors.Is(err, ErrNodeExists) {
+		_, ours, err := setMode(ctx, s, root, group, "", mode, who, why, NoModeVersion)
+		if err == nil {
+			// Created: the record is the one we wrote, at version 0 (a change since comes
+			// as any change does, through the reader's watch). No read back: a group's first
+			// service waits for InitMode.
+			return ours, 0, nil
+		}
+		if !errors.Is(err, ErrNodeExists) {
 			return ModeRecord{}, NoModeVersion, err
 		}
 		rec, v, ok, err := ReadMode(ctx, s, root, group)
@@ -356,22 +365,23 @@ func InitMode(ctx context.Context, s *Store, root, group string, mode Mode, who,
 	return ModeRecord{}, NoModeVersion, fmt.Errorf("zkstate: init mode of group %q: the record keeps appearing and disappearing: %w", group, ErrNoNode)
 }
 
-func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, who, why string, expectVersion int32) (int32, error) {
+// setMode is SetModeReason, which also returns the record it wrote.
+func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, who, why string, expectVersion int32) (int32, ModeRecord, error) {
 	if err := checkGroupName(group); err != nil {
-		return NoModeVersion, err
+		return NoModeVersion, ModeRecord{}, err
 	}
 	if who == "" {
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: who is required: every transition records who made it", group)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: who is required: every transition records who made it", group)
 	}
 	if from == "" {
 		if expectVersion != NoModeVersion {
-			return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: the mode to move from is required once the group has a mode record", group, ErrInvalidTransition)
+			return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: the mode to move from is required once the group has a mode record", group, ErrInvalidTransition)
 		}
 		if !to.Valid() {
-			return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: unknown mode %q", group, ErrInvalidTransition, to)
+			return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: unknown mode %q", group, ErrInvalidTransition, to)
 		}
 	} else if err := ValidTransition(from, to); err != nil {
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
 	}
 
 	mp := ModePath(root, group)
@@ -384,7 +394,7 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	}
 	cur, curVersion, exists, err := ReadMode(ctx, s, root, group)
 	if err != nil && !exists {
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
 	}
 	// A malformed record at the expected version may be overwritten (the operator asked for a
 	// mode from a known state); its sequence number is then found from the transitions.
@@ -392,14 +402,14 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	var seq int32
 	switch {
 	case expectVersion == NoModeVersion && exists:
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: it has a mode record (version %d) already", group, &PathError{Op: "create", Path: mp, Err: ErrNodeExists}, curVersion)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: it has a mode record (version %d) already", group, &PathError{Op: "create", Path: mp, Err: ErrNodeExists}, curVersion)
 	case expectVersion != NoModeVersion && !exists:
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: its mode record was deleted", group, &PathError{Op: "set", Path: mp, Err: ErrNoNode})
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: its mode record was deleted", group, &PathError{Op: "set", Path: mp, Err: ErrNoNode})
 	case expectVersion != NoModeVersion && curVersion != expectVersion:
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: the record is at version %d, not %d (now %s, by %s)",
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: the record is at version %d, not %d (now %s, by %s)",
 			group, &PathError{Op: "set", Path: mp, Err: ErrBadVersion}, curVersion, expectVersion, cur.Mode, cur.UpdatedBy)
 	case exists && !malformed && cur.Mode != from:
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w: it is %s, not %s", group, ErrModeMismatch, cur.Mode, from)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w: it is %s, not %s", group, ErrModeMismatch, cur.Mode, from)
 	case exists && !malformed:
 		seq = cur.Seq + 1
 	default:
@@ -410,7 +420,7 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 		}
 		last, err := listed()
 		if err != nil {
-			return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
+			return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q: %w", group, err)
 		}
 		seq = last + 1
 	}
@@ -428,12 +438,12 @@ func setMode(ctx context.Context, s *Store, root, group string, from, to Mode, w
 	// (ErrBadVersion or ErrNodeExists) rather than as the transition's.
 	ops = append(ops, CreateOp(TransitionPath(root, group, seq), tr.Encode(), CreateOptions{Parents: true}))
 	if err := s.MultiAtomic(ctx, ops...); err != nil {
-		return NoModeVersion, fmt.Errorf("zkstate: set mode of group %q from %q to %s: %w", group, from, to, err)
+		return NoModeVersion, ModeRecord{}, fmt.Errorf("zkstate: set mode of group %q from %q to %s: %w", group, from, to, err)
 	}
 	if expectVersion == NoModeVersion {
-		return 0, nil
+		return 0, rec, nil
 	}
-	return expectVersion + 1, nil
+	return expectVersion + 1, rec, nil
 }
 
 // lastTransitionSeqAsync starts lastTransitionSeq and returns a function that waits for its

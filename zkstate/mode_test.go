@@ -380,14 +380,26 @@ func TestIntegration_DefaultModeListsInOneRoundTrip(t *testing.T) {
 }
 
 // InitMode reads the mode record and lists the transitions a previous record left in one round
-// trip (the listing numbers a first record).
+// trip (the listing numbers a first record), and returns the record it created without reading
+// it back: one get in all.
 func TestIntegration_InitModeReadsInOneRoundTrip(t *testing.T) {
-	var rec zkstate.ModeRecord
-	var err error
+	var rec, read zkstate.ModeRecord
+	var v, readV int32
+	var err, readErr error
+	var gets int64
 	firstRoundTrip(t, map[string]int64{zkstate.ReqGet: 1, zkstate.ReqChildren: 1}, func(ctx context.Context, s *zkstate.Store) {
-		rec, _, err = zkstate.InitMode(ctx, s, modeRoot, "fresh", zkstate.ModeKafka, "test", "first service")
+		before := s.Requests()[zkstate.ReqGet]
+		rec, v, err = zkstate.InitMode(ctx, s, modeRoot, "fresh", zkstate.ModeKafka, "test", "first service")
+		gets = s.Requests()[zkstate.ReqGet] - before
+		read, readV, _, readErr = zkstate.ReadMode(ctx, s, modeRoot, "fresh")
 	})
-	if err != nil || rec.Mode != zkstate.ModeKafka || rec.Seq != 1 {
-		t.Fatalf("InitMode = %+v, %v; want kafka at seq 1", rec, err)
+	if err != nil || rec.Mode != zkstate.ModeKafka || rec.Seq != 1 || v != 0 {
+		t.Fatalf("InitMode = %+v, %d, %v; want kafka at seq 1, version 0", rec, v, err)
+	}
+	if readErr != nil || read != rec || readV != v {
+		t.Errorf("InitMode returned %+v (version %d); the record reads %+v (version %d, %v)", rec, v, read, readV, readErr)
+	}
+	if gets != 1 {
+		t.Errorf("InitMode sent %d gets, want 1 (no read back of the record it created)", gets)
 	}
 }
