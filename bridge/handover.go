@@ -167,11 +167,11 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 			if !e.Released && !c.peers.live(e.NodeID) {
 				cause = takeoverFailover
 			}
-			var hint *takeoverHint
-			if e.Released || !c.peers.hasRegistration(e.NodeID) {
-				// Not a live holder handing the group over (a draining bridge is still
-				// registered): acquire waits for that one's release.
-				hint = &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
+			hint := &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
+			if !e.Released && c.peers.hasRegistration(e.NodeID) {
+				// A live holder handing the group over (a draining bridge is still
+				// registered): acquire waits for its release, from this read.
+				hint.wait, hint.data, hint.draining = true, r.Data, !c.peers.live(e.NodeID)
 			}
 			c.log.Info().Str("group", name).Int32("from", e.NodeID).Str("cause", cause).Msg("taking the group over")
 			if a, _ := c.actorWith(name, hint); a != nil && c.pm != nil {
@@ -189,18 +189,24 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	}
 }
 
-// takeoverHint is what a rescan read of the epoch of a group it takes over, when the epoch was
-// released or its holder had no registration at the last read of the live bridges: the load
+// takeoverHint is what a rescan read of the epoch of a group it takes over. When the epoch was
+// released or its holder had no registration at the last read of the live bridges, the load
 // takes the epoch at that version at once, then checks its holder (groupStore.takeHinted), where
 // a load without one reads the epoch and looks its holder up first: the load of each group a
 // dead bridge held takes three round trips in a row instead of five. A version that moved since
 // makes the load look again. A registered holder (alive, or draining: handing its groups over)
-// gets no hint: acquire waits for its release.
+// is waited for (wait): acquire starts from this read and the rescan's view of the holder, and
+// sets its watch on the release at once, where it read the record's existence, the epoch and
+// the holder's registration first.
 type takeoverHint struct {
 	version  int32
 	mzxid    int64 // of the epoch as read: which write of its holder it is
 	holder   int32
 	released bool
+
+	wait     bool
+	data     []byte // the epoch read, with wait
+	draining bool   // the holder is registered but out of the live set
 }
 
 // loadedOrLoading reports whether the group has an actor.
@@ -347,13 +353,16 @@ func (g *groupStore) release(ctx context.Context) error {
 }
 
 // awaitRelease waits until the epoch znode at p moves from version v (its holder released it,
-// or another bridge took it) or the holder's registration is gone, or ctx ends.
-func (g *groupStore) awaitRelease(ctx context.Context, p string, v int32, holder int32) error {
+// or another bridge took it) or the holder's registration is gone, or ctx ends. It returns the
+// epoch as the watch read it once it moved (the watch reads it as it sets itself again, so the
+// caller need not read it once more: a round trip less between the release and the takeover),
+// nil when the holder went or ctx ended.
+func (g *groupStore) awaitRelease(ctx context.Context, p string, v int32, holder int32) (*epochRead, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := g.store.WatchData(wctx, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -361,20 +370,54 @@ func (g *groupStore) awaitRelease(ctx context.Context, p string, v int32, holder
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			if !ev.Exists || ev.Stat.Version != v {
-				return nil
+				return &epochRead{data: ev.Data, st: ev.Stat, exists: ev.Exists}, nil
 			}
 		case <-tick.C:
 			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, holder))
 			if err == nil && !alive {
-				return nil
+				return nil, nil
 			}
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
+}
+
+// epochRead is a group's epoch znode as read: by acquire, by a rescan (takeoverHint.read) or by
+// the watch on its holder's release. holderKnown says the rescan's view of the bridges told
+// whether its holder is registered (alive) and draining, so acquire need not read it.
+type epochRead struct {
+	data   []byte
+	st     zkstate.Stat
+	exists bool
+
+	holderKnown, registered, draining bool
+}
+
+// holderAlive reports whether the holder of the epoch read has a registration (alive) and
+// whether it is draining: from the rescan's view when it knew, else read.
+func (g *groupStore) holderAlive(ctx context.Context, holder int32, e *epochRead) (alive, draining bool, err error) {
+	if e.holderKnown {
+		return e.registered, e.draining, nil
+	}
+	reg, _, err := g.store.Get(ctx, zkstate.BridgePath(g.root, holder))
+	if errors.Is(err, zkstate.ErrNoNode) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	r, perr := zkstate.ParseBridgeRegistration(reg)
+	return true, perr == nil && r.Draining, nil
+}
+
+// read is the epoch as the rescan read it, for a takeover that waits for a registered holder.
+func (h *takeoverHint) read() *epochRead {
+	return &epochRead{data: h.data, st: zkstate.Stat{Version: h.version, Mzxid: h.mzxid}, exists: true,
+		holderKnown: true, registered: true, draining: h.draining}
 }
 
 // ownerOK is the owner of group in the current view; false when no bridge is live.

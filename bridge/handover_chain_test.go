@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -262,5 +264,77 @@ func TestIntegration_RestoredGroupsFirstCommitLooksNothingUp(t *testing.T) {
 		if off, perr := zkstate.ParseOffset(data); err != nil || perr != nil || off != want {
 			t.Errorf("0.8 offset of orders/%d after the commits: %d (%v, %v), want %d", p, off, err, perr, want)
 		}
+	}
+}
+
+// A new owner waiting for a live holder's release takes the group from the epoch its watch read
+// when the release fired it, without reading the epoch once more, and sets that watch from what
+// its rescan read, without reading the record's existence, the epoch and the holder's
+// registration first. Here 9001 (a registration the test writes) holds a group and drains;
+// bridge 9002, alone then, waits for the release; ZooKeeper's answers to it come late
+// (handoverRTT); the test releases the group once 9002 waits and times the takeover: the
+// release's notice, the watch's read, the epoch's write (3 round trips; 4 before).
+func TestIntegration_SeveralBridgesWaitingOwnerTakesTheReleaseItWatched(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	b := startBridge(t, proxy.Addr()+connect[i:], 9002, func(c *bridge.Config) { c.WriteTimeout = 10 * time.Second })
+	reg := zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
+	regPath := zkstate.BridgePath(bridge.DefaultRoot, 9001)
+	if err := zk.CreateEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	zktest.Eventually(t, 10*time.Second, "9002 sees 9001", func() (bool, string) {
+		got := brokersOf(t, b.Addr().String())
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	name := ownedGroup("watched", 9002, 9002)
+	held := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli()}.Encode()
+	if err := zk.Create(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), held, zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := json.Marshal(group.Record{Version: group.RecordVersion, Group: name, Generation: 3, Members: []group.RecordMember{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zk.Create(t.Context(), zkstate.GroupRecordPath(bridge.DefaultRoot, name), rec, zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	quiet(t, b)
+	rtt := handoverRTT
+	proxy.SetDelay(rtt)
+	gets := func() float64 { return zkRequestsOf(t, b)[zkstate.ReqGet] }
+	before := gets()
+	reg.Draining = true
+	if err := zk.SetEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	// 9002's view changes, its rescan reads the epoch and its load waits on the release: its
+	// reads stop (released within the first second of the wait: acquire looks again every
+	// releaseWait).
+	zktest.Eventually(t, 10*time.Second, "9002 reads the epoch", func() bool { return gets() >= before+3 })
+	for last, still := gets(), 0; still < 3; {
+		time.Sleep(rtt)
+		if n := gets(); n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	released := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+	start := time.Now()
+	if _, err := zk.Set(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), released, 0); err != nil {
+		t.Fatal(err)
+	}
+	zktest.Eventually(t, 10*time.Second, "9002 holds the group", func() (bool, string) {
+		e := epochOf(t.Context(), zk, name)
+		return e.NodeID == 9002 && !e.Released, fmt.Sprintf("%+v", e)
+	})
+	took := time.Since(start)
+	rts := float64(took) / float64(rtt)
+	t.Logf("release → taken: %v (%.1f round trips of %v)", took.Round(time.Millisecond), rts, rtt)
+	if rts > 2.7 {
+		t.Errorf("9002 took the released group %.1f round trips after the release, want at most 2 (the notice, the watch's read; the write is applied before its answer comes)", rts)
 	}
 }

@@ -110,17 +110,28 @@ func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog
 func (g *groupStore) acquire(ctx context.Context) error {
 	p := zkstate.EpochPath(g.root, g.group)
 	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
+	var next *epochRead // read already (by the rescan, or the watch on a holder's release)
 	if h := g.hint; h != nil {
 		g.hint = nil
-		if took, err := g.takeHinted(ctx, p, mine, h); took || err != nil {
+		if h.wait {
+			next = h.read()
+		} else if took, err := g.takeHinted(ctx, p, mine, h); took || err != nil {
 			return err
 		}
 		// The epoch moved since the rescan read it: look at it again.
 	}
 	conflicts := 0
 	for conflicts < 5 {
-		data, st, err := g.store.Get(ctx, p)
-		if errors.Is(err, zkstate.ErrNoNode) {
+		cur := next
+		next = nil
+		if cur == nil {
+			data, st, err := g.store.Get(ctx, p)
+			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+				return fmt.Errorf("take over group %q: %w", g.group, err)
+			}
+			cur = &epochRead{data: data, st: st, exists: err == nil}
+		}
+		if !cur.exists {
 			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
 			if errors.Is(err, zkstate.ErrNodeExists) {
 				conflicts++
@@ -132,22 +143,17 @@ func (g *groupStore) acquire(ctx context.Context) error {
 			g.epoch = 0
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("take over group %q: %w", g.group, err)
-		}
 		// An epoch that names no holder (not written by a bridge), or one its holder released
 		// (handover.go), is taken over as one of a bridge that is gone.
-		if owner, err := zkstate.ParseEpoch(data); err == nil && owner.NodeID != g.nodeID && !owner.Released {
-			reg, _, err := g.store.Get(ctx, zkstate.BridgePath(g.root, owner.NodeID))
-			alive := err == nil
-			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		if owner, err := zkstate.ParseEpoch(cur.data); err == nil && owner.NodeID != g.nodeID && !owner.Released {
+			alive, draining, err := g.holderAlive(ctx, owner.NodeID, cur)
+			if err != nil {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
 			}
 			if alive {
 				// A draining holder is out of the live set: with one bridge left, that one is
 				// alone, and the holder is handing it the group all the same.
-				r, perr := zkstate.ParseBridgeRegistration(reg)
-				if g.placed == nil || !g.placed(perr == nil && r.Draining) {
+				if g.placed == nil || !g.placed(draining) {
 					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
 				}
 				// The group maps to us and its holder is handing it over (or will, once it
@@ -156,16 +162,17 @@ func (g *groupStore) acquire(ctx context.Context) error {
 				// giving up then only made the group unavailable for longer: refused for a
 				// second, then loaded again by a later request.
 				wctx, cancel := context.WithTimeout(ctx, releaseWait)
-				err := g.awaitRelease(wctx, p, st.Version, owner.NodeID)
+				ev, err := g.awaitRelease(wctx, p, cur.st.Version, owner.NodeID)
 				cancel()
 				if err != nil && ctx.Err() != nil {
 					return &OwnedError{Group: g.group, NodeID: owner.NodeID}
 				}
+				next = ev // the epoch as the watch read it after it moved; nil: read it again
 				continue
 			}
 			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
 		}
-		nst, err := g.store.Set(ctx, p, mine, st.Version)
+		nst, err := g.store.Set(ctx, p, mine, cur.st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
 			conflicts++
 			continue
