@@ -21,6 +21,7 @@ package bridge
 //     CONSUMER_ID_IN_USE, which only made the consumer back off and try again later.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,13 +46,13 @@ var (
 // with TLS on the legacy listener: the relay would have to be a TLS client of the other bridge.
 func (c *LegacyCoordinator) ForwardTo(ctx context.Context, group string) (int32, string, bool) {
 	owner, elsewhere := c.placedElsewhere(group)
-	if !elsewhere || c.cfg.Bridges == nil || c.noRelay {
+	if !elsewhere || c.noRelay {
 		return 0, "", false
 	}
-	for _, b := range c.cfg.Bridges(ctx) {
-		if b.ID == owner {
-			return owner, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
-		}
+	// The owner's listener even while it looks dead (brokers_info leaves it out): the group is
+	// its own until its session expires, and a relay that cannot reach it refuses the consumer.
+	if b, ok := c.peers.legacyBroker(owner); ok {
+		return owner, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), true
 	}
 	return 0, "", false
 }
@@ -97,9 +98,17 @@ func (c *LegacyCoordinator) consultGroupNow(ctx context.Context, group string) (
 		return resp, false
 	}
 	if !slices.ContainsFunc(resp.Brokers, func(b legacy.Broker) bool { return b.ID == owner }) {
-		// The owner serves no legacy listener we can name: the consumer backs off and asks
-		// again (the owner's registration may not be read yet).
-		return legacy.ConsultResponse{ErrorCode: legacy.CodeCoordinatorNotAvailable, CoordinatorID: -1}, false
+		// An owner that looks dead is left out of brokers_info, as out of Metadata; it is still
+		// the group's coordinator until its session expires, and coordinator_id must be one of
+		// brokers_info[].id (docs/legacy-protocol.md §6), so the answer naming it lists it.
+		b, ok := c.peers.legacyBroker(owner)
+		if !ok {
+			// The owner serves no legacy listener we can name: the consumer backs off and asks
+			// again (the owner's registration may not be read yet).
+			return legacy.ConsultResponse{ErrorCode: legacy.CodeCoordinatorNotAvailable, CoordinatorID: -1}, false
+		}
+		resp.Brokers = append(resp.Brokers, b)
+		slices.SortFunc(resp.Brokers, func(a, b legacy.Broker) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	resp.CoordinatorID = owner
 	b, ok := brokerOf(c.peers.current().others[owner])
@@ -116,26 +125,42 @@ func (c *LegacyCoordinator) placedElsewhere(group string) (int32, bool) {
 }
 
 // legacyBrokers is brokers_info: every other live bridge with a legacy listener (Consult adds
-// this one), by node id.
+// this one), by node id, as Metadata lists the bridges: a peer that looks dead is left out
+// (peers_down.go), so that a consumer does not learn an address that refuses connections.
 func (p *peerSet) legacyBrokers(context.Context) []legacy.Broker {
 	v := p.current()
 	out := make([]legacy.Broker, 0, len(v.others))
-	for _, id := range v.ids {
-		r, ok := v.others[id]
-		if !ok || r.Legacy == "" {
-			continue
+	for _, id := range v.named {
+		if b, ok := legacyBrokerOf(v.others[id]); ok {
+			out = append(out, b)
 		}
-		host, port, err := net.SplitHostPort(r.Legacy)
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil {
-			continue
-		}
-		out = append(out, legacy.Broker{CreatorID: "zkbridge-" + strconv.Itoa(int(id)), ID: id, Host: host, Port: int32(n)})
 	}
 	return out
+}
+
+// legacyBroker is live bridge id's legacy listener, whether or not it looks dead.
+func (p *peerSet) legacyBroker(id int32) (legacy.Broker, bool) {
+	r, ok := p.current().others[id]
+	if !ok {
+		return legacy.Broker{}, false
+	}
+	return legacyBrokerOf(r)
+}
+
+// legacyBrokerOf is a registration's legacy listener as brokers_info lists it.
+func legacyBrokerOf(r zkstate.BridgeRegistration) (legacy.Broker, bool) {
+	if r.Legacy == "" {
+		return legacy.Broker{}, false
+	}
+	host, port, err := net.SplitHostPort(r.Legacy)
+	if err != nil {
+		return legacy.Broker{}, false
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return legacy.Broker{}, false
+	}
+	return legacy.Broker{CreatorID: "zkbridge-" + strconv.Itoa(int(r.NodeID)), ID: r.NodeID, Host: host, Port: int32(n)}, true
 }
 
 // placementChanged is the peer set's subscriber: every group that no longer maps here is
