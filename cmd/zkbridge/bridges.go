@@ -30,6 +30,15 @@ type bridgeRow struct {
 	Placement int               `json:"placement"`
 	UpSince   string            `json:"up_since"`
 	Draining  bool              `json:"draining,omitempty"`
+	// State is "live", "draining", or "unreachable": live, but a bridge asked sees it as dead
+	// (its Kafka listener refuses connections; bridge.BridgeUnreachable) and leaves it out of
+	// Metadata and brokers_info until its ZooKeeper session expires.
+	State string `json:"state"`
+	// UnreachableFrom lists the bridges asked that see it so.
+	UnreachableFrom []int32 `json:"unreachable_from,omitempty"`
+	// AdminError says why the bridge's own view could not be read from its admin listener
+	// (GET /bridges): its view of the others is then not in their State.
+	AdminError string `json:"admin_error,omitempty"`
 	// Serves lists the upstream brokers whose proxy listener on this bridge clients are told
 	// to use (the data path across bridges: placement.Server over the bridges not draining).
 	Serves []int32 `json:"serves_brokers,omitempty"`
@@ -48,7 +57,12 @@ func bridgesCommand(e *env) *cli.Command {
 			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates. With the data path,\n" +
 			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same).\n" +
 			"A WARNING line follows for each live bridge whose registration makes its Metadata answers differ from the\n" +
-			"others' (the data path on here and off there, an advertised host clients cannot be given alike).",
+			"others' (the data path on here and off there, an advertised host clients cannot be given alike).\n" +
+			"STATE is live, draining, or unreachable: a bridge that another bridge finds dead (its Kafka listener refuses\n" +
+			"connections), which the bridges leave out of Metadata and legacy brokers_info until its ZooKeeper session\n" +
+			"expires; its groups stay its own until then. Each bridge's view comes from its admin listener (GET /bridges,\n" +
+			"plain HTTP, the address in its registration, asked once per address): one that does not answer from here (it\n" +
+			"listens on 127.0.0.1 by default, serves TLS, or is dead) gives no view, and a note line says so.",
 		ArgsUsage: " ",
 		Flags:     append(zkFlags(), outputFlag(), rootFlag()),
 		Action: func(c *cli.Context) error {
@@ -68,6 +82,7 @@ func bridgesCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			askViews(c.Context, rows) // bridges_views.go
 			if format == "json" {
 				if rows == nil {
 					rows = []bridgeRow{}
@@ -133,6 +148,12 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 		rows[i].GroupsOwned = owned[rows[i].NodeID]
 	}
 	placeBrokers(rows)
+	for i := range rows {
+		rows[i].State = bridge.BridgeLive
+		if rows[i].Draining {
+			rows[i].State = "draining"
+		}
+	}
 	return rows, nil
 }
 
@@ -222,9 +243,9 @@ func printBridges(w io.Writer, rows []bridgeRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tKAFKA\tLEGACY\tADMIN\tVERSION\tUP SINCE\tGROUPS\tBROKERS\tSTATE")
 	for _, r := range rows {
-		state := "live"
-		if r.Draining {
-			state = "draining"
+		state := r.State
+		if len(r.UnreachableFrom) > 0 {
+			state += " (seen by " + joinIDs(r.UnreachableFrom) + ")"
 		}
 		var serves []string
 		for _, id := range r.Serves {
@@ -242,6 +263,11 @@ func printBridges(w io.Writer, rows []bridgeRow) error {
 	for _, r := range rows {
 		for _, d := range r.Disagreements {
 			fmt.Fprintf(w, "WARNING: bridge %d %s\n", r.NodeID, d)
+		}
+	}
+	for _, r := range rows {
+		if r.AdminError != "" {
+			fmt.Fprintf(w, "note: bridge %d's view is not in STATE: %s\n", r.NodeID, r.AdminError)
 		}
 	}
 	return nil

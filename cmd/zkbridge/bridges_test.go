@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -133,4 +136,69 @@ func TestIntegration_BridgesCommandDisagreements(t *testing.T) {
 	if strings.Count(r.stdout, "WARNING") != 2 {
 		t.Errorf("bridges (table): want 2 warnings\n%s", r.stdout)
 	}
+}
+
+// zkbridge bridges shows a bridge that looks dead: its registration is still there (its
+// ZooKeeper session has not expired), but the bridges asked through their admin listeners
+// (GET /bridges) find its Kafka listener refusing connections, so its STATE is unreachable,
+// with who sees it so; a bridge whose admin listener does not answer (here the dead one) gives
+// no view, and a note says so. A draining bridge is not asked.
+func TestIntegration_BridgesCommandUnreachable(t *testing.T) {
+	zkc := zktest.Connect(t)
+	s := openTestStore(t, zkc)
+	ctx := t.Context()
+	view := func(self int32) string {
+		return fmt.Sprintf(`{"node_id":%d,"bridges":[{"node_id":9001,"state":"live"},{"node_id":9002,"state":"live"},{"node_id":9003,"state":"unreachable"}]}`, self)
+	}
+	admin := map[int32]string{}
+	for _, id := range []int32{9001, 9002} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/bridges" {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintln(w, view(id))
+		}))
+		t.Cleanup(srv.Close)
+		admin[id] = srv.Listener.Addr().String()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin[9003] = ln.Addr().String() // the dead bridge's: refuses
+	_ = ln.Close()
+	admin[9004] = "127.0.0.1:10001" // draining: not asked
+	for _, r := range []zkstate.BridgeRegistration{
+		{NodeID: 9001, Kafka: "b1:9092", Legacy: "b1:9190", Software: "v1.0.0", StartedMs: 1700000000000},
+		{NodeID: 9002, Kafka: "b2:9092", Legacy: "b2:9190", Software: "v1.0.0", StartedMs: 1700000001000},
+		{NodeID: 9003, Kafka: "b3:9092", Legacy: "b3:9190", Software: "v1.0.0", StartedMs: 1700000002000},
+		{NodeID: 9004, Kafka: "b4:9092", Software: "v1.0.0", StartedMs: 1700000003000, Draining: true},
+	} {
+		r.Admin, r.Placement = admin[r.NodeID], 1
+		if err := s.CreateEphemeral(ctx, zkstate.BridgePath("/zkbridge", r.NodeID), r.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Create(ctx, zkstate.EpochPath("/zkbridge", "orders"), zkstate.Epoch{NodeID: 9003}.Encode(), zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	placeholders := func(out string) string {
+		for id, a := range admin {
+			if id != 9004 {
+				out = strings.ReplaceAll(out, a, fmt.Sprintf("admin-%d:port", id)) // as wide as a loopback address
+			}
+		}
+		return out
+	}
+	r := runCLI(t, "bridges", "--zk", zkc)
+	if r.code != exitOK {
+		t.Fatalf("bridges: exit %d, stderr %s", r.code, r.stderr)
+	}
+	golden(t, "bridges_unreachable.golden", placeholders(r.stdout))
+	r = runCLI(t, "bridges", "--zk", zkc, "-o", "json")
+	if r.code != exitOK {
+		t.Fatalf("bridges -o json: exit %d, stderr %s", r.code, r.stderr)
+	}
+	golden(t, "bridges_unreachable.json.golden", placeholders(r.stdout))
 }
