@@ -19,8 +19,8 @@ func serveCommand(e *env) *cli.Command {
 		Usage: "run the bridge: the Kafka group coordinator for unmodified Kafka clients, with state in ZooKeeper",
 		Description: "Serves the Kafka group APIs on --kafka-listen, keeps every group's state under --root in\n" +
 			"ZooKeeper (a restarted bridge carries on without a rebalance), and mirrors offsets and\n" +
-			"ownership into /consumers/<group> in the Kafka 0.8 layout. /metrics, /healthz and /readyz\n" +
-			"are served on --admin-listen. Legacy (seed 001) consumers Consult and Register on\n" +
+			"ownership into /consumers/<group> in the Kafka 0.8 layout. /metrics, /healthz, /readyz and\n" +
+			"/bridges (the live bridges as this one sees them) are served on --admin-listen. Legacy (seed 001) consumers Consult and Register on\n" +
 			"--legacy-listen. With --upstream or --upstream-from-zk the bridge also relays every other\n" +
 			"Kafka request to the real brokers (one proxy listener per broker, see --proxy-listen), so\n" +
 			"clients need bootstrap.servers=<bridge> only; without either it relays to the brokers\n" +
@@ -55,7 +55,7 @@ func serveFlags() []cli.Flag {
 		&cli.StringFlag{Name: "legacy-listen", Value: bridge.DefaultLegacyListen, EnvVars: []string{"ZKBRIDGE_LEGACY_LISTEN"},
 			Usage: "address of the legacy (seed 001) coordinator listener, host:port; empty to serve no legacy consumers"},
 		&cli.StringFlag{Name: "admin-listen", Value: bridge.DefaultAdminListen, EnvVars: []string{"ZKBRIDGE_ADMIN_LISTEN"},
-			Usage: "address of the admin HTTP listener (/metrics, /healthz, /readyz)"},
+			Usage: "address of the admin HTTP listener (/metrics, /healthz, /readyz, /bridges)"},
 		&cli.StringFlag{Name: "root", Value: bridge.DefaultRoot, EnvVars: []string{"ZKBRIDGE_ROOT"},
 			Usage: "ZooKeeper path of the bridge's own state"},
 		&cli.DurationFlag{Name: "zk-session-timeout", Value: bridge.DefaultZKSessionTimeout,
