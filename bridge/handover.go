@@ -373,7 +373,7 @@ func (g *groupStore) awaitRelease(ctx context.Context, p string, v int32, holder
 				return nil, ctx.Err()
 			}
 			if !ev.Exists || ev.Stat.Version != v {
-				return &epochRead{data: ev.Data, st: ev.Stat, exists: ev.Exists}, nil
+				return &epochRead{data: ev.Data, st: ev.Stat, exists: ev.Exists, watched: true}, nil
 			}
 		case <-tick.C:
 			alive, _, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, holder))
@@ -393,8 +393,34 @@ type epochRead struct {
 	data   []byte
 	st     zkstate.Stat
 	exists bool
+	// watched: read by the release's watch, on our session, after the release.
+	watched bool
 
 	holderKnown, registered, draining bool
+}
+
+// recordRead is a read of a group's record.
+type recordRead struct {
+	data []byte
+	st   zkstate.Stat
+	err  error
+}
+
+// readRecord reads the group's record beside the takeover's write of the epoch, for an epoch
+// the release's watch read (epochRead.watched): a round trip less between a release and the
+// group loaded. The read is sent after that one was answered, on the same session, so it sees
+// every write the release saw, the previous owner's last write of the record among them (its
+// session wrote the record before it released); and if the takeover's write succeeds, nobody
+// wrote the record between the release and it (every write of the group is checked against
+// the epoch's version). Whether ZooKeeper serves the read before or after the write, it reads
+// the record the write takes over; a read whose write failed is dropped.
+func (g *groupStore) readRecord(ctx context.Context) <-chan recordRead {
+	out := make(chan recordRead, 1)
+	go func() {
+		data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
+		out <- recordRead{data: data, st: st, err: err}
+	}()
+	return out
 }
 
 // holderAlive reports whether the holder of the epoch read has a registration (alive) and

@@ -327,6 +327,17 @@ func TestIntegration_SeveralBridgesWaitingOwnerTakesTheReleaseItWatched(t *testi
 	if _, err := zk.Set(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), released, 0); err != nil {
 		t.Fatal(err)
 	}
+	// A request waiting for the load is answered once the record is read too.
+	loaded := make(chan time.Duration, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := b.Do(ctx, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} })
+		if d, ok := r.(group.DescribeReply); err != nil || !ok || d.Group.Generation != 3 {
+			t.Errorf("Describe on 9002 after the takeover: %+v, %v; want generation 3 restored", r, err)
+		}
+		loaded <- time.Since(start)
+	}()
 	zktest.Eventually(t, 10*time.Second, "9002 holds the group", func() (bool, string) {
 		e := epochOf(t.Context(), zk, name)
 		return e.NodeID == 9002 && !e.Released, fmt.Sprintf("%+v", e)
@@ -334,7 +345,17 @@ func TestIntegration_SeveralBridgesWaitingOwnerTakesTheReleaseItWatched(t *testi
 	took := time.Since(start)
 	rts := float64(took) / float64(rtt)
 	t.Logf("release → taken: %v (%.1f round trips of %v)", took.Round(time.Millisecond), rts, rtt)
-	if rts > 2.7 {
+	if rts > 2.9 {
 		t.Errorf("9002 took the released group %.1f round trips after the release, want at most 2 (the notice, the watch's read; the write is applied before its answer comes)", rts)
 	}
+	answered := <-loaded
+	lrts := float64(answered) / float64(rtt)
+	t.Logf("release → a request waiting for the load answered: %v (%.1f round trips)", answered.Round(time.Millisecond), lrts)
+	if lrts > maxLoadedRoundTrips {
+		t.Errorf("the group was loaded %.1f round trips after the release, want at most %.1f (the record read beside the epoch's write)", lrts, maxLoadedRoundTrips)
+	}
 }
+
+// maxLoadedRoundTrips bounds release → loaded above: the release's notice, the watch's read, and
+// the epoch's write with the record's read beside it (3; 4 with the record read after the write).
+const maxLoadedRoundTrips = 3.6

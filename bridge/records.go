@@ -99,6 +99,10 @@ type groupStore struct {
 	// committed them before, and looking first cost the first commit after every handover a
 	// round trip. A write that finds one missing clears it (write).
 	assume bool
+	// record0, set by an acquire that read the record beside its write of the epoch
+	// (readRecord), is that read, for the load (loading: acquire runs for it).
+	record0 <-chan recordRead
+	loading bool
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
@@ -172,6 +176,10 @@ func (g *groupStore) acquire(ctx context.Context) error {
 			}
 			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
 		}
+		var record <-chan recordRead
+		if cur.watched && g.loading {
+			record = g.readRecord(ctx) // handover.go: beside the write
+		}
 		nst, err := g.store.Set(ctx, p, mine, cur.st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
 			conflicts++
@@ -180,7 +188,7 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("take over group %q: %w", g.group, err)
 		}
-		g.epoch = nst.Version
+		g.epoch, g.record0 = nst.Version, record
 		return nil
 	}
 	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
@@ -240,10 +248,21 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 			return nil, nil
 		}
 	}
-	if err := g.acquire(ctx); err != nil {
+	g.loading = true
+	err := g.acquire(ctx)
+	g.loading = false
+	if err != nil {
 		return nil, err
 	}
-	data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
+	var data []byte
+	var st zkstate.Stat
+	if r := g.record0; r != nil {
+		g.record0 = nil
+		rr := <-r
+		data, st, err = rr.data, rr.st, rr.err
+	} else {
+		data, st, err = g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
+	}
 	if errors.Is(err, zkstate.ErrNoNode) {
 		g.record = -1
 		return nil, nil
