@@ -91,21 +91,7 @@ func TestIntegration_SeveralBridgesHandoverRoundTrips(t *testing.T) {
 	if os.Getenv("ZKBRIDGE_TEST_LOG_MS") != "" {
 		zerolog.TimeFieldFormat = "15:04:05.000" // diagnosis: the chain's lines in milliseconds
 	}
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
-	via := proxy.Addr() + connect[i:]
-	a := startBridge(t, via, 9001, nil)
-	b := startBridge(t, via, 9002, nil)
-	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
-		got := brokersOf(t, b.Addr().String())
-		return len(got) == 2, fmt.Sprint(got)
-	})
-	name := ownedGroup("chain", 9001, 9001, 9002)
-	insts := [2]group.InstanceID{"i1", "i2"}
-	stableGroup(t, a, name, insts)
+	zk, proxy, a, b, name, insts := proxiedPair(t, "chain")
 	commit := func(r *running, off int64) group.OffsetCommitReply {
 		return do[group.OffsetCommitReply](t, r, name, func(tok group.Token) group.Event {
 			return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
@@ -172,21 +158,7 @@ const maxHandoverRoundTrips = 20
 // draining bridge is no longer answered as before (it waits for the group's release, then is
 // refused NOT_COORDINATOR).
 func TestIntegration_SeveralBridgesDrainStopsServingBeforeReadingMembers(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i])
-	via := proxy.Addr() + connect[i:]
-	a := startBridge(t, via, 9001, nil)
-	b := startBridge(t, via, 9002, nil)
-	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
-		got := brokersOf(t, b.Addr().String())
-		return len(got) == 2, fmt.Sprint(got)
-	})
-	name := ownedGroup("serve", 9001, 9001, 9002)
-	insts := [2]group.InstanceID{"i1", "i2"}
-	stableGroup(t, a, name, insts)
+	_, proxy, a, b, name, insts := proxiedPair(t, "serve")
 	quiet(t, a, b)
 
 	proxy.Mute()
@@ -359,3 +331,26 @@ func TestIntegration_SeveralBridgesWaitingOwnerTakesTheReleaseItWatched(t *testi
 // maxLoadedRoundTrips bounds release → loaded above: the release's notice, the watch's read, and
 // the epoch's write with the record's read beside it (3; 4 with the record read after the write).
 const maxLoadedRoundTrips = 3.6
+
+// proxiedPair starts bridges 9001 and 9002 talking to ZooKeeper through a proxy the test
+// controls, and a group named from prefix that 9001 owns and hands to 9002 when it drains,
+// Stable with two static members on 9001.
+func proxiedPair(t *testing.T, prefix string) (*zkstate.Store, *zktest.Proxy, *running, *running, string, [2]group.InstanceID) {
+	t.Helper()
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	via := proxy.Addr() + connect[i:]
+	a := startBridge(t, via, 9001, nil)
+	b := startBridge(t, via, 9002, nil)
+	zktest.Eventually(t, 10*time.Second, "both bridges listed", func() (bool, string) {
+		got := brokersOf(t, b.Addr().String())
+		return len(got) == 2, fmt.Sprint(got)
+	})
+	name := ownedGroup(prefix, 9001, 9001, 9002)
+	insts := [2]group.InstanceID{"i1", "i2"}
+	stableGroup(t, a, name, insts)
+	return zk, proxy, a, b, name, insts
+}
