@@ -2,8 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"fmt"
-	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -24,21 +22,15 @@ func TestIntegration_MixedKafkaMembersSeeARegistrationRewrittenInPlace(t *testin
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	mc.kafkaMember("k1")
-	share := func(parts ...string) map[mtp]bool { // "ta-2"
-		out := map[mtp]bool{}
+	share := func(parts ...string) []mtp { // "ta-2"
+		var out []mtp
 		for _, p := range parts {
-			out[mtp{Topic: p[:2], Partition: int32(p[3] - '0')}] = true
+			out = append(out, mtp{Topic: p[:2], Partition: int32(p[3] - '0')})
 		}
 		return out
 	}
-	consumes := func(want map[mtp]bool) func() (bool, string) {
-		return func() (bool, string) {
-			got := mc.views.of("k1")
-			return maps.Equal(got, want), fmt.Sprintf("k1 consumes %v, want %v", got, want)
-		}
-	}
 	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition",
-		consumes(share("ta-0", "ta-1", "ta-2", "ta-3", "tb-0", "tb-1", "tb-2", "tb-3")))
+		mc.views.consumes("k1", share("ta-0", "ta-1", "ta-2", "ta-3", "tb-0", "tb-1", "tb-2", "tb-3")...))
 
 	// Another member, first in sort order, registers for ta. It claims nothing: the Kafka
 	// member's partitions never wait for it.
@@ -52,7 +44,7 @@ func TestIntegration_MixedKafkaMembersSeeARegistrationRewrittenInPlace(t *testin
 	}
 	// Range over [other, k1]: ta-0 and ta-1 are the other's, all of tb is k1's.
 	zktest.Eventually(t, 30*time.Second, "k1 consuming its share beside the other member",
-		consumes(share("ta-2", "ta-3", "tb-0", "tb-1", "tb-2", "tb-3")))
+		mc.views.consumes("k1", share("ta-2", "ta-3", "tb-0", "tb-1", "tb-2", "tb-3")...))
 
 	// Once the group has settled (its fingerprints of the join can ask for another rebalance
 	// or two: no rebalance for a second, and the watch of the other kinds counts the other
@@ -78,6 +70,6 @@ func TestIntegration_MixedKafkaMembersSeeARegistrationRewrittenInPlace(t *testin
 		t.Fatal(err)
 	}
 	zktest.Eventually(t, 15*time.Second, "k1 rebalanced to its new share",
-		consumes(share("ta-0", "ta-1", "ta-2", "ta-3", "tb-2", "tb-3")))
+		mc.views.consumes("k1", share("ta-0", "ta-1", "ta-2", "ta-3", "tb-2", "tb-3")...))
 	mc.views.check(t)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"testing"
 	"time"
 
@@ -32,17 +31,8 @@ func TestIntegration_MixedClaimRecreatesAHeldOwnerDeletedBehindItsBack(t *testin
 		t.Fatal(err)
 	}
 	mc.kafkaMember("k1")
-	consumes := func(want ...int32) func() (bool, string) {
-		return func() (bool, string) {
-			w := map[mtp]bool{}
-			for _, p := range want {
-				w[mtp{Topic: "ta", Partition: p}] = true
-			}
-			got := mc.views.of("k1")
-			return maps.Equal(got, w), fmt.Sprintf("k1 consumes %v, want %v", got, w)
-		}
-	}
-	zktest.Eventually(t, 30*time.Second, "k1 consuming ta-2 and ta-3", consumes(2, 3))
+	ta := func(p int32) mtp { return mtp{Topic: "ta", Partition: p} }
+	zktest.Eventually(t, 30*time.Second, "k1 consuming ta-2 and ta-3", mc.views.consumes("k1", ta(2), ta(3)))
 	owned := zkstate.OwnerPath(mc.group, "ta", 3)
 	thread, _, err := other.Get(ctx, owned)
 	if err != nil {
@@ -66,7 +56,7 @@ func TestIntegration_MixedClaimRecreatesAHeldOwnerDeletedBehindItsBack(t *testin
 	if err := other.Delete(ctx, foreign, -1); err != nil {
 		t.Fatal(err)
 	}
-	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition", consumes(0, 1, 2, 3))
+	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition", mc.views.consumes("k1", ta(0), ta(1), ta(2), ta(3)))
 	zktest.Eventually(t, 10*time.Second, "the owner znode of ta-3 back with k1's thread", func() (bool, string) {
 		data, _, err := other.Get(ctx, owned)
 		return err == nil && string(data) == string(thread), fmt.Sprintf("%s: %q, %v; want %q", owned, data, err, thread)
@@ -92,19 +82,9 @@ func TestIntegration_MixedFirstRoundRecreatesAHeldOwnerDeletedBehindItsBack(t *t
 	defer cancel()
 	other := zktest.OpenStore(t, mc.connect)
 	mc.kafkaMember("k1")
-	consumes := func(want ...mtp) func() (bool, string) {
-		return func() (bool, string) {
-			w := map[mtp]bool{}
-			for _, p := range want {
-				w[p] = true
-			}
-			got := mc.views.of("k1")
-			return maps.Equal(got, w), fmt.Sprintf("k1 consumes %v, want %v", got, w)
-		}
-	}
 	ta := func(p int32) mtp { return mtp{Topic: "ta", Partition: p} }
 	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition",
-		consumes(ta(0), ta(1), ta(2), ta(3), mtp{Topic: "tb", Partition: 0}))
+		mc.views.consumes("k1", ta(0), ta(1), ta(2), ta(3), mtp{Topic: "tb", Partition: 0}))
 	owned := zkstate.OwnerPath(mc.group, "ta", 3)
 	thread, _, err := other.Get(ctx, owned)
 	if err != nil {
@@ -120,7 +100,7 @@ func TestIntegration_MixedFirstRoundRecreatesAHeldOwnerDeletedBehindItsBack(t *t
 	if err := other.Create(ctx, id, reg, zkstate.CreateOptions{Ephemeral: true, Parents: true}); err != nil {
 		t.Fatal(err)
 	}
-	zktest.Eventually(t, 30*time.Second, "k1 consuming ta only", consumes(ta(0), ta(1), ta(2), ta(3)))
+	zktest.Eventually(t, 30*time.Second, "k1 consuming ta only", mc.views.consumes("k1", ta(0), ta(1), ta(2), ta(3)))
 	zktest.Eventually(t, 10*time.Second, "the owner znode of ta-3 back with k1's thread", func() (bool, string) {
 		data, _, err := other.Get(ctx, owned)
 		return err == nil && string(data) == string(thread), fmt.Sprintf("%s: %q, %v; want %q", owned, data, err, thread)

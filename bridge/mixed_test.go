@@ -131,6 +131,18 @@ func (v *views) of(name string) map[mtp]bool {
 	return maps.Clone(v.consuming[name])
 }
 
+// consumes is a condition for zktest.Eventually: member name consumes exactly want.
+func (v *views) consumes(name string, want ...mtp) func() (bool, string) {
+	w := map[mtp]bool{}
+	for _, p := range want {
+		w[p] = true
+	}
+	return func() (bool, string) {
+		got := v.of(name)
+		return maps.Equal(got, w), fmt.Sprintf("%s consumes %v, want %v", name, got, w)
+	}
+}
+
 // violationsOf lists the violations in which member name still consumed the partition.
 func (v *views) violationsOf(name string) []string {
 	v.mu.Lock()
