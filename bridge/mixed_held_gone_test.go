@@ -57,15 +57,7 @@ func TestIntegration_MixedClaimRecreatesAHeldOwnerDeletedBehindItsBack(t *testin
 		t.Fatal(err)
 	}
 	zktest.Eventually(t, 30*time.Second, "k1 consuming every partition", mc.views.consumes("k1", ta(0), ta(1), ta(2), ta(3)))
-	zktest.Eventually(t, 10*time.Second, "the owner znode of ta-3 back with k1's thread", func() (bool, string) {
-		data, _, err := other.Get(ctx, owned)
-		return err == nil && string(data) == string(thread), fmt.Sprintf("%s: %q, %v; want %q", owned, data, err, thread)
-	})
-	for p := range int32(4) {
-		if data, _, err := other.Get(ctx, zkstate.OwnerPath(mc.group, "ta", p)); err != nil || string(data) != string(thread) {
-			t.Errorf("owner of ta-%d: %q, %v; want %q", p, data, err, thread)
-		}
-	}
+	taOwnedBy(t, ctx, other, mc.group, thread)
 	mc.views.check(t)
 }
 
@@ -101,17 +93,25 @@ func TestIntegration_MixedFirstRoundRecreatesAHeldOwnerDeletedBehindItsBack(t *t
 		t.Fatal(err)
 	}
 	zktest.Eventually(t, 30*time.Second, "k1 consuming ta only", mc.views.consumes("k1", ta(0), ta(1), ta(2), ta(3)))
+	taOwnedBy(t, ctx, other, mc.group, thread)
+	if _, _, err := other.Get(ctx, zkstate.OwnerPath(mc.group, "tb", 0)); !errors.Is(err, zkstate.ErrNoNode) {
+		t.Errorf("owner of tb-0 after k1 gave it up: %v, want it gone", err)
+	}
+	mc.views.check(t)
+}
+
+// taOwnedBy waits for the owner znode of ta-3 (the one the test deleted) to hold thread again,
+// then checks that every owner znode of ta (4 partitions) holds it.
+func taOwnedBy(t *testing.T, ctx context.Context, other *zkstate.Store, group string, thread []byte) {
+	t.Helper()
+	owned := zkstate.OwnerPath(group, "ta", 3)
 	zktest.Eventually(t, 10*time.Second, "the owner znode of ta-3 back with k1's thread", func() (bool, string) {
 		data, _, err := other.Get(ctx, owned)
 		return err == nil && string(data) == string(thread), fmt.Sprintf("%s: %q, %v; want %q", owned, data, err, thread)
 	})
 	for p := range int32(4) {
-		if data, _, err := other.Get(ctx, zkstate.OwnerPath(mc.group, "ta", p)); err != nil || string(data) != string(thread) {
+		if data, _, err := other.Get(ctx, zkstate.OwnerPath(group, "ta", p)); err != nil || string(data) != string(thread) {
 			t.Errorf("owner of ta-%d: %q, %v; want %q", p, data, err, thread)
 		}
 	}
-	if _, _, err := other.Get(ctx, zkstate.OwnerPath(mc.group, "tb", 0)); !errors.Is(err, zkstate.ErrNoNode) {
-		t.Errorf("owner of tb-0 after k1 gave it up: %v, want it gone", err)
-	}
-	mc.views.check(t)
 }
