@@ -92,12 +92,7 @@ func TestIntegration_SeveralBridgesHandoverRoundTrips(t *testing.T) {
 		zerolog.TimeFieldFormat = "15:04:05.000" // diagnosis: the chain's lines in milliseconds
 	}
 	zk, proxy, a, b, name, insts := proxiedPair(t, "chain")
-	commit := func(r *running, off int64) group.OffsetCommitReply {
-		return do[group.OffsetCommitReply](t, r, name, func(tok group.Token) group.Event {
-			return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
-				Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}}
-		})
-	}
+	commit := func(r *running, off int64) group.OffsetCommitReply { return staticCommit(t, r, name, insts[0], off) }
 	if r := commit(a, 5); r.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on A: %+v", r.Partitions)
 	}
@@ -198,12 +193,7 @@ func TestIntegration_RestoredGroupsFirstCommitLooksNothingUp(t *testing.T) {
 	name := "restored"
 	insts := [2]group.InstanceID{"i1", "i2"}
 	stableGroup(t, a, name, insts)
-	commit := func(r *running, off int64) group.OffsetCommitReply {
-		return do[group.OffsetCommitReply](t, r, name, func(tok group.Token) group.Event {
-			return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
-				Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}}
-		})
-	}
+	commit := func(r *running, off int64) group.OffsetCommitReply { return staticCommit(t, r, name, insts[0], off) }
 	if r := commit(a, 5); r.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit: %+v", r.Partitions)
 	}
@@ -381,4 +371,14 @@ func proxiedPair(t *testing.T, prefix string) (*zkstate.Store, *zktest.Proxy, *r
 	insts := [2]group.InstanceID{"i1", "i2"}
 	stableGroup(t, a, name, insts)
 	return zk, proxy, a, b, name, insts
+}
+
+// staticCommit commits offset off of orders/0 for static member "a" (instance inst) of
+// generation 1 of group name on r.
+func staticCommit(t *testing.T, r *running, name string, inst group.InstanceID, off int64) group.OffsetCommitReply {
+	t.Helper()
+	return do[group.OffsetCommitReply](t, r, name, func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: inst, Generation: 1,
+			Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: off, LeaderEpoch: -1}}}
+	})
 }
