@@ -46,11 +46,7 @@ func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte) (
 		}
 	}()
 	for _, p := range paths {
-		if want := nodes[p]; want == nil {
-			s.eph.set(p, nil)
-		} else if e := s.eph.get(p); e == nil || bytes.Equal(e.data, want) {
-			s.eph.set(p, nil) // a node remembered with other data is whoever made it again's
-		}
+		s.eph.forget(p, nodes[p])
 	}
 	reads, err := s.GetMany(ctx, paths)
 	if err != nil {

@@ -305,6 +305,15 @@ func (e *ephemerals) get(p string) *ephemeral {
 	return e.nodes[p]
 }
 
+// forget stops remembering the ephemeral at p before a delete of a node that must hold want
+// (nil: any data). One remembered with other data is left: another part of this process made
+// it again, and it is that one's to keep.
+func (e *ephemerals) forget(p string, want []byte) {
+	if n := e.get(p); want == nil || n == nil || bytes.Equal(n.data, want) {
+		e.set(p, nil)
+	}
+}
+
 func (e *ephemerals) set(p string, n *ephemeral) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -412,9 +421,7 @@ func (s *Store) DeleteEphemeralHolding(ctx context.Context, p string, data []byt
 		return pathErr("delete ephemeral", p, err)
 	}
 	defer s.eph.unlock(p)
-	if e := s.eph.get(p); e == nil || bytes.Equal(e.data, data) {
-		s.eph.set(p, nil) // a node remembered with other data is whoever made it again's
-	}
+	s.eph.forget(p, data)
 	now, st, err := s.Get(ctx, p)
 	if errors.Is(err, ErrNoNode) {
 		return nil
