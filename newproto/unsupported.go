@@ -77,6 +77,20 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 
 	// Keys whose errors live per item: the response mirrors the request's
 	// groups, topics and partitions, each carrying the error.
+	if ok, handled := dataErrorResponse(req, resp, c, msg); handled {
+		return resp, ok
+	}
+	if ok, handled := groupErrorResponse(req, resp, c, msg); handled {
+		return resp, ok
+	}
+	return resp, setTopLevelError(resp, c, msg)
+}
+
+// dataErrorResponse fills errorResponse's resp for the data-path keys (Produce, Fetch,
+// ListOffsets, Metadata, OffsetForLeaderEpoch), whose errors live per topic or partition;
+// handled is false for other keys.
+func dataErrorResponse(req kmsg.Request, resp kmsg.Response, c int16, msg *string) (ok, handled bool) {
+	v := req.GetVersion()
 	switch req := req.(type) {
 	case *kmsg.ProduceRequest:
 		r := resp.(*kmsg.ProduceResponse)
@@ -90,7 +104,7 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			r.Topics = append(r.Topics, rt)
 		}
-		return r, true
+		return true, true
 
 	case *kmsg.FetchRequest:
 		r := resp.(*kmsg.FetchResponse)
@@ -106,7 +120,7 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			r.Topics = append(r.Topics, rt)
 		}
-		return r, v >= 7 || len(r.Topics) > 0
+		return v >= 7 || len(r.Topics) > 0, true
 
 	case *kmsg.ListOffsetsRequest:
 		r := resp.(*kmsg.ListOffsetsResponse)
@@ -120,7 +134,7 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			r.Topics = append(r.Topics, rt)
 		}
-		return r, true
+		return true, true
 
 	case *kmsg.MetadataRequest:
 		r := resp.(*kmsg.MetadataResponse)
@@ -132,89 +146,7 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 		}
 		// A request for all topics has no item to carry the error
 		// before v13.
-		return r, v >= 13 || len(r.Topics) > 0
-
-	case *kmsg.OffsetCommitRequest:
-		r := resp.(*kmsg.OffsetCommitResponse)
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, c
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
-		return r, true
-
-	case *kmsg.OffsetFetchRequest:
-		r := resp.(*kmsg.OffsetFetchResponse)
-		if v >= 8 {
-			for _, g := range req.Groups {
-				rg := kmsg.NewOffsetFetchResponseGroup()
-				rg.Group, rg.ErrorCode = g.Group, c
-				r.Groups = append(r.Groups, rg)
-			}
-			return r, true
-		}
-		// v2-v7 have a top-level error and, as Kafka's
-		// getErrorResponse, no partitions; v0-v1 only per-partition
-		// errors, as Kafka puts a group error into each partition.
-		r.ErrorCode = c
-		if v >= 2 {
-			return r, true
-		}
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, c
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
-		return r, len(r.Topics) > 0
-
-	case *kmsg.JoinGroupRequest:
-		// Kafka's JoinGroup error result: the member id echoed,
-		// generation -1 (UNKNOWN_GENERATION_ID).
-		r := resp.(*kmsg.JoinGroupResponse)
-		r.ErrorCode, r.Generation, r.MemberID = c, -1, req.MemberID
-		return r, true
-
-	case *kmsg.FindCoordinatorRequest:
-		r := resp.(*kmsg.FindCoordinatorResponse)
-		r.NodeID, r.Port = -1, -1
-		if v < 4 {
-			r.ErrorCode, r.ErrorMessage = c, msg
-			return r, true
-		}
-		for _, key := range req.CoordinatorKeys {
-			rc := kmsg.NewFindCoordinatorResponseCoordinator()
-			rc.Key, rc.NodeID, rc.Port, rc.ErrorCode, rc.ErrorMessage = key, -1, -1, c, msg
-			r.Coordinators = append(r.Coordinators, rc)
-		}
-		return r, true
-
-	case *kmsg.DescribeGroupsRequest:
-		r := resp.(*kmsg.DescribeGroupsResponse)
-		for _, g := range req.Groups {
-			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode, rg.ErrorMessage = g, c, msg
-			r.Groups = append(r.Groups, rg)
-		}
-		return r, true
-
-	case *kmsg.DeleteGroupsRequest:
-		r := resp.(*kmsg.DeleteGroupsResponse)
-		for _, g := range req.Groups {
-			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode, rg.ErrorMessage = g, c, msg
-			r.Groups = append(r.Groups, rg)
-		}
-		return r, true
+		return v >= 13 || len(r.Topics) > 0, true
 
 	case *kmsg.OffsetForLeaderEpochRequest:
 		r := resp.(*kmsg.OffsetForLeaderEpochResponse)
@@ -228,9 +160,101 @@ func errorResponse(req kmsg.Request, code ErrorCode, text string) (resp kmsg.Res
 			}
 			r.Topics = append(r.Topics, rt)
 		}
-		return r, true
+		return true, true
 	}
-	return resp, setTopLevelError(resp, c, msg)
+	return false, false
+}
+
+// groupErrorResponse fills errorResponse's resp for the group keys whose errors live per
+// group, topic or partition, or in fields a bare top-level error would leave wrong;
+// handled is false for other keys.
+func groupErrorResponse(req kmsg.Request, resp kmsg.Response, c int16, msg *string) (ok, handled bool) {
+	v := req.GetVersion()
+	switch req := req.(type) {
+	case *kmsg.OffsetCommitRequest:
+		r := resp.(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, c
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return true, true
+
+	case *kmsg.OffsetFetchRequest:
+		r := resp.(*kmsg.OffsetFetchResponse)
+		if v >= 8 {
+			for _, g := range req.Groups {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = g.Group, c
+				r.Groups = append(r.Groups, rg)
+			}
+			return true, true
+		}
+		// v2-v7 have a top-level error and, as Kafka's
+		// getErrorResponse, no partitions; v0-v1 only per-partition
+		// errors, as Kafka puts a group error into each partition.
+		r.ErrorCode = c
+		if v >= 2 {
+			return true, true
+		}
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, c
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		return len(r.Topics) > 0, true
+
+	case *kmsg.JoinGroupRequest:
+		// Kafka's JoinGroup error result: the member id echoed,
+		// generation -1 (UNKNOWN_GENERATION_ID).
+		r := resp.(*kmsg.JoinGroupResponse)
+		r.ErrorCode, r.Generation, r.MemberID = c, -1, req.MemberID
+		return true, true
+
+	case *kmsg.FindCoordinatorRequest:
+		r := resp.(*kmsg.FindCoordinatorResponse)
+		r.NodeID, r.Port = -1, -1
+		if v < 4 {
+			r.ErrorCode, r.ErrorMessage = c, msg
+			return true, true
+		}
+		for _, key := range req.CoordinatorKeys {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key, rc.NodeID, rc.Port, rc.ErrorCode, rc.ErrorMessage = key, -1, -1, c, msg
+			r.Coordinators = append(r.Coordinators, rc)
+		}
+		return true, true
+
+	case *kmsg.DescribeGroupsRequest:
+		r := resp.(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.ErrorMessage = g, c, msg
+			r.Groups = append(r.Groups, rg)
+		}
+		return true, true
+
+	case *kmsg.DeleteGroupsRequest:
+		r := resp.(*kmsg.DeleteGroupsResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode, rg.ErrorMessage = g, c, msg
+			r.Groups = append(r.Groups, rg)
+		}
+		return true, true
+
+	}
+	return false, false
 }
 
 // setTopLevelError sets the response's ErrorCode (and ErrorMessage) field
