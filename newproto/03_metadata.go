@@ -131,37 +131,7 @@ func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataReq
 		resp.ClusterID = kmsg.StringPtr(r.clusterID)
 	}
 
-	resp.ControllerID = -1
-	others := r.otherBridges(self) // peers.go
-	resp.Brokers = make([]kmsg.MetadataResponseBroker, 0, len(brokers)+1+len(others))
-	for _, b := range brokers {
-		if b.NodeID == self.NodeID || slices.ContainsFunc(others, func(o Broker) bool { return o.NodeID == b.NodeID }) {
-			continue // our node, or another bridge's, stands for it
-		}
-		if resp.ControllerID < 0 || b.NodeID < resp.ControllerID {
-			resp.ControllerID = b.NodeID
-		}
-		resp.Brokers = append(resp.Brokers, metadataBroker(b))
-	}
-	if resp.ControllerID < 0 {
-		// The lowest bridge: the same answer from every bridge of one service.
-		resp.ControllerID = self.NodeID
-		for _, o := range others {
-			resp.ControllerID = min(resp.ControllerID, o.NodeID)
-		}
-	}
-	resp.Brokers = append(resp.Brokers, metadataBroker(self))
-	for _, o := range others {
-		resp.Brokers = append(resp.Brokers, metadataBroker(o))
-	}
-	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
-	// The live broker ids, sorted (resp.Brokers is).
-	live := make([]int32, 0, len(resp.Brokers))
-	for _, b := range resp.Brokers {
-		if n := len(live); n == 0 || live[n-1] != b.NodeID {
-			live = append(live, b.NodeID)
-		}
-	}
+	live := r.metadataBrokers(resp, brokers, self)
 	r.topics.prune(len(topics))
 
 	allTopics := m.Topics == nil || (m.Version == 0 && len(m.Topics) == 0)
@@ -243,6 +213,43 @@ func (r *router) clusterState(ctx context.Context) ([]Broker, map[string][]Parti
 		}
 	}
 	return brokers, topics, ids, nil
+}
+
+// metadataBrokers fills resp's brokers and controller: the upstream brokers
+// no bridge stands for, then this bridge and the others (peers.go), sorted
+// by node id. It returns the live broker ids, sorted.
+func (r *router) metadataBrokers(resp *kmsg.MetadataResponse, brokers []Broker, self Broker) []int32 {
+	resp.ControllerID = -1
+	others := r.otherBridges(self) // peers.go
+	resp.Brokers = make([]kmsg.MetadataResponseBroker, 0, len(brokers)+1+len(others))
+	for _, b := range brokers {
+		if b.NodeID == self.NodeID || slices.ContainsFunc(others, func(o Broker) bool { return o.NodeID == b.NodeID }) {
+			continue // our node, or another bridge's, stands for it
+		}
+		if resp.ControllerID < 0 || b.NodeID < resp.ControllerID {
+			resp.ControllerID = b.NodeID
+		}
+		resp.Brokers = append(resp.Brokers, metadataBroker(b))
+	}
+	if resp.ControllerID < 0 {
+		// The lowest bridge: the same answer from every bridge of one service.
+		resp.ControllerID = self.NodeID
+		for _, o := range others {
+			resp.ControllerID = min(resp.ControllerID, o.NodeID)
+		}
+	}
+	resp.Brokers = append(resp.Brokers, metadataBroker(self))
+	for _, o := range others {
+		resp.Brokers = append(resp.Brokers, metadataBroker(o))
+	}
+	sort.Slice(resp.Brokers, func(i, j int) bool { return resp.Brokers[i].NodeID < resp.Brokers[j].NodeID })
+	live := make([]int32, 0, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		if n := len(live); n == 0 || live[n-1] != b.NodeID {
+			live = append(live, b.NodeID)
+		}
+	}
+	return live
 }
 
 func metadataBroker(b Broker) kmsg.MetadataResponseBroker {
