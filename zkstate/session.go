@@ -251,6 +251,10 @@ type ephemeral struct {
 	// conflictIn is the session in which a conflict was last reported, so a conflict is
 	// reported once per session rather than at every reconnect.
 	conflictIn int64
+	// version is the node's version after our last create or write of it in session
+	// versionIn (0: not known), so that SetEphemeral writes it without reading it first.
+	version   int32
+	versionIn int64
 }
 
 // pathLock is one path's lock: a one-slot semaphore, and how many hold or wait for it.
@@ -343,6 +347,7 @@ func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) erro
 	before := s.SessionID()
 	err := s.createRaw(ctx, s.full(p), data, zk.FlagEphemeral, s.aclFor(p), true)
 	after := s.SessionID()
+	created := err == nil
 	if errors.Is(err, zk.ErrNodeExists) {
 		// A node created by our own session (an earlier attempt whose reply we lost, or the
 		// reclaimer) is ours.
@@ -356,6 +361,9 @@ func (s *Store) CreateEphemeral(ctx context.Context, p string, data []byte) erro
 	e := &ephemeral{data: data}
 	if before == after {
 		e.owner = before
+	}
+	if before == after && created {
+		e.versionIn = before // made by this call: version 0
 	}
 	s.eph.set(p, e)
 	if e.owner == 0 {
@@ -436,6 +444,14 @@ func (s *Store) DeleteEphemeralHolding(ctx context.Context, p string, data []byt
 // and the data a new session re-creates it with, so that a reclaim after an expiry never brings
 // back older data. A node not (yet) there is not an error: the next reclaim creates it with data.
 // ErrNotOwner when another session holds the node; an error when CreateEphemeral never made it.
+//
+// A node this Store created or wrote last in the current session is written with one Set at the
+// version that left it (a draining bridge's registration: one round trip, not two). The Set fails
+// when anyone wrote or deleted the node since, and the node is then read as before. It succeeds
+// on a node another session holds only if ours was deleted by someone else while our session
+// lived and that session made the path again and wrote it up to the very version we know; the
+// Set's answer names the node's owner, so that is reported (ErrNotOwner) though not undone: a
+// read before the Set has the same window, one round trip wide, for the same unlikely delete.
 func (s *Store) SetEphemeral(ctx context.Context, p string, data []byte) error {
 	if err := validatePath(p); err != nil {
 		return pathErr("set ephemeral", p, err)
@@ -449,6 +465,9 @@ func (s *Store) SetEphemeral(ctx context.Context, p string, data []byte) error {
 		return pathErr("set ephemeral", p, errors.New("not an ephemeral this Store created"))
 	}
 	e.data = slices.Clone(data)
+	if done, err := s.setKnownVersion(ctx, p, e); done {
+		return err
+	}
 	ok, st, err := s.Exists(ctx, p)
 	if err != nil {
 		return pathErr("set ephemeral", p, err)
@@ -460,10 +479,37 @@ func (s *Store) SetEphemeral(ctx context.Context, p string, data []byte) error {
 	if st.EphemeralOwner != s.SessionID() || st.EphemeralOwner == 0 {
 		return pathErr("set ephemeral", p, ErrNotOwner)
 	}
-	if _, err := s.Set(ctx, p, data, st.Version); err != nil {
+	st, err = s.Set(ctx, p, data, st.Version)
+	if err != nil {
 		return err
 	}
+	if sid := s.SessionID(); sid != 0 && st.EphemeralOwner == sid {
+		e.version, e.versionIn = st.Version, sid
+	}
 	return nil
+}
+
+// setKnownVersion writes e's data to p at the version our last create or write of it left, when
+// that was in the current session; done is false when it did not apply (no version known, or
+// the node changed since: ErrBadVersion, ErrNoNode), and the caller reads the node instead.
+// Called under p's lock.
+func (s *Store) setKnownVersion(ctx context.Context, p string, e *ephemeral) (done bool, err error) {
+	sid := s.SessionID()
+	if sid == 0 || e.versionIn != sid {
+		return false, nil
+	}
+	e.versionIn = 0 // known again only once a write succeeds
+	st, err := s.Set(ctx, p, e.data, e.version)
+	switch {
+	case err == nil && st.EphemeralOwner == sid:
+		e.version, e.versionIn = st.Version, sid
+		return true, nil
+	case err == nil:
+		return true, pathErr("set ephemeral", p, ErrNotOwner)
+	case errors.Is(err, ErrBadVersion) || errors.Is(err, ErrNoNode):
+		return false, nil
+	}
+	return true, err
 }
 
 // OwnedByUs reports whether the node at p is an ephemeral of our current session. Never assume
@@ -564,7 +610,7 @@ func (s *Store) reclaimPath(ctx context.Context, p string, cur int64, reclaimed 
 	case err != nil:
 		return true, err
 	case created && before == cur && after == cur:
-		e.owner = cur
+		e.owner, e.version, e.versionIn = cur, 0, cur
 		*reclaimed++
 	case created:
 		// The session changed while we created the node: whichever session made it, the
