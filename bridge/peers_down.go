@@ -71,7 +71,7 @@ func outcomeOf(err error) probeOutcome {
 
 // peerDown is one peer's standing under the rule, for one registration of it.
 type peerDown struct {
-	everUp       bool      // its listener took a connection
+	everUp       bool      // its listener took a connection (any dial's: liveness.reached)
 	refusedSince time.Time // when the first of the refusals in a row was sent; zero: none
 	out          bool      // it looks dead: left out of Metadata
 	last         time.Time // when the latest probe taken into account was sent
@@ -168,7 +168,12 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 			if keys[r.id] != r.key {
 				keys[r.id], standing[r.id] = r.key, peerDown{}
 			}
-			standing[r.id] = standing[r.id].observe(r.sent, r.o)
+			d := standing[r.id]
+			// A connection taken at this address by another dial (the join's, FindCoordinator's
+			// hold) counts as the watch's own: a peer killed before the watch's first probe
+			// reached it is dead all the same.
+			d.everUp = d.everUp || p.probes.reached(r.id, r.key.addr)
+			standing[r.id] = d.observe(r.sent, r.o)
 			p.setOut(standing, keys)
 		}
 	}

@@ -259,3 +259,46 @@ func TestPeerLooksDeadDespiteAProbeHungAtTheKill(t *testing.T) {
 		t.Errorf("the peer looked dead %v after the kill, want within %v (the hung probe held the others back)", took, limit)
 	}
 }
+
+// A peer killed before the watch's first probe reached it still looks dead. A bridge that
+// joins the live view is dialed at once (probeJoined), and the watch's probes go out every
+// probeEvery: a peer killed in between was, before, never taken for dead by the watch, whose own
+// probes had never had a connection ("an address never reached is not a dead peer"), though the
+// join's dial took one at that address. Seen as a survivor that never left such a bridge out
+// of Metadata until its session expired.
+func TestPeerLooksDeadWhenKilledBeforeTheWatchReachedIt(t *testing.T) {
+	p := newPeerSet(9001, "/zkbridge", zerolog.Nop())
+	const addr = "bridge-2.test:29092"
+	var mu sync.Mutex
+	dials := 0
+	took := make(chan struct{})
+	p.probes.dial = func(_, a string, _ time.Duration) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dials++; dials == 1 { // the join's dial: the peer is up
+			close(took)
+			c1, c2 := net.Pipe()
+			_ = c2.Close()
+			return c1, nil
+		}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	p.publish(map[int32]zkstate.BridgeRegistration{9002: {NodeID: 9002, Kafka: addr, StartedMs: 1}})
+	<-took // killed now: every later dial is refused
+	killed := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watchPeers(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	for !p.lookingDead(9002) {
+		if time.Since(killed) > 2*time.Second {
+			t.Fatal("a peer killed before the watch's first probe never looked dead, though the join's dial took a connection")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("looks dead %v after the kill", time.Since(killed))
+}

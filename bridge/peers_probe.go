@@ -137,6 +137,20 @@ func (l *liveness) probeNow(id int32, addr string, sent time.Time) probeOutcome 
 	return outcomeOf(err)
 }
 
+// reached reports whether node id's listener took a connection at addr, from any dial of it
+// (the watch's probes, the join's, FindCoordinator's hold).
+func (l *liveness) reached(id int32, addr string) bool {
+	l.mu.Lock()
+	pr := l.by[id]
+	l.mu.Unlock()
+	if pr == nil {
+		return false
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.addr == addr && pr.everUp
+}
+
 // probeJoined probes the peers that joined the live view, so that a peer killed before any
 // FindCoordinator named it is known to have been up.
 func (p *peerSet) probeJoined(old, cur *liveView) {
