@@ -31,7 +31,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -435,11 +434,7 @@ func (b *Bridge) start(ctx context.Context, store *zkstate.Store, p *parts) *ser
 		s.bg.Go(func() { b.advertiseProxies(bgCtx, store, p.proxy, p.host) })
 		// relay/drain.go: Refresh. Clients refresh their metadata while a bridge that left, or
 		// looks dead (peers_down.go), is out of it, and drop their connections to it.
-		b.peers.subscribeNamed(func(old, cur *liveView) {
-			if b.peers.serving.Load() && slices.ContainsFunc(old.named, func(id int32) bool { return !slices.Contains(cur.named, id) }) {
-				p.proxy.Refresh()
-			}
-		})
+		b.peers.subscribeNamed(b.peers.refreshOnOmission(p.proxy.Refresh, afterFunc))
 		if b.cfg.LagInterval > 0 && !b.cfg.SASLForward { // lag.go; with SASLForward the bridge has no credentials
 			s.bg.Go(func() { b.collectLag(bgCtx, store, p.up) }) // lag.go
 		} else if b.cfg.LagInterval > 0 {

@@ -213,3 +213,46 @@ func (p *peerSet) lookingDead(id int32) bool {
 	defer p.mu.Unlock()
 	return p.out[id]
 }
+
+// refreshOnOmission is the subscriber of the named ids that makes the clients fetching through
+// this bridge's proxy listeners refresh their metadata (refresh: relay.Proxy.Refresh) when a
+// bridge drops out of Metadata, so that they leave its addresses now rather than
+// metadata.min.age after their last refresh. A bridge that left the live view (it drains, or
+// its session ended) is refreshed for at once: every bridge sees the registration change
+// within a ZooKeeper notification and read of each other, so a client refreshing at any of
+// them is told the same. A bridge that only looks dead is refreshed for one probe interval
+// later (after is time.AfterFunc's call): each survivor decides on its own probes, up to about
+// a probe interval after the first, and a client made to refresh at the first one's decision
+// could ask one that has not decided yet and be told the dead bridge's addresses again, for
+// another metadata.min.age. No refresh then if it is named again by that time, or if we drain.
+func (p *peerSet) refreshOnOmission(refresh func(), after func(time.Duration, func())) func(old, cur *liveView) {
+	return func(old, cur *liveView) {
+		if !p.serving.Load() {
+			return
+		}
+		var left, dead []int32
+		for _, id := range old.named {
+			switch {
+			case id == p.self || slices.Contains(cur.named, id):
+			case slices.Contains(cur.ids, id):
+				dead = append(dead, id)
+			default:
+				left = append(left, id)
+			}
+		}
+		if len(left) > 0 {
+			refresh()
+		}
+		if len(dead) > 0 {
+			after(probeEvery, func() {
+				named := p.view.Load().named
+				if p.serving.Load() && slices.ContainsFunc(dead, func(id int32) bool { return !slices.Contains(named, id) }) {
+					refresh()
+				}
+			})
+		}
+	}
+}
+
+// afterFunc calls f after d on its own goroutine (time.AfterFunc).
+func afterFunc(d time.Duration, f func()) { time.AfterFunc(d, f) }

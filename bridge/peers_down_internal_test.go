@@ -302,3 +302,62 @@ func TestPeerLooksDeadWhenKilledBeforeTheWatchReachedIt(t *testing.T) {
 	}
 	t.Logf("looks dead %v after the kill", time.Since(killed))
 }
+
+// The survivors' refused Fetches (relay.Proxy.Refresh) make clients refresh their metadata
+// when a bridge drops out of it. When it drops out because it looks dead, each survivor decides
+// on its own probes, up to a probe interval after the first: a refresh at a survivor's own
+// decision could be answered by one that has not decided yet, naming the dead bridge again for
+// metadata.min.age. So the refresh comes one probe interval after the decision (and not at all
+// if the peer is named again by then). A bridge that leaves the live view (a drain, an expiry)
+// is seen by every bridge within a ZooKeeper notification and read: refreshed at once.
+func TestPeerOmissionRefreshesOneProbeIntervalLater(t *testing.T) {
+	reg := func(n int32) zkstate.BridgeRegistration {
+		return zkstate.BridgeRegistration{NodeID: n, Kafka: fmt.Sprintf("b%d:9092", n), StartedMs: 1}
+	}
+	p := newPeerSet(9001, "/zkbridge", zerolog.Nop())
+	p.publish(map[int32]zkstate.BridgeRegistration{9002: reg(9002), 9003: reg(9003)})
+	refreshed := 0
+	var delays []time.Duration
+	var pending []func()
+	p.subscribeNamed(p.refreshOnOmission(func() { refreshed++ }, func(d time.Duration, f func()) {
+		delays, pending = append(delays, d), append(pending, f)
+	}))
+	fire := func() {
+		fs := pending
+		pending = nil
+		for _, f := range fs {
+			f()
+		}
+	}
+	keys := map[int32]peerDownKey{9003: {"b9003:9092", 1}}
+	setOut := func(out bool) { p.setOut(map[int32]peerDown{9003: {everUp: true, out: out}}, keys) }
+	check := func(step string, wantRefreshed int, wantDelays ...time.Duration) {
+		t.Helper()
+		if refreshed != wantRefreshed || !slices.Equal(delays, wantDelays) {
+			t.Fatalf("%s: refreshed %d times, delays %v; want %d, %v", step, refreshed, delays, wantRefreshed, wantDelays)
+		}
+	}
+
+	setOut(true)
+	check("9003 looks dead", 0, probeEvery)
+	fire()
+	check("a probe interval later", 1, probeEvery)
+
+	setOut(false)
+	check("9003 named again", 1, probeEvery)
+	setOut(true)
+	check("9003 looks dead again", 1, probeEvery, probeEvery)
+	setOut(false)
+	fire()
+	check("9003 named again before the interval ended", 1, probeEvery, probeEvery)
+
+	p.publish(map[int32]zkstate.BridgeRegistration{9003: reg(9003)})
+	check("9002 left the live view", 2, probeEvery, probeEvery)
+	fire()
+	check("9002 left the live view", 2, probeEvery, probeEvery)
+
+	setOut(true)
+	p.leave()
+	fire()
+	check("9003 looks dead while we drain", 2, probeEvery, probeEvery, probeEvery)
+}
