@@ -92,9 +92,10 @@ func TestIntegration_ClaimerSkipsFinalOffsetsItsClaimWrote(t *testing.T) {
 	if err := store.Create(ctx, zkstate.OffsetPath("finals", "t", 0), zkstate.FormatOffset(20), zkstate.CreateOptions{Parents: true}); err != nil {
 		t.Fatal(err)
 	}
-	cl.noteClaimFinals(map[legacy.TopicPartition]int64{tp0: 10}, nil)
+	var n legacyZKCount
+	cl.noteClaimFinals(ctx, legacyPlanInput{Final: map[legacy.TopicPartition]int64{tp0: 10}}, legacyPlan{}, nil, &n)
 	// A Multi that failed on its first op applied nothing: tp2's final offset is not written.
-	cl.noteClaimFinals(map[legacy.TopicPartition]int64{tp2: 30}, &zkstate.MultiError{Index: 0, Err: zkstate.ErrNodeExists})
+	cl.noteClaimFinals(ctx, legacyPlanInput{Final: map[legacy.TopicPartition]int64{tp2: 30}}, legacyPlan{}, &zkstate.MultiError{Index: 0, Err: zkstate.ErrNodeExists}, &n)
 	finals := map[legacy.TopicPartition]int64{tp0: 10, tp1: 7, tp2: 30}
 	for _, r := range []any{
 		legacyAttachReq{c: c, log: legacyTestLogger(t), events: events},

@@ -181,7 +181,8 @@ type legacyPart struct {
 	claimed        bool // a claim wrote owner znodes once: the leave reads the group to release them
 	run            *legacyClaimRun
 	// finals are the final offsets the last claim's Multis wrote, or may have written (a Multi
-	// that failed after a connection loss), since its request. A commit of the final offsets of
+	// without an answer, but for the partitions our members still hold: noteClaimFinals), since
+	// its request. A commit of the final offsets of
 	// its attempt, which ended before the claim was written (cancelled after a wait, failed),
 	// skips them: the Multi that wrote them may also have let go of the partition's owner znode
 	// (the Release before a wait), and the partition's new owner may have committed since.
@@ -524,7 +525,7 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	}
 	writeStart := time.Now()
 	err = cl.legacyMulti(ctx, plan.Ops, &r.count)
-	cl.noteClaimFinals(in.Final, err)
+	cl.noteClaimFinals(ctx, in, plan, err, &r.count)
 	if err != nil {
 		// Whatever made it fail (a znode changed under us, the session), trust nothing about
 		// the owners until they are read again.
@@ -630,7 +631,7 @@ func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyC
 	lp, plan := &cl.legacy, ev.plan
 	if len(plan.Release) > 0 {
 		err := cl.legacyMulti(ctx, plan.Release, &r.count)
-		cl.noteClaimFinals(in.Final, err)
+		cl.noteClaimFinals(ctx, in, plan, err, &r.count)
 		if err != nil {
 			lp.written, lp.writtenSession = nil, 0
 			if legacyParentRace(err) && !r.reclaimed {
@@ -665,17 +666,26 @@ func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyC
 
 // noteClaimFinals records the final offsets a claim's Multi carried (legacyPart.finals) unless
 // it failed with nothing applied: an op of it failed before any request of it was committed.
-// After a connection loss it may have been applied: they count as written.
-func (cl *claimer) noteClaimFinals(final map[legacy.TopicPartition]int64, err error) {
+// When nobody knows whether it was applied (legacyOutcomeUnknown), ZooKeeper is asked which of
+// their partitions our members still hold (legacyStillOurs): their final offsets are not
+// recorded, so that a commit of them writes them. The others count as written, as a Multi that
+// was applied.
+func (cl *claimer) noteClaimFinals(ctx context.Context, in legacyPlanInput, plan legacyPlan, err error, n *legacyZKCount) {
 	var me *zkstate.MultiError
 	if err != nil && errors.As(err, &me) && me.Index >= 0 && me.Applied == 0 {
 		return
 	}
-	if cl.legacy.finals == nil {
-		cl.legacy.finals = make(map[legacy.TopicPartition]int64, len(final))
+	var ours map[legacy.TopicPartition]bool
+	if err != nil && legacyOutcomeUnknown(err) {
+		ours = cl.legacyStillOurs(ctx, in, plan, n)
 	}
-	for tp, off := range final {
-		cl.legacy.finals[tp] = off
+	if cl.legacy.finals == nil {
+		cl.legacy.finals = make(map[legacy.TopicPartition]int64, len(in.Final))
+	}
+	for tp, off := range in.Final {
+		if !ours[tp] {
+			cl.legacy.finals[tp] = off
+		}
 	}
 }
 

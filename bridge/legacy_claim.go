@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
@@ -305,3 +306,120 @@ func (g *legacyGroup) planInput(view legacyGroupView, final map[legacy.TopicPart
 	}
 	return in
 }
+
+// legacyOutcomeUnknown reports whether a claim's Multi failed without saying whether it was
+// applied: no op of it was named as the one that failed (zkstate.MultiError.Index -1), as when
+// the connection was lost or the call timed out before the answer came. Its request may still
+// reach ZooKeeper after the error, or be applied already.
+func legacyOutcomeUnknown(err error) bool {
+	var me *zkstate.MultiError
+	return !errors.As(err, &me) || me.Index < 0
+}
+
+// legacyStillOurs finds out, after a claim's Multi whose outcome is unknown, which partitions of
+// the final offsets it carried our members still hold: those whose owner znode is an ephemeral
+// of the session the claim read the group in, for the thread it had then or the one the plan
+// gave it. Their final offsets may be written again without moving anything backwards — nobody
+// else commits a partition whose owner znode is ours (0.8 consumers commit only what they own,
+// and we stopped our members), and if the Multi was applied they are the offsets it wrote — and
+// they must be, when it was not: the member's last position would be lost. The others' owner
+// znodes are gone or someone else's: the Multi may have let go of them (its deletes are checked
+// against the version read, and only our claimer creates an ephemeral of our session, so an
+// owner znode of ours at the version read means its delete was not applied), and their next
+// owner may have committed since. This holds however the Multi was split into requests.
+//
+// The reads must come after the Multi's request, if it ever reaches ZooKeeper: a Multi of our
+// session first (a check of the group's znode, which writes nothing) goes through the leader
+// behind it, or after it was refused (a request that reaches the leader from a server we left
+// once reconnected elsewhere is refused, ZooKeeper's SessionMovedException), and the reads, on
+// the session's own connection, are answered by a server that has applied everything up to that
+// check. Still queued in the client, our Multi goes out before the check; flushed by a lost
+// connection, never. When that cannot be done (the session changed, ZooKeeper unreachable for
+// ZKTimeout), nothing is known: nil, every final offset counts as written — one lost rather
+// than one moved backwards.
+func (cl *claimer) legacyStillOurs(ctx context.Context, in legacyPlanInput, plan legacyPlan, n *legacyZKCount) map[legacy.TopicPartition]bool {
+	lp := &cl.legacy
+	if len(in.Final) == 0 {
+		return nil
+	}
+	tps := legacySortedTPs(in.Final)
+	var (
+		reads []zkstate.Read
+		err   error
+	)
+	if sid := cl.store.SessionID(); in.Session == 0 || sid != in.Session {
+		err = fmt.Errorf("the session changed (0x%x, the claim read the group in 0x%x): its owner znodes are gone", sid, in.Session)
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, lp.c.cfg.ZKTimeout)
+		reads, err = cl.legacyReadAfterWrites(rctx, tps, n)
+		cancel()
+	}
+	if err != nil {
+		l := lp.log.Warn()
+		if ctx.Err() != nil {
+			l = lp.log.Debug() // shutting down
+		}
+		l.Err(err).Int("offsets", len(tps)).
+			Msg("could not tell whether a claim's Multi was applied; its final offsets count as written, and are not committed again")
+		return nil
+	}
+	ours := map[legacy.TopicPartition]bool{}
+	for i, tp := range tps {
+		r := reads[i]
+		if r.Err != nil || r.Stat.EphemeralOwner != in.Session {
+			continue
+		}
+		thread := string(r.Data)
+		old, had := in.Owners[tp]
+		next, kept := plan.Assignment[tp]
+		if (had && in.ours(old) && old.Thread == thread && old.Version == r.Stat.Version) || (kept && next == thread) {
+			ours[tp] = true
+		}
+	}
+	lp.log.Info().Int("offsets", len(tps)).Int("still_ours", len(ours)).
+		Msg("a claim's Multi failed without an answer; the final offsets of partitions still ours will be committed again")
+	return ours
+}
+
+// legacyReadAfterWrites reads the owner znodes of tps after every write our session sent before
+// (legacyStillOurs): a Multi of one check of the group's znode, then a Get each on the session's
+// own connection, side by side. A lost connection is waited out, until ctx is done.
+func (cl *claimer) legacyReadAfterWrites(ctx context.Context, tps []legacy.TopicPartition, n *legacyZKCount) ([]zkstate.Read, error) {
+	for {
+		cl.legacyWrites(n, 0, 1)
+		err := cl.store.Multi(ctx, zkstate.CheckOp(zkstate.GroupPath(cl.group), -1))
+		if err == nil || errors.Is(err, zkstate.ErrNoNode) {
+			break // failed or not, it went through the leader behind our writes
+		}
+		if !errors.Is(err, zkstate.ErrConnLoss) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (the connection was lost)", ctx.Err())
+		case <-time.After(legacyReconnectPause):
+		}
+	}
+	reads := make([]zkstate.Read, len(tps))
+	var wg sync.WaitGroup
+	for i, tp := range tps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reads[i].Data, reads[i].Stat, reads[i].Err = cl.store.Get(ctx, zkstate.OwnerPath(cl.group, tp.Topic, tp.Partition))
+		}()
+	}
+	wg.Wait()
+	cl.legacy.c.addReads(len(tps), len(tps))
+	n.reads, n.readRequests = n.reads+len(tps), n.readRequests+len(tps)
+	for _, r := range reads {
+		if r.Err != nil && !errors.Is(r.Err, zkstate.ErrNoNode) {
+			return nil, r.Err
+		}
+	}
+	return reads, nil
+}
+
+// legacyReconnectPause is the pause between two tries of legacyReadAfterWrites's check while the
+// connection is lost: go-zookeeper fails the requests queued while it finds no server.
+const legacyReconnectPause = 50 * time.Millisecond
