@@ -139,12 +139,16 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	for i, g := range groups {
 		paths[i] = zkstate.EpochPath(root, g)
 	}
+	sid := store.SessionID()
 	reads, err := store.GetMany(ctx, paths)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn().Err(err).Msg("placement: cannot read the groups' epochs")
 		}
 		return
+	}
+	if store.SessionID() != sid {
+		sid = 0
 	}
 	self := c.cfg.NodeID
 	serving := c.peers.serving.Load()
@@ -168,6 +172,9 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 				cause = takeoverFailover
 			}
 			hint := &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
+			if r.InSession {
+				hint.session = sid
+			}
 			if !e.Released && c.peers.hasRegistration(e.NodeID) {
 				// A live holder handing the group over (a draining bridge is still
 				// registered): acquire waits for its release, from this read.
@@ -207,6 +214,11 @@ type takeoverHint struct {
 	wait     bool
 	data     []byte // the epoch read, with wait
 	draining bool   // the holder is registered but out of the live set
+
+	// session is the session the rescan read the epoch on (zkstate.Read.InSession), 0 when it
+	// was read on the multiRead connection or the session changed during the read: for a
+	// released epoch the load reads the record beside its write (readRecord).
+	session int64
 }
 
 // loadedOrLoading reports whether the group has an actor.
@@ -414,14 +426,33 @@ type recordRead struct {
 // wrote the record between the release and it (every write of the group is checked against
 // the epoch's version). Whether ZooKeeper serves the read before or after the write, it reads
 // the record the write takes over; a read whose write failed is dropped.
-func (g *groupStore) readRecord(ctx context.Context) <-chan recordRead {
+//
+// A takeover of a released epoch a rescan read on our session (takeoverHint.session) reads the
+// record beside its write too, on the same grounds: the read is sent after the rescan's read was
+// answered, on that session. It is used only if it was answered in that session (session is
+// not 0): a new session may start on a server behind the one the rescan read from, and the load
+// then reads the record again after the write. An epoch read on the multiRead connection (a
+// rescan of many groups) orders nothing on our session: its server may be ahead of ours, and
+// our read could miss the record its holder wrote before the release; and an epoch still held
+// (not released) orders nothing either: its holder may write the record until our write of the
+// epoch, so the record is read after it.
+func (g *groupStore) readRecord(ctx context.Context, session int64) <-chan recordRead {
 	out := make(chan recordRead, 1)
 	go func() {
+		before := g.store.SessionID()
 		data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
-		out <- recordRead{data: data, st: st, err: err}
+		r := recordRead{data: data, st: st, err: err}
+		if session != 0 && (before != session || g.store.SessionID() != session) {
+			r.err = errOutOfSession
+		}
+		out <- r
 	}()
 	return out
 }
+
+// errOutOfSession: a record read beside a takeover was not answered in the session that read
+// the epoch; the load reads the record again.
+var errOutOfSession = errors.New("bridge: the record was read outside the session that read the epoch")
 
 // holderAlive reports whether the holder of the epoch read has a registration (alive) and
 // whether it is draining: from the rescan's view when it knew, else read.

@@ -178,7 +178,7 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		}
 		var record <-chan recordRead
 		if cur.watched && g.loading {
-			record = g.readRecord(ctx) // handover.go: beside the write
+			record = g.readRecord(ctx, 0) // handover.go: beside the write
 		}
 		nst, err := g.store.Set(ctx, p, mine, cur.st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
@@ -203,6 +203,10 @@ func (g *groupStore) acquire(ctx context.Context) error {
 // once, before anything was answered, and the group refused: its holder loads it again. took is
 // false, with no error, when the epoch moved since the read.
 func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *takeoverHint) (took bool, err error) {
+	var record <-chan recordRead
+	if h.released && h.session != 0 && g.loading {
+		record = g.readRecord(ctx, h.session) // handover.go: beside the write
+	}
 	nst, err := g.store.Set(ctx, p, mine, h.version)
 	if errors.Is(err, zkstate.ErrBadVersion) || errors.Is(err, zkstate.ErrNoNode) {
 		return false, nil
@@ -211,7 +215,11 @@ func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *t
 		return false, fmt.Errorf("take over group %q: %w", g.group, err)
 	}
 	g.epoch = nst.Version
-	if h.released || h.holder == g.nodeID {
+	if h.released {
+		g.record0 = record
+		return true, nil
+	}
+	if h.holder == g.nodeID {
 		return true, nil
 	}
 	alive, reg, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
@@ -254,15 +262,15 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var data []byte
-	var st zkstate.Stat
+	rr := recordRead{err: errOutOfSession}
 	if r := g.record0; r != nil {
 		g.record0 = nil
-		rr := <-r
-		data, st, err = rr.data, rr.st, rr.err
-	} else {
-		data, st, err = g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
+		rr = <-r
 	}
+	if errors.Is(rr.err, errOutOfSession) { // none read beside the takeover, or not in its session
+		rr.data, rr.st, rr.err = g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
+	}
+	data, st, err := rr.data, rr.st, rr.err
 	if errors.Is(err, zkstate.ErrNoNode) {
 		g.record = -1
 		return nil, nil

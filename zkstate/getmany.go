@@ -12,6 +12,12 @@ type Read struct {
 	Children []string // ChildrenMany, unsorted
 	Stat     Stat
 	Err      error
+	// InSession says the read was sent on the Store's own session (pipelined Gets), not on the
+	// multiRead connection: ZooKeeper serves a session's requests in order, and a session that
+	// reconnects never sees an older state, so every request the Store sends after GetMany
+	// returned sees every write this read saw. A multiRead's server may be ahead of the
+	// session's.
+	InSession bool
 }
 
 // GetMany reads the data of many znodes in about one round trip: as multiRead requests when
@@ -77,7 +83,7 @@ func (s *Store) readMany(ctx context.Context, paths []string, children bool, min
 			out[i].Err = pathErr(op, paths[i], err)
 			continue
 		}
-		out[i].Data, out[i].Children, out[i].Stat = r.data[k], r.kids[k], statFrom(r.stats[k])
+		out[i].Data, out[i].Children, out[i].Stat, out[i].InSession = r.data[k], r.kids[k], statFrom(r.stats[k]), r.inSession
 	}
 	return out, nil
 }

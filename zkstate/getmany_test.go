@@ -58,6 +58,9 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 			for i, p := range paths {
 				want, _, wantErr := s.Get(ctx, p)
 				r := got[i]
+				if r.Err == nil && r.InSession != tc.noMulti {
+					t.Errorf("%s: read in our session %v, want %v (pipelined: in it; multiRead: on its own connection)", p, r.InSession, tc.noMulti)
+				}
 				switch {
 				case wantErr != nil:
 					var pe *zkstate.PathError
@@ -96,8 +99,8 @@ func TestIntegration_GetManyAndChildrenMany(t *testing.T) {
 		if gets, mr := after[zkstate.ReqGet]-before[zkstate.ReqGet], after[zkstate.ReqMultiRead]-before[zkstate.ReqMultiRead]; gets != 3 || mr != 0 {
 			t.Errorf("GetMany of 3 paths: %d gets and %d multiReads, want 3 and 0", gets, mr)
 		}
-		if string(got[1].Data) != "7" || got[1].Err != nil {
-			t.Errorf("read 1: %q %v, want \"7\"", got[1].Data, got[1].Err)
+		if string(got[1].Data) != "7" || got[1].Err != nil || !got[1].InSession {
+			t.Errorf("read 1: %q %v (in our session: %v), want \"7\" read in our session", got[1].Data, got[1].Err, got[1].InSession)
 		}
 	})
 

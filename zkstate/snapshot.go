@@ -147,6 +147,8 @@ type reads struct {
 	kids     [][]string
 	stats    []*zk.Stat
 	errs     []error
+	// inSession: read on the Store's own session (pipelined), not on the multiRead connection.
+	inSession bool
 }
 
 func (r *reads) add(p string) int {
@@ -212,6 +214,9 @@ type readRef struct{ w, i int }
 func (s *Store) pipelined(ctx context.Context, st *Stats, waves []*reads, all []readRef) error {
 	if st != nil {
 		st.Reads += len(all)
+	}
+	for _, r := range waves {
+		r.inSession = true
 	}
 	return s.fanOut(ctx, len(all), st, func(k int) {
 		r, i := waves[all[k].w], all[k].i
