@@ -407,8 +407,46 @@ type epochRead struct {
 	exists bool
 	// watched: read by the release's watch, on our session, after the release.
 	watched bool
+	// session: read by a Get answered in that session (readEpoch), not 0.
+	session int64
 
 	holderKnown, registered, draining bool
+}
+
+// epochReadErr is a read of a group's epoch by readEpoch; err is not that of a missing epoch.
+type epochReadErr struct {
+	epochRead
+	err error
+}
+
+// readEpoch reads the group's epoch at p on our session.
+func (g *groupStore) readEpoch(ctx context.Context, p string) epochReadErr {
+	before := g.store.SessionID()
+	data, st, err := g.store.Get(ctx, p)
+	if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+		return epochReadErr{err: err}
+	}
+	e := epochReadErr{epochRead: epochRead{data: data, st: st, exists: err == nil}}
+	if before != 0 && g.store.SessionID() == before {
+		e.session = before
+	}
+	return e
+}
+
+// recordBeside starts the record's read beside the takeover's write of the epoch cur, when
+// that is safe (readRecord): an epoch the release's watch read, or a released epoch read on
+// our session; nil otherwise, and the load reads the record after the write.
+func (g *groupStore) recordBeside(ctx context.Context, cur *epochRead) <-chan recordRead {
+	if !g.loading {
+		return nil
+	}
+	if cur.watched {
+		return g.readRecord(ctx, 0)
+	}
+	if e, err := zkstate.ParseEpoch(cur.data); cur.session != 0 && err == nil && e.Released {
+		return g.readRecord(ctx, cur.session)
+	}
+	return nil
 }
 
 // recordRead is a read of a group's record.

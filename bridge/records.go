@@ -103,6 +103,9 @@ type groupStore struct {
 	// (readRecord), is that read, for the load (loading: acquire runs for it).
 	record0 <-chan recordRead
 	loading bool
+	// epoch0, set by a load, is its read of the epoch beside the record's existence, for
+	// acquire to start from.
+	epoch0 <-chan epochReadErr
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
@@ -124,16 +127,22 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		}
 		// The epoch moved since the rescan read it: look at it again.
 	}
+	if r := g.epoch0; r != nil { // load: read beside the record's existence
+		g.epoch0 = nil
+		if e := <-r; e.err == nil {
+			next = &e.epochRead
+		}
+	}
 	conflicts := 0
 	for conflicts < 5 {
 		cur := next
 		next = nil
 		if cur == nil {
-			data, st, err := g.store.Get(ctx, p)
-			if err != nil && !errors.Is(err, zkstate.ErrNoNode) {
-				return fmt.Errorf("take over group %q: %w", g.group, err)
+			e := g.readEpoch(ctx, p)
+			if e.err != nil {
+				return fmt.Errorf("take over group %q: %w", g.group, e.err)
 			}
-			cur = &epochRead{data: data, st: st, exists: err == nil}
+			cur = &e.epochRead
 		}
 		if !cur.exists {
 			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
@@ -176,10 +185,7 @@ func (g *groupStore) acquire(ctx context.Context) error {
 			}
 			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
 		}
-		var record <-chan recordRead
-		if cur.watched && g.loading {
-			record = g.readRecord(ctx, 0) // handover.go: beside the write
-		}
+		record := g.recordBeside(ctx, cur)
 		nst, err := g.store.Set(ctx, p, mine, cur.st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
 			conflicts++
@@ -247,6 +253,10 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 	// A takeover a rescan decided takes the epoch without looking for a record first: the
 	// group has an epoch already, so taking it creates nothing.
 	if g.hint == nil {
+		// The epoch is read beside: acquire starts from that read (a round trip less on the
+		// way of a request loading a group handed over); dropped when there is no record.
+		epoch := make(chan epochReadErr, 1)
+		go func() { epoch <- g.readEpoch(ctx, zkstate.EpochPath(g.root, g.group)) }()
 		ok, _, err := g.store.Exists(ctx, zkstate.GroupRecordPath(g.root, g.group))
 		if err != nil {
 			return nil, fmt.Errorf("load group %q: %w", g.group, err)
@@ -255,6 +265,7 @@ func (g *groupStore) load(ctx context.Context) (*group.Record, error) {
 			g.record = -1
 			return nil, nil
 		}
+		g.epoch0 = epoch
 	}
 	g.loading = true
 	err := g.acquire(ctx)
