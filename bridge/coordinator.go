@@ -101,10 +101,12 @@ type coordinator struct {
 	logOnce onceLog
 
 	// peers is the live view that places groups on bridges (peers.go, handover.go); nil: every
-	// group is ours. pm counts handovers; scanMu serialises placement rescans.
-	peers  *peerSet
-	pm     *placementMetrics
-	scanMu sync.Mutex
+	// group is ours. pm counts handovers; scanMu serialises placement rescans, and guards
+	// scanned, the groups the last one listed (handover.go: scanEpochs).
+	peers   *peerSet
+	pm      *placementMetrics
+	scanMu  sync.Mutex
+	scanned []string
 
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start

@@ -127,28 +127,12 @@ func (c *coordinator) placementChanged(_, cur *liveView) {
 func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
-	root := c.cfg.Root
-	groups, _, err := store.Children(ctx, zkstate.BridgeGroupsPath(root))
+	groups, reads, sid, err := c.scanEpochs(ctx, store)
 	if err != nil {
 		if !errors.Is(err, zkstate.ErrNoNode) && ctx.Err() == nil {
-			c.log.Warn().Err(err).Msg("placement: cannot list the groups; they move when their clients come")
+			c.log.Warn().Err(err).Msg("placement: cannot read the groups' epochs; they move when their clients come")
 		}
 		return
-	}
-	paths := make([]string, len(groups))
-	for i, g := range groups {
-		paths[i] = zkstate.EpochPath(root, g)
-	}
-	sid := store.SessionID()
-	reads, err := store.GetMany(ctx, paths)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn().Err(err).Msg("placement: cannot read the groups' epochs")
-		}
-		return
-	}
-	if store.SessionID() != sid {
-		sid = 0
 	}
 	self := c.cfg.NodeID
 	serving := c.peers.serving.Load()
@@ -189,11 +173,70 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 				continue // its actor hands it over
 			}
 			released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
-			if _, err := store.Set(ctx, paths[i], released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
+			if _, err := store.Set(ctx, zkstate.EpochPath(c.cfg.Root, name), released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
 				c.log.Warn().Err(err).Str("group", name).Msg("placement: releasing an unloaded group failed")
 			}
 		}
 	}
+}
+
+// scanEpochs lists the groups and reads their epochs, reads[i] that of groups[i]. The groups
+// the last rescan listed are read beside the list, a round trip less on the way of every
+// handover (a rescan follows each change of the live bridges); the list is still read, to catch
+// the groups made since, whose epochs are read after it, and a group it no longer holds is
+// dropped. sid is the session the reads were answered in (0: it changed meanwhile).
+func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (groups []string, reads []zkstate.Read, sid int64, err error) {
+	epochs := func(names []string) ([]zkstate.Read, error) {
+		paths := make([]string, len(names))
+		for i, g := range names {
+			paths[i] = zkstate.EpochPath(c.cfg.Root, g)
+		}
+		return store.GetMany(ctx, paths)
+	}
+	sid = store.SessionID()
+	cached := c.scanned
+	early := make(chan error, 1)
+	var got []zkstate.Read
+	go func() {
+		var err error
+		got, err = epochs(cached)
+		early <- err
+	}()
+	groups, _, err = store.Children(ctx, zkstate.BridgeGroupsPath(c.cfg.Root))
+	if rerr := <-early; err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	byName := make(map[string]zkstate.Read, len(groups))
+	for i, g := range cached {
+		byName[g] = got[i]
+	}
+	var added []string
+	for _, g := range groups {
+		if _, ok := byName[g]; !ok {
+			added = append(added, g)
+		}
+	}
+	if len(added) > 0 {
+		more, err := epochs(added)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		for i, g := range added {
+			byName[g] = more[i]
+		}
+	}
+	c.scanned = groups
+	reads = make([]zkstate.Read, len(groups))
+	for i, g := range groups {
+		reads[i] = byName[g]
+	}
+	if store.SessionID() != sid {
+		sid = 0
+	}
+	return groups, reads, sid, nil
 }
 
 // takeoverHint is what a rescan read of the epoch of a group it takes over. When the epoch was
