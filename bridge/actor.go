@@ -31,9 +31,11 @@ type actor struct {
 	modeCh chan struct{}
 	// handover asks the actor to hand its group to another bridge, with the cause; buffered 1.
 	// released, set by the handover, releases the epoch once the mirror is released
-	// (handover.go).
-	handover chan string
-	released func()
+	// (handover.go), unless the mirror's release carried releaseOps, the epoch's release, and
+	// applied them (withMirror).
+	handover   chan string
+	released   func(withMirror bool)
+	releaseOps []zkstate.Op
 
 	// state and loaded are read by ListGroups from other goroutines.
 	state  atomic.Int32
@@ -192,7 +194,7 @@ type loadResult struct {
 func (a *actor) onLoaded(ctx context.Context, res loadResult) {
 	a.loading = nil
 	if res.err != nil {
-		a.closeMirror(false)
+		a.closeMirror(false, nil)
 		a.refuse(res.err)
 		return
 	}
@@ -531,15 +533,16 @@ func (a *actor) publish() {
 
 // closeMirror ends the actor's use of the group's claimer: the Kafka members' ephemerals are
 // deleted with release, else left to the session.
-func (a *actor) closeMirror(release bool) {
+func (a *actor) closeMirror(release bool, also []zkstate.Op) (applied bool) {
 	if a.handMirror {
 		handed := a.mirror.handOver()
 		a.c.claimers.drop(a.mirror)
 		a.c.trackAdoption(a.mirror.store, a.group, handed)
-		return
+		return false
 	}
-	a.mirror.leave(false, release)
+	applied = a.mirror.leave(false, release, also...)
 	a.c.claimers.drop(a.mirror)
+	return applied
 }
 
 func (a *actor) isIdle() bool {
@@ -584,13 +587,13 @@ func (a *actor) finish(release bool) {
 	// The group's legacy members carry on in the engine; its Kafka part goes (the requests
 	// still waiting are answered by closed).
 	a.host.resetKafka()
-	closing, released := make(chan struct{}), a.released
+	closing, released, also := make(chan struct{}), a.released, a.releaseOps
 	a.closing = closing
 	go func() {
 		defer close(closing)
-		a.closeMirror(release)
+		applied := a.closeMirror(release, also)
 		if released != nil {
-			released() // handover.go: the epoch, after the mirror
+			released(applied) // handover.go: the epoch, after the mirror or with it
 		}
 	}()
 }

@@ -166,11 +166,16 @@ type kafkaPart struct {
 // (bounded by releaseTimeout), else forgotten (it goes with the session). handed, when set,
 // receives what the Kafka members held, or may hold (unsure), as it forgets it: the group's
 // next owner adopts it (mixed_adopt.go).
+//
+// also, with release (the Kafka kind's), goes in the Multi that deletes what it holds
+// (releaseAll); applied, when set, receives whether it did before ack is closed.
 type claimerLeave struct {
 	legacy  bool
 	release bool
 	handed  *mirrorState
 	ack     chan struct{}
+	also    []zkstate.Op
+	applied *bool
 }
 
 func newClaimer(cfg claimerConfig) *claimer {
@@ -215,8 +220,10 @@ func (cl *claimer) request(r mirrorRequest) {
 }
 
 // leave ends a kind's use of the claimer (see claimerLeave); it returns once done.
-func (cl *claimer) leave(legacy, release bool) {
-	cl.sendLeave(claimerLeave{legacy: legacy, release: release, ack: make(chan struct{})})
+// The Kafka kind's release may carry also (claimerLeave): applied says it went with the mirror.
+func (cl *claimer) leave(legacy, release bool, also ...zkstate.Op) (applied bool) {
+	cl.sendLeave(claimerLeave{legacy: legacy, release: release, ack: make(chan struct{}), also: also, applied: &applied})
+	return applied
 }
 
 // handOver ends the Kafka actor's use of the claimer, forgetting what its members hold, and
@@ -335,8 +342,14 @@ func (cl *claimer) onLeave(l claimerLeave) {
 		cl.legacyLeave(rctx, l.release)
 	} else {
 		cl.kafka.run, cl.kafka.want = nil, nil
-		if l.release && !cl.releaseAll(rctx) { // mirror_release.go
-			cl.reconcile(rctx, &cl.kafka.held, mirrorState{})
+		if l.release {
+			ok, applied := cl.releaseAll(rctx, l.also) // mirror_release.go
+			if !ok {
+				cl.reconcile(rctx, &cl.kafka.held, mirrorState{})
+			}
+			if l.applied != nil {
+				*l.applied = applied
+			}
 		}
 		if h := l.handed; h != nil {
 			maps.Copy(h.ids, cl.kafka.held.ids)

@@ -352,13 +352,18 @@ wait:
 	// mixed_adopt.go: the Kafka members carry on in their generation; the next owner adopts
 	// their ephemerals.
 	a.handMirror = a.mixedMode() && a.m.State() != group.Empty
-	a.released = func() {
+	if !a.handMirror {
+		a.releaseOps = gs.releaseOps() // in the mirror's Multi: the epoch a round trip sooner
+	}
+	a.released = func(withMirror bool) {
 		if gs == nil || gs.epoch < 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), a.c.cfg.WriteTimeout)
 		defer cancel()
-		if err := gs.release(ctx); errors.Is(err, zkstate.ErrBadVersion) {
+		if withMirror {
+			gs.epoch = -1
+		} else if err := gs.release(ctx); errors.Is(err, zkstate.ErrBadVersion) {
 			a.log.Info().Str("cause", cause).Msg("group handed over: another bridge had taken it already")
 			return
 		} else if err != nil {
@@ -405,6 +410,17 @@ func (g *groupStore) release(ctx context.Context) error {
 		return fmt.Errorf("release group %q: %w", g.group, err)
 	}
 	return nil
+}
+
+// releaseOps is release as an op of the Multi that deletes the group's 0.8 mirror
+// (mirror_release.go), so that both go in one round trip and the epoch still no earlier than
+// the mirror; none when the group is not ours. A Multi that fails leaves the epoch to release.
+func (g *groupStore) releaseOps() []zkstate.Op {
+	if g == nil || g.epoch < 0 {
+		return nil
+	}
+	data := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+	return []zkstate.Op{zkstate.SetOp(zkstate.EpochPath(g.root, g.group), data, g.epoch)}
 }
 
 // awaitRelease waits until the epoch znode at p moves from version v (its holder released it,

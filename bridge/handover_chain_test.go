@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -550,4 +551,77 @@ func TestIntegration_RequestLoadsAReleasedGroupInTwoRoundTrips(t *testing.T) {
 		seen = append(seen, fmt.Sprintf("%.1f", rts))
 	}
 	t.Errorf("request → loaded, in round trips, in every attempt: %v; want at most 2.6 (2, and margin)", seen)
+}
+
+// A draining bridge releases a group's epoch in the Multi that deletes its 0.8 mirror, not in a
+// write after it: the epoch's release, which the next owner waits for, is sent one round trip
+// after the drain begins (the mirror's read), where it was sent after the mirror's delete was
+// answered. Here A drains, its ZooKeeper answers takeoverRTT late, and the test times the drain
+// → the epoch no longer held by A (the write is applied before its answer comes back).
+func TestIntegration_SeveralBridgesDrainReleasesEpochWithTheMirror(t *testing.T) {
+	var seen []string
+	for attempt := range 3 { // the best of three, each with bridges and a proxy of their own
+		zk, proxy, a, b, name, _ := proxiedPair(t, fmt.Sprintf("release%d", attempt))
+		zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
+			owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
+			return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
+		})
+		quiet(t, a, b)
+		proxy.SetDelay(takeoverRTT)
+		start := time.Now()
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.stop() }()
+		for deadline := start.Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if e := epochOf(t.Context(), zk, name); e.NodeID != 9001 || e.Released {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("A has not released group %s 10 s into its drain", name)
+			}
+		}
+		rts := float64(time.Since(start)) / float64(takeoverRTT)
+		t.Logf("drain → epoch released: %v (%.1f round trips of %v)", time.Since(start).Round(time.Millisecond), rts, takeoverRTT)
+		if owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders"); err != nil || len(owners) != 0 {
+			t.Errorf("owner znodes once the epoch is released: %v (%v), want none: the mirror goes no later than the epoch", owners, err)
+		}
+		proxy.SetDelay(0)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		if rts <= 1.6 {
+			return
+		}
+		seen = append(seen, fmt.Sprintf("%.1f", rts))
+	}
+	t.Errorf("drain → epoch released, in round trips, in every attempt: %v; want at most 1.6 (the mirror's read, then its delete with the release)", seen)
+}
+
+// When the Multi releasing the mirror with the epoch fails (here the epoch's version moved under
+// A: the write of the same data by the test stands for a write A does not know of), the mirror
+// is still released, one by one, and the epoch's release fails alone (a bad version, logged).
+func TestIntegration_SeveralBridgesDrainReleasesTheMirrorWhenTheBatchFails(t *testing.T) {
+	zk, _, a, b, name, _ := proxiedPair(t, "batchfails")
+	zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
+		owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
+		return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
+	})
+	quiet(t, a, b)
+	p := zkstate.EpochPath(bridge.DefaultRoot, name)
+	data, _, err := zk.Get(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zk.Set(t.Context(), p, data, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders"); err != nil || len(owners) != 0 {
+		t.Errorf("owner znodes after A stopped: %v (%v), want none: released one by one", owners, err)
+	}
+	ids, _, err := zk.Children(t.Context(), zkstate.IDsPath(name))
+	if err != nil && !errors.Is(err, zkstate.ErrNoNode) || len(ids) != 0 {
+		t.Errorf("0.8 registrations after A stopped: %v (%v), want none", ids, err)
+	}
 }

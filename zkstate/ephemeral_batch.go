@@ -20,7 +20,10 @@ import (
 // forgotten as those calls forget them. An error means nothing was deleted (a read failed, or a
 // node changed between the read and the Multi, which then failed as a whole): the caller may
 // delete one by one instead.
-func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte) (notOurs []string, err error) {
+//
+// also goes in the same Multi, after the deletes: it applies with them or nothing does (a
+// handover releases the group's epoch with its mirror). With no nodes, nothing is sent.
+func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte, also ...Op) (notOurs []string, err error) {
 	paths := make([]string, 0, len(nodes))
 	for p := range nodes {
 		if err := validatePath(p); err != nil {
@@ -66,7 +69,7 @@ func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte) (
 			ops = append(ops, DeleteOp(p, r.Stat.Version))
 		}
 	}
-	if err := s.MultiAtomic(ctx, ops...); err != nil {
+	if err := s.MultiAtomic(ctx, append(ops, also...)...); err != nil {
 		return nil, err
 	}
 	return notOurs, nil

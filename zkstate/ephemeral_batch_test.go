@@ -56,3 +56,49 @@ func TestIntegration_DeleteEphemeralsAtOnce(t *testing.T) {
 		t.Errorf("%d requests (%v → %v), want 7: a read of every node, side by side, then one multi", n, before, after)
 	}
 }
+
+// DeleteEphemerals applies the ops it is given in the same Multi (a handover's release of the
+// epoch with its 0.8 mirror): together with the deletes, or, when one fails (the epoch moved),
+// nothing at all, and the caller deletes one by one.
+func TestIntegration_DeleteEphemeralsWithAlso(t *testing.T) {
+	connect := zktest.Connect(t)
+	s := zktest.OpenStore(t, connect)
+	ctx := timeout(t, 30*time.Second)
+	if err := s.Create(ctx, "/c/epoch", []byte("held"), zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/c/owners/t/0", "/c/owners/t/1"} {
+		if err := s.CreateEphemeral(ctx, p, []byte("a-0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := map[string][]byte{"/c/owners/t/0": []byte("a-0"), "/c/owners/t/1": []byte("a-0")}
+	// The epoch moved (version 1, not 0): nothing applies.
+	if _, err := s.Set(ctx, "/c/epoch", []byte("taken"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteEphemerals(ctx, nodes, zkstate.SetOp("/c/epoch", []byte("released"), 0)); err == nil {
+		t.Fatal("DeleteEphemerals with an op at a stale version succeeded")
+	}
+	for p := range nodes {
+		if ok, _, err := s.Exists(ctx, p); err != nil || !ok {
+			t.Errorf("%s after the failed batch: exists %v (%v), want kept", p, ok, err)
+		}
+	}
+	before := s.Requests()
+	if _, err := s.DeleteEphemerals(ctx, nodes, zkstate.SetOp("/c/epoch", []byte("released"), 1)); err != nil {
+		t.Fatal(err)
+	}
+	after := s.Requests()
+	if data, _, err := s.Get(ctx, "/c/epoch"); err != nil || string(data) != "released" {
+		t.Errorf("epoch after the batch: %q (%v), want released", data, err)
+	}
+	for p := range nodes {
+		if ok, _, err := s.Exists(ctx, p); err != nil || ok {
+			t.Errorf("%s after the batch: exists %v (%v), want deleted", p, ok, err)
+		}
+	}
+	if m, set := after[zkstate.ReqMulti]-before[zkstate.ReqMulti], after[zkstate.ReqSet]-before[zkstate.ReqSet]; m != 1 || set != 0 {
+		t.Errorf("%d multis and %d sets, want the release in the one multi", m, set)
+	}
+}
