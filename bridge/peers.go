@@ -332,10 +332,14 @@ type peerWatch struct {
 }
 
 // follow applies every later change until the watch ends: a child added or removed (a
-// bridge starts, or its session ends), or a registration's data written (a bridge drains).
-// Each change is read in full.
+// bridge starts, or its session ends), or a registration's data written (a bridge drains, or
+// its proxy listeners change). A change of children is read in full; a registration's new data
+// is the one its watch read as it set itself again, a round trip less on the way of every
+// handover (the others are as last read).
 func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
 	refresh := make(chan struct{}, 1)
+	var pendingMu sync.Mutex
+	pending := map[string]zkstate.WatchEvent{} // by child: its watch's latest read
 	watches := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -358,11 +362,14 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			}
 			wg.Go(func() {
 				first := true
-				for range data {
+				for ev := range data {
 					if first {
 						first = false
 						continue
 					}
+					pendingMu.Lock()
+					pending[c] = ev
+					pendingMu.Unlock()
 					select {
 					case refresh <- struct{}{}:
 					default:
@@ -378,7 +385,7 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 	}()
 	children := w.children
 	track(children)
-	p.apply(ctx, store, children) // what changed between start and the data watches
+	known := p.apply(ctx, store, children) // what changed between start and the data watches
 	for {
 		select {
 		case ev, ok := <-w.events:
@@ -387,35 +394,53 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			}
 			children = ev.Children
 			track(children)
+			known = p.apply(ctx, store, children)
 		case <-refresh:
+			pendingMu.Lock()
+			seen := pending
+			pending = map[string]zkstate.WatchEvent{}
+			pendingMu.Unlock()
+			if known == nil { // the last full read failed (ctx ended)
+				known = p.apply(ctx, store, children)
+				continue
+			}
+			for c, ev := range seen {
+				// Newer than what we know (zxids grow: a registration made again is newer
+				// too); a deletion comes with the children's change, read in full.
+				if ev.Exists && slices.Contains(children, c) && ev.Stat.Mzxid > known[c].Stat.Mzxid {
+					known[c] = zkstate.Read{Data: ev.Data, Stat: ev.Stat}
+				}
+			}
+			p.children.Store(&children)
+			p.publish(p.parse(children, known))
 		}
-		p.apply(ctx, store, children)
 	}
 }
 
-func (p *peerSet) apply(ctx context.Context, store *zkstate.Store, children []string) {
+// apply reads the registrations of children and publishes the view they make; it returns
+// the reads by child (a missing one left out), nil when ctx ended first.
+func (p *peerSet) apply(ctx context.Context, store *zkstate.Store, children []string) map[string]zkstate.Read {
 	for {
-		others, err := p.read(ctx, store, children)
+		known, err := p.read(ctx, store, children)
 		if err == nil {
 			p.children.Store(&children)
-			p.publish(others)
-			return
+			p.publish(p.parse(children, known))
+			return known
 		}
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		p.log.Warn().Err(err).Msg("reading the live bridges failed; retrying")
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// read parses the registrations of the named children; one that is gone or malformed is left
-// out (a bridge clients cannot be told the address of cannot coordinate).
-func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []string) (map[int32]zkstate.BridgeRegistration, error) {
+// read reads the registrations of the named children, by child; one that is gone is left out.
+func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []string) (map[string]zkstate.Read, error) {
 	paths := make([]string, 0, len(children))
 	for _, c := range children {
 		paths = append(paths, zkstate.BridgesPath(p.root)+"/"+c)
@@ -424,7 +449,7 @@ func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []str
 	if err != nil {
 		return nil, err
 	}
-	others := map[int32]zkstate.BridgeRegistration{}
+	known := make(map[string]zkstate.Read, len(children))
 	for i, r := range reads {
 		if r.Err != nil {
 			if !errors.Is(r.Err, zkstate.ErrNoNode) {
@@ -432,13 +457,28 @@ func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []str
 			}
 			continue
 		}
-		reg, err := zkstate.ParseBridgeRegistration(r.Data)
-		if err != nil {
-			p.log.Warn().Err(err).Str("path", paths[i]).Msg("ignoring a bridge registration")
+		known[children[i]] = r
+	}
+	return known, nil
+}
+
+// parse makes the other live bridges of the registrations known of children; one that is gone
+// or malformed is left out (a bridge clients cannot be told the address of cannot coordinate).
+func (p *peerSet) parse(children []string, known map[string]zkstate.Read) map[int32]zkstate.BridgeRegistration {
+	others := map[int32]zkstate.BridgeRegistration{}
+	for _, c := range children {
+		r, ok := known[c]
+		if !ok {
 			continue
 		}
-		if strconv.Itoa(int(reg.NodeID)) != children[i] {
-			p.log.Warn().Str("path", paths[i]).Int32("node_id", reg.NodeID).Msg("ignoring a bridge registration under another node's id")
+		path := zkstate.BridgesPath(p.root) + "/" + c
+		reg, err := zkstate.ParseBridgeRegistration(r.Data)
+		if err != nil {
+			p.log.Warn().Err(err).Str("path", path).Msg("ignoring a bridge registration")
+			continue
+		}
+		if strconv.Itoa(int(reg.NodeID)) != c {
+			p.log.Warn().Str("path", path).Int32("node_id", reg.NodeID).Msg("ignoring a bridge registration under another node's id")
 			continue
 		}
 		if reg.NodeID == p.self || reg.Draining {
@@ -450,7 +490,7 @@ func (p *peerSet) read(ctx context.Context, store *zkstate.Store, children []str
 		}
 		others[reg.NodeID] = reg
 	}
-	return others, nil
+	return others
 }
 
 // registration is what this bridge writes under <root>/bridges/<node-id>. An address the
