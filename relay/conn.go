@@ -41,6 +41,9 @@ type relayConn struct {
 	// fetched: the client fetched on this proxy listener; told: a Fetch
 	// was refused since the proxy drains (drain.go).
 	fetched, told atomic.Bool
+	// produced: a Produce was relayed on this proxy listener (drain.go:
+	// Producers).
+	produced atomic.Bool
 	// refreshed is the count of Proxy.Refresh calls this connection's client has
 	// been made to refresh its metadata for (drain.go).
 	refreshed atomic.Int64
@@ -166,6 +169,9 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 			return true, nil, nil, nil
 		}
 		if h.key == int16(kmsg.Produce) {
+			if rc.proxied {
+				rc.produced.Store(true)
+			}
 			acks, err := produceAcks(head, h.version)
 			if err != nil && int(n) > len(head) {
 				// A long client or transactional id: acks lies

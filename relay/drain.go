@@ -28,6 +28,16 @@ package relay
 // Untold counts the client connections that fetched here and have not
 // been refused since: the bridge keeps its listeners open until it is 0
 // (every fetcher moved) or a bound passes.
+//
+// Producers counts the client connections that produced here and are
+// still open. A producer learns that its broker moved from a metadata
+// refresh, which kgo runs no sooner than metadata.min.age (5 s) after its
+// previous one: a producer whose connection closes within 5 s of its last
+// refresh produces nothing until they pass. So the bridge keeps relaying
+// for them until that long has passed since the drain began (a producer
+// that refreshed before it then refreshes at once when the connection
+// closes) or they close (a producer that refreshed since was given the
+// broker's new address, and kgo closes its connections to the old one).
 
 import (
 	"encoding/binary"
@@ -63,6 +73,24 @@ func (p *Proxy) Untold() int {
 	n := 0
 	for rc := range p.conns {
 		if _, moved := elsewhere[rc.broker]; moved && rc.proxied && rc.fetched.Load() && !rc.told.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// Producers returns how many open client connections produced through
+// the proxy listener of a broker another bridge serves now.
+func (p *Proxy) Producers() int {
+	if p.cfg.Peers == nil {
+		return 0
+	}
+	elsewhere := p.cfg.Peers.ServedElsewhere()
+	p.connsMu.Lock()
+	defer p.connsMu.Unlock()
+	n := 0
+	for rc := range p.conns {
+		if _, moved := elsewhere[rc.broker]; moved && rc.produced.Load() {
 			n++
 		}
 	}

@@ -63,6 +63,7 @@ type relayOpts struct {
 	kfakeOpts      []kfake.Opt
 	coord          newproto.Coordinator
 	fetchGate      func(time.Time) error // Config.FetchGate
+	peers          relay.Peers           // Config.Peers
 	logs           io.Writer             // also gets the log, when set
 	// dial, when set, is the upstream's dialer (UpstreamConfig.Dial): TLS to brokers.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -153,7 +154,7 @@ func startRelay(t testing.TB, o relayOpts) *relayEnv {
 	}
 
 	env.reg = prometheus.NewRegistry()
-	proxy, err := relay.New(relay.Config{Upstream: up, Listen: "127.0.0.1:0", FetchGate: o.fetchGate, Logger: log, Registerer: env.reg})
+	proxy, err := relay.New(relay.Config{Upstream: up, Listen: "127.0.0.1:0", FetchGate: o.fetchGate, Peers: o.peers, Logger: log, Registerer: env.reg})
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
