@@ -80,6 +80,10 @@ const (
 	// DefaultHandoffTimeout bounds how long shutdown waits for the Kafka members of mixed groups
 	// to give their partitions back (mixed.go: handOff).
 	DefaultHandoffTimeout = 10 * time.Second
+	// DefaultDrainProducerLinger is how long after a drain begins a draining bridge with the
+	// data path keeps relaying for the clients producing through its proxy listeners
+	// (handover_linger.go): kgo's metadata.min.age (5 s) and a margin.
+	DefaultDrainProducerLinger = 5500 * time.Millisecond
 )
 
 // Bridge is one zkbridge daemon. Build it with New, run it with Run.
@@ -472,18 +476,21 @@ func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *se
 		// handover.go: deregister, then hand every group to the bridges that remain; with the
 		// data path, the brokers too (relay/drain.go: the clients fetching through our proxy
 		// listeners are told to refresh their metadata, which names the others now).
-		var fetchers func() int
+		var cl *drainClients
 		told := b.coord.drain(context.WithoutCancel(ctx), b.cfg.HandoffTimeout, func() {
+			drained := time.Now()
 			b.deregister(store)
 			if p.proxy != nil {
 				p.proxy.Drain()
-				fetchers = p.proxy.Untold
+				cl = &drainClients{fetchers: p.proxy.Untold, producers: p.proxy.Producers,
+					drained: drained, producerLinger: b.cfg.DrainProducerLinger}
 			}
 		})
 		b.unregister(store)
 		// handover_linger.go: the members hear NOT_COORDINATOR, and the fetchers
-		// NOT_LEADER_OR_FOLLOWER, before the listeners close.
-		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns, fetchers)
+		// NOT_LEADER_OR_FOLLOWER, before the listeners close; producers are relayed for until
+		// kgo's metadata.min.age has passed since the drain began.
+		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns, cl)
 	}
 	if b.cfg.HandoffTimeout > 0 {
 		b.coord.handOff(b.cfg.HandoffTimeout) // mixed.go: Kafka members of mixed groups revoke first

@@ -126,6 +126,11 @@ type Config struct {
 	GroupIdleTimeout time.Duration // DefaultGroupIdleTimeout
 	DrainTimeout     time.Duration // DefaultDrainTimeout; negative: cancel in-flight requests at once
 	HandoffTimeout   time.Duration // DefaultHandoffTimeout; negative: no hand-off at shutdown
+	// DrainProducerLinger is how long after its drain began a bridge shutting down beside other
+	// bridges, with the data path, keeps its proxy listeners open for the clients producing
+	// through them to brokers the others serve now, unless those connections close first
+	// (handover_linger.go). DefaultDrainProducerLinger when 0; negative: not at all.
+	DrainProducerLinger time.Duration
 	// LagInterval is how often, with an upstream, every group's lag is collected for /metrics
 	// (lag.go); DefaultLagInterval when 0, negative: never.
 	LagInterval time.Duration
@@ -230,6 +235,7 @@ func (c Config) withDefaults() Config {
 		{&c.GroupIdleTimeout, DefaultGroupIdleTimeout},
 		{&c.DrainTimeout, DefaultDrainTimeout},
 		{&c.HandoffTimeout, DefaultHandoffTimeout},
+		{&c.DrainProducerLinger, DefaultDrainProducerLinger},
 	} {
 		if *d.v == 0 {
 			*d.v = d.def

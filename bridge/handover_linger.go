@@ -13,6 +13,15 @@ package bridge
 // The wait ends when every member has been told, when no client connection is left open, or
 // after handoverLinger (a member heartbeats at least every heartbeat.interval.ms, 3 s by
 // default in Kafka's clients; a dead member is never heard from).
+//
+// With the data path it goes on for the clients that produce through our proxy listeners to
+// brokers the other bridges serve now, until Config.DrainProducerLinger has passed since the
+// drain began or their connections close (relay/drain.go: Producers). A producer is not refused
+// as a fetcher is: kgo refreshes a producer's metadata no sooner than metadata.min.age (5 s)
+// after its previous refresh, whatever the error, and produces nothing to the partitions
+// meanwhile. A producer whose last refresh came before the drain began refreshes at once when
+// our listener closes 5 s later; one that refreshed after the other bridges saw us draining was
+// given its brokers' new addresses, and kgo closed its connections here on its own.
 
 import (
 	"context"
@@ -156,17 +165,33 @@ func (u *untold) note(names []string, reads []zkstate.Read, err error) {
 	}
 }
 
+// drainClients is what the linger waits for with the data path (relay/drain.go).
+type drainClients struct {
+	fetchers  func() int // the connections fetching here not yet sent elsewhere (relay Untold)
+	producers func() int // the open connections that produced here to a broker served elsewhere
+	// drained is when the drain began (the registration marked draining); producers are waited
+	// for until producerLinger (Config.DrainProducerLinger; not at all when not positive) has
+	// passed since.
+	drained        time.Time
+	producerLinger time.Duration
+}
+
 // linger waits until every member tellMembers noted has been told and, with the data path,
-// fetchers() reports no client fetching through our proxy listeners that has not been sent to
-// the bridge serving its broker now (relay/drain.go); or until open() reports no client
-// connection, or handoverLinger passed. fetchers is nil without the data path.
-func (c *coordinator) linger(ctx context.Context, u *untold, open, fetchers func() int) {
+// clients.fetchers reports no client fetching through our proxy listeners that has not been sent
+// to the bridge serving its broker now (relay/drain.go), or handoverLinger passed; then, with the
+// data path, until clients.producers reports no connection producing to a broker served
+// elsewhere or clients.producerLinger has passed since the drain began. It ends at once when
+// open() reports no client connection. cl is nil without the data path.
+func (c *coordinator) linger(ctx context.Context, u *untold, open func() int, cl *drainClients) {
 	defer c.untold.Store(nil)
 	if u == nil {
 		return
 	}
-	if fetchers == nil {
-		fetchers = func() int { return 0 }
+	if cl == nil {
+		cl = &drainClients{}
+	}
+	if cl.fetchers == nil {
+		cl.fetchers = func() int { return 0 }
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, handoverLinger)
@@ -177,7 +202,8 @@ func (c *coordinator) linger(ctx context.Context, u *untold, open, fetchers func
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	all := u.all
+	all, bound := u.all, ctx.Done()
+	membersDone, waitedProducers := false, false
 	for {
 		select {
 		case <-all:
@@ -186,29 +212,50 @@ func (c *coordinator) linger(ctx context.Context, u *untold, open, fetchers func
 				c.log.Info().Int("members", u.members).Dur("waited", time.Since(start)).
 					Msg("drained: every member of the groups handed over was told they moved")
 			}
-			if fetchers() == 0 {
-				return
+		case <-bound:
+			bound = nil
+			if !membersDone {
+				membersDone = true
+				c.logNotTold(u, cl.fetchers(), start)
 			}
-		case <-ctx.Done():
-			u.mu.Lock()
-			left := 0
-			for _, m := range u.want {
-				left += len(m)
-			}
-			u.mu.Unlock()
-			c.log.Info().Int("members", u.members).Int("not_told", left).Int("fetchers_not_told", fetchers()).
-				Dur("waited", time.Since(start)).Msg("drained: stopped waiting for members of the groups handed over, and for fetchers, to ask here again")
-			return
 		case <-tick.C:
 			if open() == 0 {
 				return
 			}
-			if all == nil && fetchers() == 0 {
-				if time.Since(start) > 50*time.Millisecond {
-					c.log.Info().Dur("waited", time.Since(start)).Msg("drained: every client fetching here was sent to the bridges serving its brokers now")
-				}
-				return
+		}
+		if !membersDone && all == nil && cl.fetchers() == 0 {
+			membersDone = true
+			if time.Since(start) > 50*time.Millisecond {
+				c.log.Info().Dur("waited", time.Since(start)).Msg("drained: every client fetching here was sent to the bridges serving its brokers now")
 			}
 		}
+		if !membersDone {
+			continue
+		}
+		if cl.producers == nil || cl.producerLinger <= 0 {
+			return
+		}
+		n, since := cl.producers(), time.Since(cl.drained)
+		if n > 0 && since < cl.producerLinger {
+			waitedProducers = true
+			continue
+		}
+		if waitedProducers {
+			c.log.Info().Int("producers_left", n).Dur("since_drain", since).Dur("producer_linger", cl.producerLinger).
+				Msg("drained: stopped relaying for the clients producing here to brokers the other bridges serve now")
+		}
+		return
 	}
+}
+
+// logNotTold logs the members and fetchers not told when handoverLinger passed.
+func (c *coordinator) logNotTold(u *untold, fetchers int, start time.Time) {
+	u.mu.Lock()
+	left := 0
+	for _, m := range u.want {
+		left += len(m)
+	}
+	u.mu.Unlock()
+	c.log.Info().Int("members", u.members).Int("not_told", left).Int("fetchers_not_told", fetchers).
+		Dur("waited", time.Since(start)).Msg("drained: stopped waiting for members of the groups handed over, and for fetchers, to ask here again")
 }

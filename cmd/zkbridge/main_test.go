@@ -81,6 +81,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"groups", "list", "--output", "yaml"},
 		{"offsets", "export", "g", "--format", "xml"},
 		{"groups", "list", "--no-such-flag"},
+		{"serve", "--zk", "127.0.0.1:1", "--drain-producer-linger", "-1s"},
 	} {
 		r := runCLI(t, args...)
 		if r.code != exitUsage {

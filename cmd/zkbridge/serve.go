@@ -77,6 +77,8 @@ func serveFlags() []cli.Flag {
 			Usage: "explicit proxy listeners per upstream broker id, id=host:port,... (over --proxy-listen; alone, only the mapped brokers are reachable)"},
 		&cli.DurationFlag{Name: "upstream-timeout", Value: bridge.DefaultUpstreamTimeout, EnvVars: []string{"ZKBRIDGE_UPSTREAM_TIMEOUT"},
 			Usage: "how long a relayed request may wait for its broker's response before the client's connection is closed; must exceed the clients' fetch max wait and produce timeout"},
+		&cli.DurationFlag{Name: "drain-producer-linger", Value: bridge.DefaultDrainProducerLinger, EnvVars: []string{"ZKBRIDGE_DRAIN_PRODUCER_LINGER"},
+			Usage: "with the data path and other bridges live, how long after its drain began a bridge shutting down keeps relaying for the clients producing through its proxy listeners to brokers the other bridges serve now, unless their connections close first (the client refreshed its metadata and moved). kgo (franz-go) refreshes a producer's metadata no sooner than metadata.min.age (5s by default) after its previous refresh, whatever the error, and produces nothing meanwhile: closing sooner stalls a producer that refreshed shortly before the drain, e.g. at the previous bridge's departure in a rolling restart; 5.5s is that 5s and a margin. The Java client and librdkafka refresh after retry.backoff.ms and do not need it. It lengthens each bridge's shutdown by up to this much; 0: the listeners close once the group members and fetchers have been told (at most 3s after the handover)"},
 		&cli.DurationFlag{Name: "lag-interval", Value: bridge.DefaultLagInterval, EnvVars: []string{"ZKBRIDGE_LAG_INTERVAL"},
 			Usage: "with an upstream, how often every group's lag is collected for /metrics (kafka_consumergroup_lag, kafka_consumergroup_current_offset, kafka_topic_partition_current_offset); negative: never"},
 		&cli.StringFlag{Name: "assignment-strategy", Value: string(legacy.StrategyRange), EnvVars: []string{"ZKBRIDGE_ASSIGNMENT_STRATEGY"},
@@ -136,32 +138,40 @@ func serveConfig(c *cli.Context, e *env) (bridge.Config, error) {
 	if c.Duration("heartbeat-hold") < 0 {
 		return bridge.Config{}, usagef("--heartbeat-hold must not be negative")
 	}
+	producerLinger := c.Duration("drain-producer-linger")
+	switch {
+	case producerLinger < 0:
+		return bridge.Config{}, usagef("--drain-producer-linger must not be negative")
+	case producerLinger == 0:
+		producerLinger = -1 // bridge.Config: 0 is the default, negative none
+	}
 	timeout := c.Duration("zk-timeout")
 	if timeout <= 0 {
 		return bridge.Config{}, usagef("--zk-timeout must be positive")
 	}
 	cfg := bridge.Config{
-		SoftwareVersion:   softwareVersion(),
-		ZKConnect:         c.String("zk"),
-		ZKSessionTimeout:  c.Duration("zk-session-timeout"),
-		ZKConnectTimeout:  timeout,
-		ZKDigest:          c.String("zk-digest"),
-		Root:              c.String("root"),
-		KafkaListen:       c.String("kafka-listen"),
-		AdvertisedAddr:    c.String("advertised-addr"),
-		NodeID:            int32(node),
-		AdminListen:       c.String("admin-listen"),
-		LegacyListen:      c.String("legacy-listen"),
-		Upstream:          upstream,
-		UpstreamFromZK:    c.Bool("upstream-from-zk"),
-		ProxyListen:       c.String("proxy-listen"),
-		ProxyMap:          proxyMap,
-		UpstreamTimeout:   c.Duration("upstream-timeout"),
-		LagInterval:       c.Duration("lag-interval"),
-		Strategy:          strategy,
-		HeartbeatHold:     c.Duration("heartbeat-hold"),
-		MixedSessionCheck: check,
-		Logger:            e.log,
+		SoftwareVersion:     softwareVersion(),
+		ZKConnect:           c.String("zk"),
+		ZKSessionTimeout:    c.Duration("zk-session-timeout"),
+		ZKConnectTimeout:    timeout,
+		ZKDigest:            c.String("zk-digest"),
+		Root:                c.String("root"),
+		KafkaListen:         c.String("kafka-listen"),
+		AdvertisedAddr:      c.String("advertised-addr"),
+		NodeID:              int32(node),
+		AdminListen:         c.String("admin-listen"),
+		LegacyListen:        c.String("legacy-listen"),
+		Upstream:            upstream,
+		UpstreamFromZK:      c.Bool("upstream-from-zk"),
+		ProxyListen:         c.String("proxy-listen"),
+		ProxyMap:            proxyMap,
+		UpstreamTimeout:     c.Duration("upstream-timeout"),
+		LagInterval:         c.Duration("lag-interval"),
+		Strategy:            strategy,
+		HeartbeatHold:       c.Duration("heartbeat-hold"),
+		DrainProducerLinger: producerLinger,
+		MixedSessionCheck:   check,
+		Logger:              e.log,
 	}
 	if err := securityConfig(c, &cfg); err != nil {
 		return bridge.Config{}, err

@@ -1,0 +1,146 @@
+package bridge_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/zkbridge/zkbridge/placement"
+	"github.com/zkbridge/zkbridge/zkstate/zktest"
+)
+
+// ackGaps notes, per partition, when each record was acknowledged.
+type ackGaps struct {
+	mu sync.Mutex
+	at map[int32][]time.Time
+}
+
+func (a *ackGaps) acked(p int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.at[p] = append(a.at[p], time.Now())
+}
+
+// longest returns the longest time between two acknowledgements of one partition from since
+// on (the first counted from since), and the partition.
+func (a *ackGaps) longest(since time.Time) (time.Duration, int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var gap time.Duration
+	var part int32
+	for p, ats := range a.at {
+		last := since
+		for _, at := range ats {
+			if at.Before(since) {
+				continue
+			}
+			if at.Sub(last) > gap {
+				gap, part = at.Sub(last), p
+			}
+			last = at
+		}
+	}
+	return gap, part
+}
+
+func (a *ackGaps) countSince(since time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, ats := range a.at {
+		for _, at := range ats {
+			if at.After(since) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A bridge that shuts down with the data path keeps relaying for the clients producing through
+// its proxy listeners until kgo's metadata.min.age (5 s) has passed since its drain began
+// (handover_linger.go, relay/drain.go: Producers). kgo refreshes a producer's metadata no
+// sooner than that after its previous refresh, whatever the error, so a producer whose listener
+// closes within 5 s of its last refresh produces nothing until the 5 s pass. Here the
+// producer's last refresh is just before the drain, as when the previous bridge of a rolling
+// restart left: closing 3 s after the handover (the members' and fetchers' linger) left it
+// without an acknowledgement for about 2 s (5 s less the 3 s); relaying until 5.5 s after the
+// drain began, its refresh at the close runs at once.
+func TestIntegration_SeveralBridgesDrainKeepsProducers(t *testing.T) {
+	t.Parallel()
+	e := dfStart(t, dfOpts{fromZK: true, partitions: 6})
+	// The bridge that stops serves at least one upstream broker: the producer writes to the
+	// partitions it leads (k and k+3 for broker k, dfStart).
+	var second int32
+	var theirs []int32
+	for id := dfNode + 1; second == 0; id++ {
+		for k := range int32(3) {
+			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{dfNode, id}); o == id {
+				second, theirs = id, append(theirs, k, k+3)
+			}
+		}
+	}
+	b, seeds, _ := dfSecondBridge(t, e, second)
+
+	// kgo's defaults (metadata.min.age 5 s) but the partitioner.
+	reads := &metadataReads{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.WithHooks(reads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	gaps := &ackGaps{at: map[int32][]time.Time{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for _, p := range theirs {
+				cl.Produce(ctx, &kgo.Record{Topic: dfTopic, Partition: p, Value: []byte("v")}, func(r *kgo.Record, err error) {
+					if err == nil {
+						gaps.acked(r.Partition)
+					}
+				})
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-produced })
+	warm := time.Now()
+	zktest.Eventually(t, 10*time.Second, "records acknowledged", func() (bool, string) {
+		return gaps.countSince(warm) > 100, "too few yet"
+	})
+
+	// The producer's last refresh: just before the drain.
+	before := time.Now()
+	cl.ForceMetadataRefresh()
+	zktest.Eventually(t, 10*time.Second, "the producer's metadata refreshed", func() (bool, string) {
+		return reads.since(before) > 0, "no Metadata response read yet"
+	})
+	began := time.Now()
+	if err := b.stop(); err != nil {
+		t.Fatalf("bridge %d: %v", second, err)
+	}
+	stopped := time.Now()
+	zktest.Eventually(t, 10*time.Second, "records acknowledged after the bridge stopped", func() (bool, string) {
+		return gaps.countSince(stopped.Add(time.Second)) > 100, "too few yet"
+	})
+	gap, p := gaps.longest(began)
+	t.Logf("bridge %d (partitions %v) stopped %v after the drain began; the producer's longest wait for an acknowledgement: %v (partition %d)",
+		second, theirs, stopped.Sub(began).Round(time.Millisecond), gap.Round(time.Millisecond), p)
+	// Without the producers' linger: 2.0-2.2 s. With it: 0.25-0.8 s under load (20 runs), the
+	// refresh's own retries after the close (kgo's Metadata may first go to one of the addresses
+	// just closed, then backs off 250 ms and more).
+	if gap >= 1500*time.Millisecond {
+		t.Errorf("the producer waited %v for an acknowledgement on partition %d, want under 1.5s", gap.Round(time.Millisecond), p)
+	}
+}
