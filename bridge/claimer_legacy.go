@@ -510,6 +510,7 @@ func (cl *claimer) legacyRound(ctx context.Context, r *legacyClaimRun) {
 	}
 	reading := time.Since(readStart)
 	in := legacyClaimInput(r.req.in, view)
+	in.Final = lp.unwrittenFinals(in)
 	plan, err := legacyPlanRebalance(in)
 	if err != nil {
 		cl.legacyFail(r, ev, err, false)

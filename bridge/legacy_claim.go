@@ -423,3 +423,24 @@ func (cl *claimer) legacyReadAfterWrites(ctx context.Context, tps []legacy.Topic
 // legacyReconnectPause is the pause between two tries of legacyReadAfterWrites's check while the
 // connection is lost: go-zookeeper fails the requests queued while it finds no server.
 const legacyReconnectPause = 50 * time.Millisecond
+
+// unwrittenFinals is in.Final less the final offsets an earlier Multi of the claim wrote, or may
+// have written (legacyPart.finals), of partitions our members no longer hold as read: a round
+// that read the whole group again (the claim tried again at once after its Multi failed) would
+// otherwise write them over what the partition's next owner committed since the Multi let go
+// of it. Those of partitions still ours are kept: nobody else commits them, and the members
+// start from them.
+func (lp *legacyPart) unwrittenFinals(in legacyPlanInput) map[legacy.TopicPartition]int64 {
+	if len(lp.finals) == 0 {
+		return in.Final
+	}
+	out := make(map[legacy.TopicPartition]int64, len(in.Final))
+	for tp, off := range in.Final {
+		o, owned := in.Owners[tp]
+		if w, ok := lp.finals[tp]; ok && w == off && !(owned && in.ours(o)) {
+			continue
+		}
+		out[tp] = off
+	}
+	return out
+}

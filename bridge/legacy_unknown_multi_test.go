@@ -248,3 +248,74 @@ func TestIntegration_LegacyClaimMultiCutAfterItIsApplied(t *testing.T) {
 		t.Errorf("no attempt failed: the cut did not fail the claim")
 	}
 }
+
+// A claim tried again at once after its Multi failed (after a wait, legacyRound's reclaim) reads
+// the whole group again, and plans with the attempt's final offsets: before, those of partitions
+// an earlier Multi of the claim had written and let go of (the Release before its wait) were
+// written again, over what the partition's next owner had committed since. Here the Release
+// wrote t-0=400 and let go of t-0; zk member 0 took it and committed 600; the round that reads
+// the group again writes our t-1 (still ours: its final offset 500 is written) and must leave
+// t-0 at 600.
+func TestIntegration_ClaimerReclaimKeepsOffsetsCommittedAfterItsRelease(t *testing.T) {
+	connect := legacyConnect(t)
+	store := legacyOpenStore(t, connect)
+	defer store.Close()
+	zkMember := legacyOpenStore(t, connect)
+	defer zkMember.Close()
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: store, AdvertisedHost: "127.0.0.1", AdvertisedPort: 1, Logger: legacyTestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const g = "reclaim"
+	t0, t1 := legacy.TopicPartition{Topic: "t", Partition: 0}, legacy.TopicPartition{Topic: "t", Partition: 1}
+	reg := zkstate.ConsumerRegistration{Version: 1, Subscription: map[string]int{"t": 1}, Pattern: zkstate.PatternStatic, TimestampMs: 1}.Encode()
+	for _, w := range []struct {
+		s       *zkstate.Store
+		path    string
+		data    []byte
+		durable bool
+	}{
+		{zkMember, zkstate.IDPath(g, "0"), reg, false},
+		{zkMember, zkstate.OwnerPath(g, "t", 0), []byte("0-0"), false},
+		{zkMember, zkstate.OffsetPath(g, "t", 0), zkstate.FormatOffset(600), true},
+		{store, zkstate.OwnerPath(g, "t", 1), []byte("a-0"), false},
+	} {
+		if err := w.s.Create(ctx, w.path, w.data, zkstate.CreateOptions{Ephemeral: !w.durable, Parents: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A claimer without its goroutine: the test runs the round.
+	events := make(chan any, 16)
+	cl := &claimer{store: store, group: g, backoff: claimBackoff, backoffMax: claimBackoffMax, legacy: newLegacyPart()}
+	cl.legacy.c, cl.legacy.log, cl.legacy.events = c, legacyTestLogger(t), events
+	cl.legacy.finals = map[legacy.TopicPartition]int64{t0: 400} // the Release before the wait
+	in := legacyPlanInput{
+		Group: g, Strategy: legacy.StrategyRange,
+		Members:    map[string]legacyMemberSpec{"a": {Subscription: []legacy.TopicThreads{{Topic: "t", Threads: 1}}, AutoCommit: true, Reset: legacy.ResetSmallest}},
+		Partitions: map[string][]int32{"t": {0, 1}},
+		Final:      map[legacy.TopicPartition]int64{t0: 400, t1: 500},
+	}
+	r := &legacyClaimRun{claimWait: claimWait{backoff: cl.backoff}, req: legacyClaimReq{attempt: 1, in: in}, reclaimed: true}
+	cl.legacy.run = r
+	cl.legacyRound(ctx, r)
+	select {
+	case ev := <-events:
+		if e := ev.(legacyClaimEv); e.state != legacyClaimWritten {
+			t.Fatalf("the round: state %v err %v, want written", e.state, e.err)
+		}
+	default:
+		t.Fatal("the round emitted nothing")
+	}
+	for tp, want := range map[legacy.TopicPartition]int64{t0: 600, t1: 500} {
+		data, _, err := store.Get(ctx, zkstate.OffsetPath(g, tp.Topic, tp.Partition))
+		if err != nil {
+			t.Errorf("offset of %v: %v, want %d", tp, err, want)
+			continue
+		}
+		if off, err := zkstate.ParseOffset(data); err != nil || off != want {
+			t.Errorf("offset of %v: %s (%v), want %d", tp, data, err, want)
+		}
+	}
+}
