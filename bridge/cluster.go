@@ -50,7 +50,9 @@ type cluster struct {
 	// noTopicsNode: /brokers/topics was missing at the last refresh (no Kafka cluster has
 	// registered in this ZooKeeper; limits.go).
 	noTopicsNode atomic.Bool
-	staleLogged  bool // staleServed logged since the last successful refresh
+	// lastTopics is topics, for CachedTopics, which must not wait for a refresh holding mu.
+	lastTopics  atomic.Pointer[map[string][]newproto.Partition]
+	staleLogged bool // staleServed logged since the last successful refresh
 	// connected reports whether the ZooKeeper session is connected; while it is not, the cached
 	// view is served without asking (nil: always ask).
 	connected func() bool
@@ -207,7 +209,23 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 		}
 	}
 	c.topics, c.topicIDs, c.topicsAt, c.staleLogged = out, ids, time.Now(), false
+	c.lastTopics.Store(&out)
 	return out, nil
+}
+
+// CachedTopics is the topics as last read, whatever their age, without waiting for a refresh;
+// nil before the first read, and while a refresh is due for topics that came or went (the
+// watch) or a read that failed. For the commit check (limits.go): it needs which partitions
+// exist, not their leaders, which the age (maxAge) bounds; partitions added to a topic are not
+// watched, so a partition it lacks sends the check to Topics.
+func (c *cluster) CachedTopics() map[string][]newproto.Partition {
+	if c.topicsStale.Load() || c.noTopicsNode.Load() {
+		return nil
+	}
+	if t := c.lastTopics.Load(); t != nil {
+		return *t
+	}
+	return nil
 }
 
 // staleServed logs, once until a refresh succeeds again, that Metadata serves a stale view;

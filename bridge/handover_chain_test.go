@@ -626,3 +626,40 @@ func TestIntegration_SeveralBridgesDrainReleasesTheMirrorWhenTheBatchFails(t *te
 		t.Errorf("0.8 registrations after A stopped: %v (%v), want none", ids, err)
 	}
 }
+
+// A commit to partitions the bridge's view of the topics holds is checked against that view
+// whatever its age, without reading every topic again: the age (Config.MetadataMaxAge) bounds
+// the partitions' leaders, which the check does not use, and topics coming or going mark the
+// view stale through its watch. A new owner's first commit after a handover waited for that
+// read (three round trips at least) whenever the bridge had not refreshed its view in the last
+// MetadataMaxAge. A partition the view lacks is read again, as before.
+func TestIntegration_CommitCheckedAgainstAnOldTopicsView(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	a := startBridge(t, connect, 9001, func(c *bridge.Config) { c.MetadataMaxAge = 50 * time.Millisecond })
+	name := "oldview"
+	insts := [2]group.InstanceID{"i1", "i2"}
+	stableGroup(t, a, name, insts)
+	if r := staticCommit(t, a, name, insts[0], 5); r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit: %+v", r.Partitions)
+	}
+	quiet(t, a)
+	time.Sleep(100 * time.Millisecond) // the view older than MetadataMaxAge
+	before := zkRequestsOf(t, a)
+	if r := staticCommit(t, a, name, insts[0], 6); r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit: %+v", r.Partitions)
+	}
+	by, total := requestsSince(before, zkRequestsOf(t, a))
+	if by[zkstate.ReqChildren] > 0 || by[zkstate.ReqGet] > 0 || by[zkstate.ReqMultiRead] > 0 {
+		t.Errorf("a commit to a known partition with the topics view %v old sent %v (%v in all), want no read of the topics", 100*time.Millisecond, by, total)
+	}
+	// A partition the view does not hold: the topics are read again, and it is refused.
+	r := do[group.OffsetCommitReply](t, a, name, func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1,
+			Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 99, Offset: 1, LeaderEpoch: -1}}}
+	})
+	if r.Partitions[0].Err == group.ErrNone {
+		t.Errorf("a commit to orders/99, a partition that does not exist, was accepted")
+	}
+}

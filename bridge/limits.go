@@ -28,6 +28,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
@@ -87,7 +88,18 @@ func (c *coordinator) commitCheck(ctx context.Context, ev group.OffsetCommit) (c
 		}, nil
 	}
 	var topics map[string][]newproto.Partition
-	if src := c.topics; src != nil {
+	if cs, ok := c.topics.(interface {
+		CachedTopics() map[string][]newproto.Partition
+	}); ok {
+		// A view older than its maximum age will do when it holds every partition (cluster.go);
+		// a new owner's first commit after a handover waited for a read of every topic.
+		if t := cs.CachedTopics(); t != nil && !slices.ContainsFunc(ev.Offsets, func(o group.OffsetCommitPartition) bool {
+			return !hasPartition(t[o.Topic], o.Partition)
+		}) {
+			topics = t
+		}
+	}
+	if src := c.topics; src != nil && topics == nil {
 		t, err := src.Topics(ctx)
 		if err != nil {
 			return nil, err
