@@ -213,6 +213,20 @@ func (c *cluster) Topics(ctx context.Context) (map[string][]newproto.Partition, 
 	return out, nil
 }
 
+// sameTopics reports whether children (sorted) are the topics as last read.
+func (c *cluster) sameTopics(children []string) bool {
+	t := c.lastTopics.Load()
+	if t == nil || len(*t) != len(children) {
+		return false
+	}
+	for _, name := range children {
+		if _, ok := (*t)[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // CachedTopics is the topics as last read, whatever their age, without waiting for a refresh;
 // nil before the first read, and while a refresh is due for topics that came or went (the
 // watch) or a read that failed. For the commit check (limits.go): it needs which partitions
@@ -284,10 +298,13 @@ func (c *cluster) watch(ctx context.Context) {
 				continue
 			}
 			c.brokersStale.Store(true)
-		case _, ok := <-topics:
+		case ev, ok := <-topics:
 			if !ok {
 				topics = nil
 				continue
+			}
+			if ev.Type == zkstate.Initial && c.sameTopics(ev.Children) {
+				continue // the topics warm read: nothing came or went before the watch was set
 			}
 			c.topicsStale.Store(true)
 		}

@@ -663,3 +663,40 @@ func TestIntegration_CommitCheckedAgainstAnOldTopicsView(t *testing.T) {
 		t.Errorf("a commit to orders/99, a partition that does not exist, was accepted")
 	}
 }
+
+// A bridge reads the topics once at start, then watches them; the watch's first answer, the
+// topics as the watch was set, no longer marks that read stale when it lists the same topics, so
+// that the first commit the bridge checks (limits.go) does not read every topic again: in the
+// handover chain, the new owner's first commit waited for that read (three round trips). Here a
+// bridge that has served nothing takes a simple commit (no members) to a new group; the topics
+// hold 26 partitions, so that a read of them would go as a multiRead.
+func TestIntegration_FirstCommitAfterStartReadsNoTopics(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	big := zkstate.Layout{
+		Topics: map[string]zkstate.TopicAssignment{"big": {Version: 1, Partitions: map[int32][]int32{}}},
+		States: map[zkstate.TopicPartition]zkstate.PartitionState{},
+	}
+	for p := range int32(20) {
+		big.Topics["big"].Partitions[p] = []int32{9001}
+		big.States[zkstate.TopicPartition{Topic: "big", Partition: p}] = zkstate.PartitionState{Version: 1, Leader: 9001, ISR: []int32{9001}}
+	}
+	if err := zkstate.LoadLayout(t.Context(), zk, big); err != nil {
+		t.Fatal(err)
+	}
+	a := startBridge(t, connect, 9001, nil)
+	quiet(t, a)
+	before := zkRequestsOf(t, a)
+	r := do[group.OffsetCommitReply](t, a, "firstcommit", func(tok group.Token) group.Event {
+		return group.OffsetCommit{Token: tok, Generation: -1,
+			Offsets: []group.OffsetCommitPartition{{Topic: "big", Partition: 3, Offset: 5, LeaderEpoch: -1}}}
+	})
+	if r.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit: %+v", r.Partitions)
+	}
+	by, total := requestsSince(before, zkRequestsOf(t, a))
+	if by[zkstate.ReqMultiRead] > 0 {
+		t.Errorf("the bridge's first commit sent %v (%v in all), want no read of the topics (read at start)", by, total)
+	}
+}
