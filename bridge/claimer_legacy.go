@@ -667,17 +667,19 @@ func (cl *claimer) legacyWait(ctx context.Context, r *legacyClaimRun, ev legacyC
 
 // noteClaimFinals records the final offsets a claim's Multi carried (legacyPart.finals) unless
 // it failed with nothing applied: an op of it failed before any request of it was committed.
-// When nobody knows whether it was applied (legacyOutcomeUnknown), ZooKeeper is asked which of
-// their partitions our members still hold (legacyStillOurs): their final offsets are not
-// recorded, so that a commit of them writes them. The others count as written, as a Multi that
-// was applied.
+// Any other failure may have applied some of it: nobody knows whether it was applied (the
+// connection was lost or the call timed out before its answer: zkstate.MultiError.Index -1), or
+// a later request of a split Multi failed after the first ones were applied (Applied > 0; which
+// ops the split put in which request is zkstate's). Then ZooKeeper is asked which of their
+// partitions our members still hold (legacyStillOurs): their final offsets are not recorded, so
+// that a commit of them writes them. The others count as written, as a Multi that was applied.
 func (cl *claimer) noteClaimFinals(ctx context.Context, in legacyPlanInput, plan legacyPlan, err error, n *legacyZKCount) {
 	var me *zkstate.MultiError
 	if err != nil && errors.As(err, &me) && me.Index >= 0 && me.Applied == 0 {
 		return
 	}
 	var ours map[legacy.TopicPartition]bool
-	if err != nil && legacyOutcomeUnknown(err) {
+	if err != nil {
 		ours = cl.legacyStillOurs(ctx, in, plan, n)
 	}
 	if cl.legacy.finals == nil {

@@ -307,19 +307,10 @@ func (g *legacyGroup) planInput(view legacyGroupView, final map[legacy.TopicPart
 	return in
 }
 
-// legacyOutcomeUnknown reports whether a claim's Multi failed without saying whether it was
-// applied: no op of it was named as the one that failed (zkstate.MultiError.Index -1), as when
-// the connection was lost or the call timed out before the answer came. Its request may still
-// reach ZooKeeper after the error, or be applied already.
-func legacyOutcomeUnknown(err error) bool {
-	var me *zkstate.MultiError
-	return !errors.As(err, &me) || me.Index < 0
-}
-
-// legacyStillOurs finds out, after a claim's Multi whose outcome is unknown, which partitions of
-// the final offsets it carried our members still hold: those whose owner znode is an ephemeral
-// of the session the claim read the group in, for the thread it had then or the one the plan
-// gave it. Their final offsets may be written again without moving anything backwards — nobody
+// legacyStillOurs finds out, after a claim's Multi that may have been applied in part or not at
+// all (noteClaimFinals), which partitions of the final offsets it carried our members still
+// hold: those whose owner znode is an ephemeral of the session the claim read the group in, for
+// the thread it had then or the one the plan gave it. Their final offsets may be written again without moving anything backwards — nobody
 // else commits a partition whose owner znode is ours (0.8 consumers commit only what they own,
 // and we stopped our members), and if the Multi was applied they are the offsets it wrote — and
 // they must be, when it was not: the member's last position would be lost. The others' owner
@@ -377,7 +368,7 @@ func (cl *claimer) legacyStillOurs(ctx context.Context, in legacyPlanInput, plan
 		}
 	}
 	lp.log.Info().Int("offsets", len(tps)).Int("still_ours", len(ours)).
-		Msg("a claim's Multi failed without an answer; the final offsets of partitions still ours will be committed again")
+		Msg("a claim's Multi failed, maybe applied; the final offsets of partitions still ours will be committed again")
 	return ours
 }
 

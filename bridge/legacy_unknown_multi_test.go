@@ -27,6 +27,17 @@ import (
 // at the version read: not applied. t-2's is gone, and a zk member took it and committed 600:
 // applied.
 func TestIntegration_ClaimerFinalOffsetsAfterAMultiWithoutAnswer(t *testing.T) {
+	legacyClaimerFinalsAfter(t, &zkstate.MultiError{Index: -1, Err: zkstate.ErrConnLoss})
+}
+
+// A Multi split into requests (zkstate: more than 250 ops) whose later request failed was
+// applied in part: the final offsets of partitions still ours are written, as after one without
+// an answer (before, they all counted as written).
+func TestIntegration_ClaimerFinalOffsetsAfterASplitMultiFailedInPart(t *testing.T) {
+	legacyClaimerFinalsAfter(t, &zkstate.MultiError{Index: 300, Applied: 250, Err: zkstate.ErrNodeExists})
+}
+
+func legacyClaimerFinalsAfter(t *testing.T, multiErr error) {
 	connect := legacyConnect(t)
 	store := legacyOpenStore(t, connect)
 	defer store.Close()
@@ -62,7 +73,7 @@ func TestIntegration_ClaimerFinalOffsetsAfterAMultiWithoutAnswer(t *testing.T) {
 	cl := newClaimer(claimerConfig{store: store, group: g, log: legacyTestLogger(t)})
 	cl.legacy.c, cl.legacy.log = c, legacyTestLogger(t) // as attached; the claimer serves nothing yet
 	var n legacyZKCount
-	cl.noteClaimFinals(ctx, in, legacyPlan{}, &zkstate.MultiError{Index: -1, Err: zkstate.ErrConnLoss}, &n)
+	cl.noteClaimFinals(ctx, in, legacyPlan{}, multiErr, &n)
 
 	events := make(chan any, 16)
 	for _, r := range []any{
