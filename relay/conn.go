@@ -42,8 +42,8 @@ type relayConn struct {
 	// was refused since the proxy drains (drain.go).
 	fetched, told atomic.Bool
 	// produced: a Produce was relayed on this proxy listener (drain.go:
-	// Producers).
-	produced atomic.Bool
+	// Producers); producerTold: a Produce was refused since RefuseProducers.
+	produced, producerTold atomic.Bool
 	// refreshed is the count of Proxy.Refresh calls this connection's client has
 	// been made to refresh its metadata for (drain.go).
 	refreshed atomic.Int64
@@ -148,42 +148,17 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 
 	case routeRelay:
 		if refuse, refresh := rc.refusesFetch(); h.key == int16(kmsg.Fetch) && refuse {
-			if head, err = whole(); err != nil {
+			if err := rc.answerFetch(seq, h, refresh, whole); err != nil {
 				return false, nil, nil, err
 			}
-			raw, full, err := refuseFetch(head)
-			rc.p.bufs.put(head)
-			if err != nil {
-				return false, nil, nil, err
-			}
-			if refresh == 0 {
-				rc.told.Store(true)
-				rc.p.metrics.failure("draining")
-			} else {
-				if full {
-					rc.refreshed.Store(refresh)
-				}
-				rc.p.metrics.failure("refresh")
-			}
-			c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version, Raw: raw})
 			return true, nil, nil, nil
 		}
 		if h.key == int16(kmsg.Produce) {
-			if rc.proxied {
-				rc.produced.Store(true)
+			answered, noResponse, err := rc.inspectProduce(seq, h, n, head, whole)
+			if err != nil || answered {
+				return answered, nil, nil, err
 			}
-			acks, err := produceAcks(head, h.version)
-			if err != nil && int(n) > len(head) {
-				// A long client or transactional id: acks lies
-				// past the head.
-				if head, err = whole(); err == nil {
-					acks, err = produceAcks(head, h.version)
-				}
-			}
-			if err != nil {
-				return false, nil, nil, err
-			}
-			if acks == 0 {
+			if noResponse {
 				p = nil
 			}
 		}
@@ -214,6 +189,68 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version})
 	}
 	return true, nil, nil, nil
+}
+
+// answerFetch answers a Fetch refusesFetch refused (refresh: its Refresh
+// count, 0 for a drain's refusal). whole is Next's.
+func (rc *relayConn) answerFetch(seq uint64, h relayHeader, refresh int64, whole func() ([]byte, error)) error {
+	head, err := whole()
+	if err != nil {
+		return err
+	}
+	raw, full, err := refuseFetch(head)
+	rc.p.bufs.put(head)
+	if err != nil {
+		return err
+	}
+	if refresh == 0 {
+		rc.told.Store(true)
+		rc.p.metrics.failure("draining")
+	} else {
+		if full {
+			rc.refreshed.Store(refresh)
+		}
+		rc.p.metrics.failure("refresh")
+	}
+	rc.c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version, Raw: raw})
+	return nil
+}
+
+// inspectProduce reads a Produce's acks (noResponse: acks=0, the broker
+// sends nothing) and, once the proxy refuses producers (drain.go:
+// RefuseProducers), answers it here instead of relaying it (answered).
+// whole is Next's: it reads the rest of the frame after head.
+func (rc *relayConn) inspectProduce(seq uint64, h relayHeader, n int32, head []byte, whole func() ([]byte, error)) (answered, noResponse bool, err error) {
+	if rc.proxied {
+		rc.produced.Store(true)
+	}
+	acks, err := produceAcks(head, h.version)
+	if err != nil && int(n) > len(head) {
+		// A long client or transactional id: acks lies past the head.
+		if head, err = whole(); err == nil {
+			acks, err = produceAcks(head, h.version)
+		}
+	}
+	switch {
+	case err != nil:
+		return false, false, err
+	case acks == 0:
+		return false, true, nil
+	case !rc.refusesProduce():
+		return false, false, nil
+	}
+	if head, err = whole(); err != nil {
+		return false, false, err
+	}
+	raw, err := refuseProduce(head)
+	rc.p.bufs.put(head)
+	if err != nil {
+		return false, false, err
+	}
+	rc.producerTold.Store(true)
+	rc.p.metrics.failure("draining")
+	rc.c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version, Raw: raw})
+	return true, false, nil
 }
 
 // shortFrame is a frame that ended early: the client closed or stalled.

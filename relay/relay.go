@@ -228,6 +228,8 @@ type Proxy struct {
 
 	// draining: Fetches for brokers served elsewhere are refused (drain.go).
 	draining atomic.Bool
+	// producersRefused: RefuseProducers was called (drain.go).
+	producersRefused atomic.Bool
 	// refresh counts the calls of Refresh (drain.go).
 	refresh atomic.Int64
 	connsMu sync.Mutex
