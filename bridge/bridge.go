@@ -483,13 +483,13 @@ func (b *Bridge) stop(ctx context.Context, store *zkstate.Store, p *parts, s *se
 			if p.proxy != nil {
 				p.proxy.Drain()
 				cl = &drainClients{fetchers: p.proxy.Untold, producers: p.proxy.Producers,
-					drained: drained, producerLinger: b.cfg.DrainProducerLinger}
+					drained: drained, producerLinger: b.cfg.DrainProducerLinger, refuse: p.proxy.RefuseProducers}
 			}
 		})
 		b.unregister(store)
 		// handover_linger.go: the members hear NOT_COORDINATOR, and the fetchers
 		// NOT_LEADER_OR_FOLLOWER, before the listeners close; producers are relayed for until
-		// kgo's metadata.min.age has passed since the drain began.
+		// kgo's metadata.min.age has passed since the drain began, then refused once.
 		b.coord.linger(context.WithoutCancel(ctx), told, p.srv.Conns, cl)
 	}
 	if b.cfg.HandoffTimeout > 0 {

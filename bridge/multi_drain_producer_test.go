@@ -2,11 +2,17 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -68,7 +74,8 @@ func (a *ackGaps) countSince(since time.Time) int {
 // producer's last refresh is just before the drain, as when the previous bridge of a rolling
 // restart left: closing 3 s after the handover (the members' and fetchers' linger) left it
 // without an acknowledgement for about 2 s (5 s less the 3 s); relaying until 5.5 s after the
-// drain began, its refresh at the close runs at once.
+// drain began, its refresh runs at once, and refused once then rather than closed under, it
+// asks listeners that still answer.
 func TestIntegration_SeveralBridgesDrainKeepsProducers(t *testing.T) {
 	t.Parallel()
 	e := dfStart(t, dfOpts{fromZK: true, partitions: 6})
@@ -85,13 +92,9 @@ func TestIntegration_SeveralBridgesDrainKeepsProducers(t *testing.T) {
 	}
 	b, seeds, _ := dfSecondBridge(t, e, second)
 
-	// kgo's defaults (metadata.min.age 5 s) but the partitioner and the retry backoff: 100 ms
-	// (the Java client's retry.backoff.ms) instead of 250 ms doubling, so that the Metadata
-	// retries after the close (kgo may first try the addresses just closed: the stopping
-	// bridge's own and its proxy listeners') cannot add a second or two to the gap.
-	reads := &metadataReads{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.WithHooks(reads),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	// kgo's defaults (metadata.min.age 5 s, retry backoff 250 ms doubling) but the partitioner.
+	reads, broken := &metadataReads{}, &brokenConns{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.WithHooks(reads, broken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,4 +147,50 @@ func TestIntegration_SeveralBridgesDrainKeepsProducers(t *testing.T) {
 	if gap >= time.Second {
 		t.Errorf("the producer waited %v for an acknowledgement on partition %d, want under 1s", gap.Round(time.Millisecond), p)
 	}
+	// Refused once at the end of the linger (relay RefuseProducers), the producer refreshes and
+	// leaves the stopping bridge's connections itself: it never reads a connection the bridge
+	// closed nor dials one of its closed addresses (where its Metadata retries went, 250 ms
+	// then 500 ms apart, when the listeners closed under it).
+	if n := broken.since(began); len(n) > 0 {
+		t.Errorf("the producer met %d connections closed under it or refused after the drain began: %v", len(n), n)
+	}
+}
+
+// brokenConns notes the reads of connections the other end closed (EOF, reset) and the dials
+// refused, with what they were.
+type brokenConns struct {
+	mu   sync.Mutex
+	at   []time.Time
+	what []string
+}
+
+func (c *brokenConns) note(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.what = append(c.at, time.Now()), append(c.what, what)
+}
+
+func (c *brokenConns) OnBrokerRead(m kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		c.note(fmt.Sprintf("%s read from %s:%d: %v", kmsg.NameForKey(key), m.Host, m.Port, err))
+	}
+}
+
+func (c *brokenConns) OnBrokerConnect(m kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		c.note(fmt.Sprintf("dial %s:%d: %v", m.Host, m.Port, err))
+	}
+}
+
+// since returns what broke after t.
+func (c *brokenConns) since(t time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for i, at := range c.at {
+		if at.After(t) {
+			out = append(out, c.what[i])
+		}
+	}
+	return out
 }
