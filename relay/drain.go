@@ -75,24 +75,19 @@ func (p *Proxy) Drain() {
 // Fetch refused since Drain (a broker served nowhere else keeps its
 // fetchers: there is nowhere to send them).
 func (p *Proxy) Untold() int {
-	if p.cfg.Peers == nil {
-		return 0
-	}
-	elsewhere := p.cfg.Peers.ServedElsewhere()
-	p.connsMu.Lock()
-	defer p.connsMu.Unlock()
-	n := 0
-	for rc := range p.conns {
-		if _, moved := elsewhere[rc.broker]; moved && rc.proxied && rc.fetched.Load() && !rc.told.Load() {
-			n++
-		}
-	}
-	return n
+	return p.countMoved(func(rc *relayConn) bool { return rc.proxied && rc.fetched.Load() && !rc.told.Load() })
 }
 
 // Producers returns how many open client connections produced through
 // the proxy listener of a broker another bridge serves now.
 func (p *Proxy) Producers() int {
+	return p.countMoved(func(rc *relayConn) bool { return rc.produced.Load() })
+}
+
+// countMoved counts the open client connections to the proxy listener of
+// a broker another bridge serves now for which counted holds (none
+// without Peers).
+func (p *Proxy) countMoved(counted func(*relayConn) bool) int {
 	if p.cfg.Peers == nil {
 		return 0
 	}
@@ -101,7 +96,7 @@ func (p *Proxy) Producers() int {
 	defer p.connsMu.Unlock()
 	n := 0
 	for rc := range p.conns {
-		if _, moved := elsewhere[rc.broker]; moved && rc.produced.Load() {
+		if _, moved := elsewhere[rc.broker]; moved && counted(rc) {
 			n++
 		}
 	}
