@@ -98,10 +98,7 @@ func TestIntegration_SeveralBridgesHandoverRoundTrips(t *testing.T) {
 	if r := commit(a, 5); r.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on A: %+v", r.Partitions)
 	}
-	zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
-		owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
-		return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
-	})
+	mirrorsSixOwners(t, zk, name)
 	quiet(t, a, b)
 
 	proxy.SetDelay(handoverRTT)
@@ -563,10 +560,7 @@ func TestIntegration_SeveralBridgesDrainReleasesEpochWithTheMirror(t *testing.T)
 	var seen []string
 	for attempt := range 3 { // the best of three, each with bridges and a proxy of their own
 		zk, proxy, a, b, name, _ := proxiedPair(t, fmt.Sprintf("release%d", attempt))
-		zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
-			owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
-			return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
-		})
+		mirrorsSixOwners(t, zk, name)
 		quiet(t, a, b)
 		proxy.SetDelay(takeoverRTT)
 		start := time.Now()
@@ -602,10 +596,7 @@ func TestIntegration_SeveralBridgesDrainReleasesEpochWithTheMirror(t *testing.T)
 // is still released, one by one, and the epoch's release fails alone (a bad version, logged).
 func TestIntegration_SeveralBridgesDrainReleasesTheMirrorWhenTheBatchFails(t *testing.T) {
 	zk, _, a, b, name, _ := proxiedPair(t, "batchfails")
-	zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
-		owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
-		return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
-	})
+	mirrorsSixOwners(t, zk, name)
 	quiet(t, a, b)
 	p := zkstate.EpochPath(bridge.DefaultRoot, name)
 	data, _, err := zk.Get(t.Context(), p)
@@ -699,4 +690,14 @@ func TestIntegration_FirstCommitAfterStartReadsNoTopics(t *testing.T) {
 	if by[zkstate.ReqMultiRead] > 0 {
 		t.Errorf("the bridge's first commit sent %v (%v in all), want no read of the topics (read at start)", by, total)
 	}
+}
+
+// mirrorsSixOwners waits until the group's six owner znodes of orders are there: A mirrors the
+// group (proxiedPair's).
+func mirrorsSixOwners(t *testing.T, zk *zkstate.Store, name string) {
+	t.Helper()
+	zktest.Eventually(t, 10*time.Second, "A mirrors the group's six owner znodes", func() (bool, string) {
+		owners, _, err := zk.Children(t.Context(), zkstate.OwnersPath(name)+"/orders")
+		return err == nil && len(owners) == 6, fmt.Sprint(owners, err)
+	})
 }
