@@ -233,14 +233,7 @@ func TestPeerLooksDeadDespiteAProbeHungAtTheKill(t *testing.T) {
 		}
 	}
 	p.publish(map[int32]zkstate.BridgeRegistration{9002: {NodeID: 9002, Kafka: addr, StartedMs: 1}})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.watchPeers(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	defer watching(t, p)()
 	time.Sleep(3 * probeEvery) // the peer took connections
 	mu.Lock()
 	killed = time.Now()
@@ -286,14 +279,7 @@ func TestPeerLooksDeadWhenKilledBeforeTheWatchReachedIt(t *testing.T) {
 	p.publish(map[int32]zkstate.BridgeRegistration{9002: {NodeID: 9002, Kafka: addr, StartedMs: 1}})
 	<-took // killed now: every later dial is refused
 	killed := time.Now()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		p.watchPeers(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	defer watching(t, p)()
 	for !p.lookingDead(9002) {
 		if time.Since(killed) > 2*time.Second {
 			t.Fatal("a peer killed before the watch's first probe never looked dead, though the join's dial took a connection")
@@ -360,4 +346,15 @@ func TestPeerOmissionRefreshesOneProbeIntervalLater(t *testing.T) {
 	p.leave()
 	fire()
 	check("9003 looks dead while we drain", 2, probeEvery, probeEvery, probeEvery)
+}
+
+// watching runs p's probe watch until the returned stop is called, which waits for it to end.
+func watching(t *testing.T, p *peerSet) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watchPeers(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
