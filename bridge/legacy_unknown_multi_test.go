@@ -38,17 +38,7 @@ func TestIntegration_ClaimerFinalOffsetsAfterASplitMultiFailedInPart(t *testing.
 }
 
 func legacyClaimerFinalsAfter(t *testing.T, multiErr error) {
-	connect := legacyConnect(t)
-	store := legacyOpenStore(t, connect)
-	defer store.Close()
-	zkMember := legacyOpenStore(t, connect)
-	defer zkMember.Close()
-	c, err := NewLegacyCoordinator(LegacyConfig{Store: store, AdvertisedHost: "127.0.0.1", AdvertisedPort: 1, Logger: legacyTestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	store, zkMember, c, ctx := legacyClaimerPair(t)
 	const g = "unknown"
 	t1, t2 := legacy.TopicPartition{Topic: "t", Partition: 1}, legacy.TopicPartition{Topic: "t", Partition: 2}
 	owner := func(p int32) string { return zkstate.OwnerPath(g, "t", p) }
@@ -268,17 +258,7 @@ func TestIntegration_LegacyClaimMultiCutAfterItIsApplied(t *testing.T) {
 // the group again writes our t-1 (still ours: its final offset 500 is written) and must leave
 // t-0 at 600.
 func TestIntegration_ClaimerReclaimKeepsOffsetsCommittedAfterItsRelease(t *testing.T) {
-	connect := legacyConnect(t)
-	store := legacyOpenStore(t, connect)
-	defer store.Close()
-	zkMember := legacyOpenStore(t, connect)
-	defer zkMember.Close()
-	c, err := NewLegacyCoordinator(LegacyConfig{Store: store, AdvertisedHost: "127.0.0.1", AdvertisedPort: 1, Logger: legacyTestLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	store, zkMember, c, ctx := legacyClaimerPair(t)
 	const g = "reclaim"
 	t0, t1 := legacy.TopicPartition{Topic: "t", Partition: 0}, legacy.TopicPartition{Topic: "t", Partition: 1}
 	reg := zkstate.ConsumerRegistration{Version: 1, Subscription: map[string]int{"t": 1}, Pattern: zkstate.PatternStatic, TimestampMs: 1}.Encode()
@@ -329,4 +309,23 @@ func TestIntegration_ClaimerReclaimKeepsOffsetsCommittedAfterItsRelease(t *testi
 			t.Errorf("offset of %v: %s (%v), want %d", tp, data, err, want)
 		}
 	}
+}
+
+// legacyClaimerPair opens two sessions on a ZooKeeper of the test's own (the claimer's, and one
+// a zk member stands for), a legacy coordinator on the first, and a context of 20 s; all closed
+// when the test ends.
+func legacyClaimerPair(t *testing.T) (store, zkMember *zkstate.Store, c *LegacyCoordinator, ctx context.Context) {
+	t.Helper()
+	connect := legacyConnect(t)
+	store = legacyOpenStore(t, connect)
+	t.Cleanup(func() { _ = store.Close() })
+	zkMember = legacyOpenStore(t, connect)
+	t.Cleanup(func() { _ = zkMember.Close() })
+	c, err := NewLegacyCoordinator(LegacyConfig{Store: store, AdvertisedHost: "127.0.0.1", AdvertisedPort: 1, Logger: legacyTestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return store, zkMember, c, ctx
 }
