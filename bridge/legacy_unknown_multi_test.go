@@ -82,16 +82,7 @@ func legacyClaimerFinalsAfter(t *testing.T, multiErr error) {
 	}
 	cl.leave(true, false)
 	(*claimers)(nil).drop(cl) // a claimer of its own: stopped
-	for tp, want := range map[legacy.TopicPartition]int64{t1: 500, t2: 600} {
-		data, _, err := store.Get(ctx, zkstate.OffsetPath(g, tp.Topic, tp.Partition))
-		if err != nil {
-			t.Errorf("offset of %v: %v, want %d", tp, err, want)
-			continue
-		}
-		if off, err := zkstate.ParseOffset(data); err != nil || off != want {
-			t.Errorf("offset of %v: %s (%v), want %d", tp, data, err, want)
-		}
-	}
+	wantLegacyOffsets(t, ctx, store, g, map[legacy.TopicPartition]int64{t1: 500, t2: 600})
 }
 
 // legacyCutClaim is a group whose claim's Multi loses its connection: member a, on the bridge
@@ -299,16 +290,7 @@ func TestIntegration_ClaimerReclaimKeepsOffsetsCommittedAfterItsRelease(t *testi
 	default:
 		t.Fatal("the round emitted nothing")
 	}
-	for tp, want := range map[legacy.TopicPartition]int64{t0: 600, t1: 500} {
-		data, _, err := store.Get(ctx, zkstate.OffsetPath(g, tp.Topic, tp.Partition))
-		if err != nil {
-			t.Errorf("offset of %v: %v, want %d", tp, err, want)
-			continue
-		}
-		if off, err := zkstate.ParseOffset(data); err != nil || off != want {
-			t.Errorf("offset of %v: %s (%v), want %d", tp, data, err, want)
-		}
-	}
+	wantLegacyOffsets(t, ctx, store, g, map[legacy.TopicPartition]int64{t0: 600, t1: 500})
 }
 
 // legacyClaimerPair opens two sessions on a ZooKeeper of the test's own (the claimer's, and one
@@ -328,4 +310,19 @@ func legacyClaimerPair(t *testing.T) (store, zkMember *zkstate.Store, c *LegacyC
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return store, zkMember, c, ctx
+}
+
+// wantLegacyOffsets checks group g's 0.8 offset znodes against want.
+func wantLegacyOffsets(t *testing.T, ctx context.Context, store *zkstate.Store, g string, want map[legacy.TopicPartition]int64) {
+	t.Helper()
+	for tp, want := range want {
+		data, _, err := store.Get(ctx, zkstate.OffsetPath(g, tp.Topic, tp.Partition))
+		if err != nil {
+			t.Errorf("offset of %v: %v, want %d", tp, err, want)
+			continue
+		}
+		if off, err := zkstate.ParseOffset(data); err != nil || off != want {
+			t.Errorf("offset of %v: %s (%v), want %d", tp, data, err, want)
+		}
+	}
 }
