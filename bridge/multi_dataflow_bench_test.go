@@ -48,7 +48,10 @@ import (
 // time); takeover-p50-ms and served-p50-ms over the moved groups; served-after-takeover-max-ms,
 // the longest time between a group's takeover and its first new commit (the clients' share).
 //
-// G is ZKBRIDGE_BENCH_GROUPS (default 30); the figure is 300. Diagnosis:
+// G is ZKBRIDGE_BENCH_GROUPS (default 30); the figure is 300. ZKBRIDGE_BENCH_SURVIVORS=child
+// runs the two survivors as child processes too (as deployed; needed at 300 groups on a machine
+// limited to 20,000 open files per process, where the survivors in this process failed to dial
+// and listen with EMFILE after the kill; their logs are then not written). Diagnosis:
 // ZKBRIDGE_BENCH_BRIDGE_LOG=<file> writes the survivors' info lines there (millisecond
 // timestamps); ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member of the first moved group, =all
 // every member of the moved groups.
@@ -64,6 +67,14 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		var seeds []string
 		for _, id := range ids[:2] {
 			cfg := testBridgeConfig(connect, id, benchBridgeLog(b, id))
+			if os.Getenv("ZKBRIDGE_BENCH_SURVIVORS") == "child" {
+				// Each survivor in a process of its own, as deployed: at 300 groups this
+				// process, holding the 900 clients, both survivors' ends of their connections
+				// and the upstream cluster, reached the machine's 20,000 open files.
+				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true})
+				seeds = append(seeds, s.addr)
+				continue
+			}
 			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
 			seeds = append(seeds, runBridge(b, cfg).Addr().String())
 		}
