@@ -236,13 +236,7 @@ func TestIntegration_RestoredGroupsFirstCommitLooksNothingUp(t *testing.T) {
 // (takeoverRTT); the test releases the group once 9002 waits and times the takeover: the
 // release's notice, the watch's read, the epoch's write (3 round trips; 4 before).
 func TestIntegration_SeveralBridgesWaitingOwnerTakesTheReleaseItWatched(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	reg := zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
-	regPath := zkstate.BridgePath(bridge.DefaultRoot, 9001)
-	if err := zk.CreateEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
-		t.Fatal(err)
-	}
+	connect, zk, reg, regPath := holder9001(t)
 	// Round trips timed on a shared machine: the best of three attempts, each with a bridge and
 	// a proxy of its own, is held to the bounds.
 	bestOfThree(t, "release → taken / → loaded", func(attempt int) (bool, string) {
@@ -386,13 +380,7 @@ func staticCommit(t *testing.T, r *running, name string, inst group.InstanceID, 
 // takes the group; the test times the epoch taken → a request waiting for the load answered
 // (1 round trip: the write's answer and the read's together; 2 with the read after the write).
 func TestIntegration_SeveralBridgesReleasedGroupLoadedBesideItsTakeover(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	reg := zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
-	regPath := zkstate.BridgePath(bridge.DefaultRoot, 9001)
-	if err := zk.CreateEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
-		t.Fatal(err)
-	}
+	connect, zk, reg, regPath := holder9001(t)
 	bestOfThree(t, "drain → taken / taken → loaded", func(attempt int) (bool, string) {
 		scan, load := releasedTakeover(t, connect, zk, &reg, regPath, fmt.Sprintf("released%d", attempt))
 		return load <= maxReleasedLoadRoundTrips && scan <= maxReleasedScanRoundTrips, fmt.Sprintf("%.1f/%.1f", scan, load)
@@ -696,4 +684,18 @@ func bestOfThree(t *testing.T, what string, attempt func(i int) (ok bool, measur
 		seen = append(seen, measured)
 	}
 	t.Errorf("%s, in round trips, in every attempt: %v; want %s", what, seen, want)
+}
+
+// holder9001 opens a ZooKeeper of the test's own and registers bridge 9001 there (a
+// registration the test writes, standing for a holder the bridge under test waits on).
+func holder9001(t *testing.T) (connect string, zk *zkstate.Store, reg zkstate.BridgeRegistration, regPath string) {
+	t.Helper()
+	connect = zktest.Connect(t)
+	zk = zktest.OpenStore(t, connect)
+	reg = zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
+	regPath = zkstate.BridgePath(bridge.DefaultRoot, 9001)
+	if err := zk.CreateEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	return connect, zk, reg, regPath
 }
