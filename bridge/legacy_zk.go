@@ -53,16 +53,20 @@ func (rd legacyReader) countReads(znodes, requests int) {
 // (only the claim needs those, to start the members; step 3 decides on the owners): one zkstate
 // Snapshot (batched with ZooKeeper's multiRead, a handful of requests whatever the group's
 // size), then, in one more request, the stat of every owner znode that is not one the last
-// claim's Multi left in the current session with the same thread id — a previous coordinator's, one an operator edited, one of a member gone — so
-// that its ephemeral owner is checked, never assumed (DESIGN §4). Owners of topics nobody
+// claim's Multi left in the current session with the same thread id, still held by that session
+// — a previous coordinator's, one an operator edited, one of a member gone, one deleted and
+// created again by another session with the same thread — so that it is checked, never
+// assumed (DESIGN §4). Owners of topics nobody
 // subscribes to are read too: step 3.3 must see them. Owners holding the thread of another
 // registration (a zk member's, a Kafka member's) are not ours whatever their session
 // (legacyPlanInput.ours), so their stat is not read.
 //
-// The owners the last Multi left are not read one by one: they hold the thread written, their
-// version is known, and the session that holds them is still ours. Whatever else happened to
-// them makes the claim's Multi fail (a create of a taken path, a delete of a changed version),
-// after which nothing is trusted until read again.
+// The owners the last Multi left are not read one by one: they hold the thread written, the
+// snapshot shows them held by our session still, and their version is known. Whatever else
+// happened to them makes the claim's Multi fail (a create of a taken path, a delete of a
+// changed version), after which nothing is trusted until read again. Their session is what
+// tells them from a re-creation: every create starts at version 0, so a version check alone
+// would delete another session's znode.
 //
 // own tells the consumer ids of the group's legacy members, written and writtenSession the
 // owner znodes the last claim left. It also returns the registrations it could not read.
@@ -113,7 +117,7 @@ func (rd legacyReader) readGroup(ctx context.Context, own func(string) bool, wri
 	var unknown []legacy.TopicPartition
 	for ztp, thread := range snap.Owners {
 		tp := legacy.TopicPartition(ztp)
-		if o, ok := written[tp]; trusted && ok && o.Thread == thread {
+		if o, ok := written[tp]; trusted && ok && o.Thread == thread && snap.OwnerSessions[ztp] == v.session {
 			v.owners[tp] = o
 		} else if _, other := others[legacy.ConsumerOf(thread)]; other {
 			v.owners[tp] = legacyOwner{Thread: thread, Version: -1, Session: -1} // not ours: not read

@@ -178,23 +178,27 @@ func (cl *claimer) round(ctx context.Context, r *claimRun) (*claimResult, claimN
 }
 
 // forgetGoneOwners drops from held the owner znodes a snapshot shows gone, or, when it read
-// them (read), holding another thread: someone deleted them behind the Kafka side's back (a
-// 0.8.2 consumer deletes every owner it believes its own, ZCC:580-590; an operator; a release
-// race). Held counts as ours without a read (planMixed), so such a partition would look unowned
-// to every 0.8 tool while a Kafka member consumes it, and nothing would claim it again; dropped,
-// the plan claims it again in this round, or waits for whoever holds it now. The snapshot is
-// the round's own read: it costs no request. A snapshot that only lists the owner znodes
-// (the optimistic first round) cannot tell one created again by someone else: a later round
-// that reads them does.
+// them (read), holding another thread or held by another session: someone deleted them behind
+// the Kafka side's back (a 0.8.2 consumer deletes every owner it believes its own, ZCC:580-590;
+// an operator; a release race), and maybe created them again, with the very thread we wrote
+// (a consumer restarted under the same id, a group's next owner adopting our znodes). Held
+// counts as ours without a read (planMixed), so such a partition would look unowned to every
+// 0.8 tool while a Kafka member consumes it, or owned by a session that takes it along when it
+// ends, and nothing would claim it again; dropped, the plan claims it again in this round, or
+// waits for whoever holds it now. The snapshot is the round's own read: it costs no request. A
+// snapshot that only lists the owner znodes (the optimistic first round) cannot tell one
+// created again by someone else: a later round that reads them does.
 func (cl *claimer) forgetGoneOwners(held *mirrorState, snap *zkstate.GroupSnapshot, read bool) {
 	prefix := zkstate.OwnersPath(cl.group) + "/"
+	session := cl.store.SessionID()
 	for p, th := range held.owners {
 		tp, ok := mixedOwnerTP(prefix, p)
 		if !ok {
 			continue
 		}
 		ztp := zkstate.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
-		if now, there := snap.Owners[ztp]; there && now == string(th) || !read && snap.Listed[ztp] {
+		now, there := snap.Owners[ztp]
+		if there && now == string(th) && snap.OwnerSessions[ztp] == session || !read && snap.Listed[ztp] {
 			continue
 		}
 		cl.log.Warn().Str("owner", p).Str("thread", string(th)).

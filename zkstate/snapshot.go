@@ -26,6 +26,12 @@ type GroupSnapshot struct {
 	// (read it with OwnerOf; a value that is neither a thread id nor a registered consumer's id
 	// is kept and also reported in Problems).
 	Owners map[TopicPartition]string
+	// OwnerSessions maps each partition of Owners to its owner znode's ephemeral owner: the
+	// session holding it, 0 for a persistent znode. The thread alone does not say whose an
+	// owner znode is: one deleted and created again by another session with the same thread (a
+	// consumer restarted under the same id, a group's next owner adopting a bridge's znodes)
+	// holds the same data (DESIGN §4).
+	OwnerSessions map[TopicPartition]int64
 	// Listed are the partitions with an owner znode listed under /consumers/<g>/owners/<t>, read
 	// with WithOwners or WithOwnerNames (nil when neither was asked for). WithOwnerNames lists them
 	// without reading them: what a claim that only needs to know which exist pays nothing for but
@@ -280,11 +286,12 @@ func (s *Store) SnapshotOf(ctx context.Context, group string, parts SnapshotPart
 		return nil, errors.New("zkstate: snapshot: empty group name")
 	}
 	r := &snapshotRead{s: s, group: group, parts: parts, topics: map[string]bool{}, snap: &GroupSnapshot{
-		Group:      group,
-		Consumers:  map[string]Consumer{},
-		Owners:     map[TopicPartition]string{},
-		Offsets:    map[TopicPartition]int64{},
-		Partitions: map[string][]int32{},
+		Group:         group,
+		Consumers:     map[string]Consumer{},
+		Owners:        map[TopicPartition]string{},
+		OwnerSessions: map[TopicPartition]int64{},
+		Offsets:       map[TopicPartition]int64{},
+		Partitions:    map[string][]int32{},
 	}}
 	if err := r.run(ctx); err != nil {
 		var nf *notFoundError
@@ -466,6 +473,7 @@ func (r *snapshotRead) readOwnersAndOffsets(ctx context.Context) (*reads, error)
 		}
 		thread := string(owners.data[i])
 		r.snap.Owners[tp] = thread
+		r.snap.OwnerSessions[tp] = owners.stats[i].EphemeralOwner
 		if _, _, err := r.snap.OwnerOf(thread); err != nil {
 			r.problem(owners.paths[i], err)
 		}

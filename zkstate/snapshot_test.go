@@ -319,3 +319,35 @@ func TestIntegration_SnapshotResolvesWildcardSubscriptions(t *testing.T) {
 		t.Errorf("Stats = %+v, want 4 waves (the topic list, then the matching topics)", snap.Stats)
 	}
 }
+
+// An owner znode's data, the thread, does not say whose it is: one deleted and created again by
+// another session with the same thread holds the same data. The snapshot carries each owner
+// znode's ephemeral owner (read in the same requests), so that a caller deciding whether an owner
+// znode is still its own compares sessions (DESIGN §4), with no read more.
+func TestIntegration_SnapshotOwnerSessions(t *testing.T) {
+	connect := zktest.Connect(t)
+	ours, theirs := zktest.OpenStore(t, connect), zktest.OpenStore(t, connect)
+	ctx := timeout(t, 30*time.Second)
+	eph := zkstate.CreateOptions{Ephemeral: true, Parents: true}
+	for _, w := range []struct {
+		s    *zkstate.Store
+		p    int32
+		opts zkstate.CreateOptions
+	}{{ours, 0, eph}, {theirs, 1, eph}, {ours, 2, zkstate.CreateOptions{Parents: true}}} {
+		if err := w.s.Create(ctx, zkstate.OwnerPath("g", "t", w.p), []byte("c-0"), w.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := ours.SnapshotOf(ctx, "g", zkstate.WithOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := func(p int32) zkstate.TopicPartition { return zkstate.TopicPartition{Topic: "t", Partition: p} }
+	want := map[zkstate.TopicPartition]int64{tp(0): ours.SessionID(), tp(1): theirs.SessionID(), tp(2): 0}
+	if !maps.Equal(snap.OwnerSessions, want) {
+		t.Errorf("OwnerSessions = %v, want %v", snap.OwnerSessions, want)
+	}
+	if names, err := ours.SnapshotOf(ctx, "g", zkstate.WithOwnerNames); err != nil || len(names.OwnerSessions) != 0 {
+		t.Errorf("OwnerSessions of the names only = %v (%v), want none", names.OwnerSessions, err)
+	}
+}
