@@ -6,7 +6,8 @@ package bridge
 // proxy listeners, which refuse connections: a client's retried group lookups went there, and two
 // refused dials in a row end a franz-go member's session. So every bridge probes every other live
 // bridge's Kafka listener every probeEvery, and a peer whose listener refused every probe for
-// refusedFor, after it took one at that address, looks dead: Metadata leaves its node out and
+// refusedFor, after it took one at that address (or refused one probe sent after it closed the
+// connection this bridge holds open to it: peers_hangup.go), looks dead: Metadata leaves its node out and
 // names the upstream brokers it served at the next bridge in their rank (the placement its
 // session's expiry would produce). Each bridge reaches that on its own probes, within a probe
 // interval of the others: a killed process's kernel refuses at once, to every prober alike.
@@ -32,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
 )
 
 const (
@@ -75,6 +78,25 @@ type peerDown struct {
 	refusedSince time.Time // when the first of the refusals in a row was sent; zero: none
 	out          bool      // it looks dead: left out of Metadata
 	last         time.Time // when the latest probe taken into account was sent
+	// hungUp is when the connection held open to its listener was closed by its end (zero: not
+	// since its listener last took a connection): a refusal sent after that is its death.
+	hungUp time.Time
+}
+
+// hangup is the standing after the connection held open to the peer's listener was closed by
+// its end at at (peers_hangup.go). Pure, as observe.
+func (d peerDown) hangup(at time.Time) peerDown {
+	if !d.last.Before(at) {
+		// A probe sent since the hang-up has counted already: refused, the peer is dead (the
+		// refusals in a row are still running only if it was refused); otherwise it took a
+		// connection again, or was silent, and the hang-up says nothing more.
+		d.out = d.out || d.everUp && !d.refusedSince.IsZero()
+		return d
+	}
+	if d.hungUp.IsZero() {
+		d.hungUp = at
+	}
+	return d
 }
 
 // observe is the standing after a probe sent at now met o. Probes count in the order they were
@@ -88,6 +110,9 @@ func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
 	d.last = now
 	switch o {
 	case probeTook:
+		if now.Before(d.hungUp) { // sent before the hang-up: the hang-up still stands
+			return peerDown{everUp: true, last: now, hungUp: d.hungUp}
+		}
 		return peerDown{everUp: true, last: now}
 	case probeRefused:
 		if !d.everUp {
@@ -96,7 +121,8 @@ func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
 		if d.refusedSince.IsZero() {
 			d.refusedSince = now
 		}
-		d.out = d.out || now.Sub(d.refusedSince) >= refusedFor
+		hungUp := !d.hungUp.IsZero() && !now.Before(d.hungUp)
+		d.out = d.out || hungUp || now.Sub(d.refusedSince) >= refusedFor
 		return d
 	default:
 		if !d.out {
@@ -113,21 +139,14 @@ type peerDownKey struct {
 }
 
 // watchPeers probes every other live bridge's Kafka listener every probeEvery until ctx ends,
-// applies the rule to each peer's results, and rebuilds the view when the peers that look dead
-// change. The probes' results also answer Unreachable (FindCoordinator's hold).
+// and at once when the connection it holds open to that listener is closed by its end
+// (peers_hangup.go); applies the rule to each peer's results, and rebuilds the view when the
+// peers that look dead change. The probes' results also answer Unreachable (FindCoordinator's
+// hold).
 func (p *peerSet) watchPeers(ctx context.Context) {
-	type result struct {
-		id   int32
-		key  peerDownKey
-		sent time.Time
-		o    probeOutcome
-	}
-	results := make(chan result)
-	inFlight := map[int32]int{} // probes sent and not answered, by peer: at most probesInFlight
-	standing := map[int32]peerDown{}
-	keys := map[int32]peerDownKey{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	w := &probeWatch{p: p, ctx: ctx, results: make(chan probeResult), hangups: make(chan hangupReport),
+		inFlight: map[int32]int{}, standing: map[int32]peerDown{}, keys: map[int32]peerDownKey{}, holding: map[int32]heldConn{}}
+	defer w.wg.Wait()
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for {
@@ -135,48 +154,104 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			for id, reg := range p.view.Load().others {
-				b, ok := brokerOf(reg)
-				if !ok || inFlight[id] >= probesInFlight {
-					continue
-				}
-				inFlight[id]++
-				key := peerDownKey{net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), reg.StartedMs}
-				wg.Go(func() {
-					sent := time.Now()
-					o := p.probes.probeNow(id, key.addr, sent)
-					select {
-					case results <- result{id, key, sent, o}:
-					case <-ctx.Done():
-					}
-				})
-			}
-		case r := <-results:
-			if inFlight[r.id]--; inFlight[r.id] <= 0 {
-				delete(inFlight, r.id)
-			}
 			others := p.view.Load().others
-			for id := range standing {
-				if _, ok := others[id]; !ok {
-					delete(standing, id)
-					delete(keys, id)
+			w.letGo(others)
+			for id, reg := range others {
+				if key, ok := keyOf(reg); ok {
+					w.probe(id, key)
+					w.holdOpen(id, key)
 				}
 			}
-			if reg, ok := others[r.id]; !ok || reg.StartedMs != r.key.started {
-				continue // gone or registered again since the probe
+		case r := <-w.results:
+			if w.inFlight[r.id]--; w.inFlight[r.id] <= 0 {
+				delete(w.inFlight, r.id)
 			}
-			if keys[r.id] != r.key {
-				keys[r.id], standing[r.id] = r.key, peerDown{}
+			if d, ok := w.standingOf(r.id, r.key); ok {
+				w.standing[r.id] = d.observe(r.sent, r.o)
+				p.setOut(w.standing, w.keys)
 			}
-			d := standing[r.id]
-			// A connection taken at this address by another dial (the join's, FindCoordinator's
-			// hold) counts as the watch's own: a peer killed before the watch's first probe
-			// reached it is dead all the same.
-			d.everUp = d.everUp || p.probes.reached(r.id, r.key.addr)
-			standing[r.id] = d.observe(r.sent, r.o)
-			p.setOut(standing, keys)
+		case h := <-w.hangups:
+			if w.holding[h.id].key == h.key {
+				delete(w.holding, h.id) // opened again at the next tick
+			}
+			if d, ok := w.standingOf(h.id, h.key); ok && !h.at.IsZero() {
+				w.standing[h.id] = d.hangup(h.at)
+				p.setOut(w.standing, w.keys)
+				w.probe(h.id, h.key)
+			}
 		}
 	}
+}
+
+// probeWatch is watchPeers' state: the probes in flight and the connections held open, by peer,
+// and each peer's standing under the rule.
+type probeWatch struct {
+	p        *peerSet
+	ctx      context.Context
+	wg       sync.WaitGroup
+	results  chan probeResult
+	hangups  chan hangupReport
+	inFlight map[int32]int // probes sent and not answered, by peer: at most probesInFlight
+	standing map[int32]peerDown
+	keys     map[int32]peerDownKey
+	holding  map[int32]heldConn // the connection held open to each peer's listener
+}
+
+// probeResult is what one probe of peer id's listener met.
+type probeResult struct {
+	id   int32
+	key  peerDownKey
+	sent time.Time
+	o    probeOutcome
+}
+
+// keyOf is the listener reg names, as the rule keys it.
+func keyOf(reg zkstate.BridgeRegistration) (peerDownKey, bool) {
+	b, ok := brokerOf(reg)
+	if !ok {
+		return peerDownKey{}, false
+	}
+	return peerDownKey{net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), reg.StartedMs}, true
+}
+
+// probe sends one probe of peer id's listener, unless probesInFlight of them are unanswered.
+func (w *probeWatch) probe(id int32, key peerDownKey) {
+	if w.inFlight[id] >= probesInFlight {
+		return
+	}
+	w.inFlight[id]++
+	w.wg.Go(func() {
+		sent := time.Now()
+		o := w.p.probes.probeNow(id, key.addr, sent)
+		select {
+		case w.results <- probeResult{id, key, sent, o}:
+		case <-w.ctx.Done():
+		}
+	})
+}
+
+// standingOf is peer id's standing for a result about its listener key, after forgetting the
+// peers gone from the view; false if id is gone or registered again since.
+func (w *probeWatch) standingOf(id int32, key peerDownKey) (peerDown, bool) {
+	others := w.p.view.Load().others
+	for id := range w.standing {
+		if _, ok := others[id]; !ok {
+			delete(w.standing, id)
+			delete(w.keys, id)
+		}
+	}
+	if reg, ok := others[id]; !ok || reg.StartedMs != key.started {
+		return peerDown{}, false
+	}
+	if w.keys[id] != key {
+		w.keys[id], w.standing[id] = key, peerDown{}
+	}
+	d := w.standing[id]
+	// A connection taken at this address by another dial (the join's, FindCoordinator's hold,
+	// the connection held open) counts as the watch's own: a peer killed before the watch's
+	// first probe reached it is dead all the same.
+	d.everUp = d.everUp || w.p.probes.reached(id, key.addr)
+	return d, true
 }
 
 // setOut installs the peers that look dead when they changed, and logs each change.
@@ -197,7 +272,8 @@ func (p *peerSet) setOut(standing map[int32]peerDown, keys map[int32]peerDownKey
 	for _, id := range slices.Sorted(maps.Keys(out)) {
 		if !old[id] {
 			p.log.Warn().Int32("peer", id).Str("kafka", keys[id].addr).Dur("refused_for", refusedFor).
-				Msg("a bridge looks dead (its Kafka listener refuses connections): left out of Metadata, the upstream brokers it served named at the next bridge; its groups stay its own until its ZooKeeper session ends")
+				Bool("hung_up", !standing[id].hungUp.IsZero()).
+				Msg("a bridge looks dead (its Kafka listener refuses connections, for refused_for or since it closed our connection: hung_up): left out of Metadata, the upstream brokers it served named at the next bridge; its groups stay its own until its ZooKeeper session ends")
 		}
 	}
 	for id := range old {

@@ -1,0 +1,96 @@
+package bridge
+
+// A killed bridge's kernel closes every connection to its listeners the instant the process
+// dies, and refuses new ones from then on. So every bridge holds one idle connection open to
+// every other live bridge's Kafka listener (it sends nothing, and a bridge's listener sends
+// nothing unasked), and when the other end closes it, probes that listener at once: a refusal
+// sent after the hang-up makes the peer look dead then (peers_down.go: peerDown.hangup), not
+// refusedFor later. The two together are what a process's death looks like from outside; a
+// live bridge closes such a connection only at its idle timeout (its listener then takes the
+// probe) or as it drains (out of the live view by then: its connection is let go first). A paused
+// (SIGSTOP) process closes nothing and refuses nothing.
+//
+// Why it matters: the kill makes every client fetching through the dead bridge's proxy
+// listeners refresh its metadata within milliseconds, and kgo's next refresh is
+// metadata.min.age (5 s) later. Answered before any bridge left the dead one out, the refresh
+// kept its addresses for the whole failover, and a member whose retried group lookups met two
+// of them in a row ended its session. Every bridge sees the hang-up at the same instant, so
+// the survivors also leave the dead bridge out within a dial of each other.
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// hangupReport is the end of one connection held open to peer id's listener.
+type hangupReport struct {
+	id  int32
+	key peerDownKey
+	at  time.Time // when its end closed it; zero: it could not be opened, or we closed it
+}
+
+// holdOpen opens a connection to peer id's listener and holds it until the other end closes it,
+// unless one to that listener is held already; the end is reported on w.hangups.
+func (w *probeWatch) holdOpen(id int32, key peerDownKey) {
+	if h, ok := w.holding[id]; ok && h.key == key {
+		return
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	w.holding[id] = heldConn{key, cancel}
+	w.wg.Go(func() {
+		defer cancel()
+		r := hangupReport{id: id, key: key}
+		if c := w.p.probes.dialHeld(id, key.addr); c != nil {
+			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+			_, _ = io.Copy(io.Discard, c) // until the other end closes it (or we do)
+			stop()
+			_ = c.Close()
+			if ctx.Err() == nil {
+				r.at = time.Now()
+			}
+		}
+		select {
+		case w.hangups <- r:
+		case <-w.ctx.Done():
+		}
+	})
+}
+
+// letGo closes the connections held open to the peers no longer in the live view. A draining
+// bridge leaves it first, and lingers while client connections are open (handover_linger.go):
+// this one is no client.
+func (w *probeWatch) letGo(others map[int32]zkstate.BridgeRegistration) {
+	for id, h := range w.holding {
+		if _, ok := others[id]; !ok {
+			h.cancel()
+			delete(w.holding, id)
+		}
+	}
+}
+
+// heldConn is the connection held open to one peer's listener.
+type heldConn struct {
+	key    peerDownKey
+	cancel context.CancelFunc // closes it
+}
+
+// dialHeld dials node id's listener at addr and records the result as a probe's; it returns the
+// connection, or nil if the dial failed.
+func (l *liveness) dialHeld(id int32, addr string) io.ReadCloser {
+	l.mu.Lock()
+	dial := l.dial
+	l.mu.Unlock()
+	sent := time.Now()
+	c, err := dial("tcp", addr, probeTimeout)
+	pr := l.probeAt(id, addr)
+	pr.mu.Lock()
+	pr.record(sent, err)
+	pr.mu.Unlock()
+	if err != nil {
+		return nil
+	}
+	return c
+}
