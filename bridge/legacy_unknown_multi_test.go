@@ -95,18 +95,27 @@ type legacyCutClaim struct {
 	store  *zkstate.Store // the bridge's, through proxy
 	direct *zkstate.Store // the test's, also zk-1's session
 	proxy  *zktest.Proxy
-	env    *legacyEnv
-	mu     sync.Mutex
-	starts [][]legacy.PartitionOffset // a's StartRequests
-	armed  bool                       // zk-1 registered: a's next Stop is the rebalance's
+	// reconnect, when set, is what the cut does instead of letting the bridge reconnect
+	// through proxy (on an ensemble: open the way to another server).
+	reconnect func()
+	env       *legacyEnv
+	mu        sync.Mutex
+	starts    [][]legacy.PartitionOffset // a's StartRequests
+	armed     bool                       // zk-1 registered: a's next Stop is the rebalance's
 }
 
 func legacyStartCutClaim(t *testing.T) *legacyCutClaim {
 	t.Helper()
 	legacyCheckLeaks(t)
-	w := &legacyCutClaim{ctx: t.Context()}
-	var connect string
-	w.store, w.proxy, connect = legacyProxiedStore(t, 8*time.Second)
+	store, proxy, connect := legacyProxiedStore(t, 8*time.Second)
+	return legacyStartCutClaimOn(t, &legacyCutClaim{store: store, proxy: proxy}, connect)
+}
+
+// legacyStartCutClaimOn starts the group of a legacyCutClaim on w's store and proxy; the test's
+// own session connects to connect.
+func legacyStartCutClaimOn(t *testing.T, w *legacyCutClaim, connect string) *legacyCutClaim {
+	t.Helper()
+	w.ctx = t.Context()
 	w.direct = legacyOpenStore(t, connect)
 	t.Cleanup(func() { w.direct.Close() })
 	legacySetTopic(t, w.direct, "t", 2)
@@ -167,6 +176,10 @@ func (w *legacyCutClaim) register(t *testing.T) {
 func (w *legacyCutClaim) cut() {
 	w.proxy.Freeze()
 	w.proxy.SetDelay(0)
+	if w.reconnect != nil {
+		w.reconnect()
+		return
+	}
 	w.proxy.Thaw()
 }
 

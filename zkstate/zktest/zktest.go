@@ -202,6 +202,25 @@ func (s *Server) StopNode(i int) error {
 	return fmt.Errorf("node %d (pid %s) did not exit", i, pid)
 }
 
+// PauseNode stops node i (1-based) with SIGSTOP until ResumeNode: it answers nobody, neither
+// its clients nor its peers, and falls behind the ensemble meanwhile. Keep a pause well below
+// the ensemble's syncLimit (5 s with scripts/zookeeper.sh), or the leader drops the node.
+func (s *Server) PauseNode(i int) error { return s.signalNode(i, "-STOP") }
+
+// ResumeNode lets node i run again after PauseNode.
+func (s *Server) ResumeNode(i int) error { return s.signalNode(i, "-CONT") }
+
+func (s *Server) signalNode(i int, sig string) error {
+	b, err := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("node%d", i), "pid"))
+	if err != nil {
+		return err
+	}
+	if err := exec.Command("kill", sig, "--", "-"+strings.TrimSpace(string(b))).Run(); err != nil {
+		return fmt.Errorf("kill %s node %d: %w", sig, i, err)
+	}
+	return nil
+}
+
 func jarPath() string {
 	if j := os.Getenv("ZK_JAR"); j != "" {
 		return j
