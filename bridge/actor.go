@@ -132,6 +132,7 @@ func (a *actor) start(ctx context.Context) context.Context {
 	a.gs.hint = a.takeover
 	if p := a.c.peers; p != nil {
 		a.gs.placed = func(draining bool) bool { return (draining || !p.alone()) && p.owns(a.group) } // handover.go
+		a.gs.unregistered = func(node int32) bool { return !p.hasRegistration(node) }
 	}
 	a.m = a.host.machine(&a.c.cfg.Group, nil)
 	a.mirror = a.c.claimers.join(claimerConfig{store: store, group: a.group, retry: a.c.cfg.MirrorRetry, log: a.log, metrics: a.c.metrics})

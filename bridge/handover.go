@@ -242,8 +242,9 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (gro
 // takeoverHint is what a rescan read of the epoch of a group it takes over. When the epoch was
 // released or its holder had no registration at the last read of the live bridges, the load
 // takes the epoch at that version at once, then checks its holder (groupStore.takeHinted), where
-// a load without one reads the epoch and looks its holder up first: the load of each group a
-// dead bridge held takes three round trips in a row instead of five. A version that moved since
+// a load without one reads the epoch and looks its holder up first; the check and the record's
+// read go side by side once the write is answered: the load of each group a dead bridge held
+// takes two round trips in a row instead of five. A version that moved since
 // makes the load look again. A registered holder (alive, or draining: handing its groups over)
 // is waited for (wait): acquire starts from this read and the rescan's view of the holder, and
 // sets its watch on the release at once, where it read the record's existence, the epoch and

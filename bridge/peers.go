@@ -333,9 +333,10 @@ type peerWatch struct {
 
 // follow applies every later change until the watch ends: a child added or removed (a
 // bridge starts, or its session ends), or a registration's data written (a bridge drains, or
-// its proxy listeners change). A change of children is read in full; a registration's new data
-// is the one its watch read as it set itself again, a round trip less on the way of every
-// handover (the others are as last read).
+// its proxy listeners change). A change of children that adds one is read in full; one that
+// only removes (a crash's expiry) is applied as known, a round trip less on the way of every
+// takeover; a registration's new data is the one its watch read as it set itself again, a round
+// trip less on the way of every handover (the others are as last read).
 func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
 	refresh := make(chan struct{}, 1)
 	var pendingMu sync.Mutex
@@ -392,8 +393,18 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			if !ok {
 				return
 			}
+			gone := children
 			children = ev.Children
 			track(children)
+			if left, ok := removed(known, gone, children); ok {
+				// Only bridges gone (a session expired, a drained bridge deleted its
+				// registration): the others are as known, and their data watches tell any
+				// change; nothing to read on the way of a crash's takeover.
+				known = left
+				p.children.Store(&children)
+				p.publish(p.parse(children, known))
+				continue
+			}
 			known = p.apply(ctx, store, children)
 		case <-refresh:
 			pendingMu.Lock()
@@ -415,6 +426,24 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			p.publish(p.parse(children, known))
 		}
 	}
+}
+
+// removed is known without the children gone, when children is was less some of them and every
+// child left has a registration known: false when a child is new (its registration must be read)
+// or known is not complete.
+func removed(known map[string]zkstate.Read, was, children []string) (map[string]zkstate.Read, bool) {
+	if known == nil || len(children) >= len(was) {
+		return nil, false
+	}
+	left := make(map[string]zkstate.Read, len(children))
+	for _, c := range children {
+		r, ok := known[c]
+		if !ok || !slices.Contains(was, c) {
+			return nil, false
+		}
+		left[c] = r
+	}
+	return left, true
 }
 
 // apply reads the registrations of children and publishes the view they make; it returns

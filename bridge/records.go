@@ -88,6 +88,10 @@ type groupStore struct {
 	// placed, when set, says whether the group maps to this bridge (handover.go) for a holder
 	// that is alive and draining or not: then that holder is waited for rather than refused.
 	placed func(draining bool) bool
+	// unregistered, when set, says whether a node had no registration at the last read of the
+	// live bridges (handover.go: hasRegistration): acquire then takes a held epoch as a rescan's
+	// takeover does (takeHinted), where it read the holder's registration first.
+	unregistered func(node int32) bool
 	// ownOnly leaves the 0.8 offsets (/consumers/<g>/offsets) out of every write: set for a
 	// finalized group, whose truth is the bridge's own offset records (modes.go).
 	ownOnly bool
@@ -159,6 +163,17 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		// An epoch that names no holder (not written by a bridge), or one its holder released
 		// (handover.go), is taken over as one of a bridge that is gone.
 		if owner, err := zkstate.ParseEpoch(cur.data); err == nil && owner.NodeID != g.nodeID && !owner.Released {
+			if !cur.holderKnown && g.unregistered != nil && g.unregistered(owner.NodeID) {
+				// The holder's session ended (a crash: its registration went) and a request
+				// came before the rescan: take the epoch at the version read and check the
+				// holder after, as the rescan's takeover does, a round trip less.
+				h := &takeoverHint{version: cur.st.Version, mzxid: cur.st.Mzxid, holder: owner.NodeID}
+				if took, err := g.takeHinted(ctx, p, mine, h); took || err != nil {
+					return err
+				}
+				conflicts++
+				continue
+			}
 			alive, draining, err := g.holderAlive(ctx, owner.NodeID, cur)
 			if err != nil {
 				return fmt.Errorf("take over group %q: %w", g.group, err)
@@ -208,6 +223,12 @@ func (g *groupStore) acquire(ctx context.Context) error {
 // this way (a holder that came back while its groups were being taken) is released again at
 // once, before anything was answered, and the group refused: its holder loads it again. took is
 // false, with no error, when the epoch moved since the read.
+//
+// A load reads the group's record beside that check, both sent once the write is answered: the
+// read then comes after our write as the record read after acquire always did (it sees every
+// write of the holder, whose writes after ours fail on the epoch), and the load waits one round
+// trip for both where it waited one for each in a row. A record read for a holder found alive is
+// dropped with the group.
 func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *takeoverHint) (took bool, err error) {
 	var record <-chan recordRead
 	if h.released && h.session != 0 && g.loading {
@@ -227,6 +248,9 @@ func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *t
 	}
 	if h.holder == g.nodeID {
 		return true, nil
+	}
+	if g.loading {
+		g.record0 = g.readRecord(ctx, 0)
 	}
 	alive, reg, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
 	if err != nil {
