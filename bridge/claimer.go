@@ -571,10 +571,45 @@ func (cl *claimer) reconcile(ctx context.Context, held *mirrorState, want mirror
 	}
 	drop(held.ids, want.ids, false)
 	cl.publishOurs(held.ids, want.ids)
+	cl.addBatch(ctx, held, want)
 	add(held.ids, want.ids)
 	add(held.owners, want.owners)
 	cl.publishOurs(held.ids, nil)
 	return ok
+}
+
+// addBatch creates every registration, hosted-member and owner znode of want that held lacks in
+// one Multi (zkstate.CreateEphemerals), when there are several: a group's mirror is a dozen
+// znodes or more, which one by one cost as many round trips in a row and as many writes of
+// ZooKeeper; a crash's survivors restore every group of the dead bridge at once, and those writes
+// queued their own session's reads and commits behind them. When the Multi fails (a znode is held,
+// by another session or ours already, or the answer was lost), the creates one by one follow, as
+// before: they tell which is whose.
+func (cl *claimer) addBatch(ctx context.Context, held *mirrorState, want mirrorState) {
+	nodes := map[string][]byte{}
+	for _, kind := range [][2]map[string][]byte{{held.ids, want.ids}, {held.owners, want.owners}} {
+		for p, d := range kind[1] {
+			if _, there := kind[0][p]; !there {
+				nodes[p] = d
+			}
+		}
+	}
+	if len(nodes) < 2 {
+		return
+	}
+	err := cl.store.CreateEphemerals(ctx, nodes)
+	if err != nil {
+		cl.log.Debug().Err(err).Int("znodes", len(nodes)).Msg("mirror: the batch of creates failed; creating one by one")
+		return
+	}
+	cl.noteCreate(nil, nodes)
+	for p, d := range nodes {
+		if _, ok := want.ids[p]; ok {
+			held.ids[p] = d
+		} else {
+			held.owners[p] = d
+		}
+	}
 }
 
 // createUnsettled reports whether a create that failed with err may have been applied all the

@@ -206,3 +206,40 @@ func failoverTakeover(t *testing.T, connect string, zk *zkstate.Store, names []s
 	}
 	return taken, answered
 }
+
+// A group restored from its record (a crash's survivor, a restart) mirrors its generation in
+// one Multi: its members' registrations, hosted-member znodes and six owner znodes (ten
+// ephemerals), where it created them one by one, a round trip and a write of ZooKeeper each, in
+// the window where a survivor loads every group of the dead bridge. Here a bridge restarts under
+// a Stable group of two static members.
+func TestIntegration_RestoredGroupMirroredInOneMulti(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	name := "mirrored"
+	insts := [2]group.InstanceID{"i1", "i2"}
+	a := startBridge(t, connect, 9001, nil)
+	stableGroup(t, a, name, insts)
+	mirrorsSixOwners(t, zk, name)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, connect, 9001, nil)
+	quiet(t, b)
+	before := zkRequestsOf(t, b)
+	if h := do[group.HeartbeatReply](t, b, name, func(tok group.Token) group.Event {
+		return group.Heartbeat{Token: tok, MemberID: "a", InstanceID: insts[0], Generation: 1}
+	}); h.Err != group.ErrNone {
+		t.Fatalf("heartbeat after the restart: %+v, want the generation restored", h)
+	}
+	mirrorsSixOwners(t, zk, name)
+	ids, _, err := zk.Children(t.Context(), zkstate.IDsPath(name))
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("registrations after the restart: %v (%v), want the two members'", ids, err)
+	}
+	quiet(t, b)
+	by, total := requestsSince(before, zkRequestsOf(t, b))
+	if by[zkstate.ReqCreate] > 0 || by[zkstate.ReqMulti] > 1 {
+		t.Errorf("the restored group's load and mirror sent %v (%v in all), want no create and one multi", by, total)
+	}
+}

@@ -74,3 +74,82 @@ func (s *Store) DeleteEphemerals(ctx context.Context, nodes map[string][]byte, a
 	}
 	return notOurs, nil
 }
+
+// CreateEphemerals is CreateEphemeral for many nodes in one atomic Multi: one round trip and one
+// write of ZooKeeper whatever their number, where one by one they cost a round trip and a write
+// each. When a persistent parent is missing, the Multi fails and is sent again with the missing
+// parents (looked up in one pipelined wave first, and made in it): three round trips.
+// Every node created is remembered as CreateEphemeral remembers it. Each path's ephemeral lock is
+// held across the Multi, so that nothing of this process makes or deletes a node in between.
+//
+// An error means none was made: one is taken (by another session, or by ours already), a parent
+// could not be made, or the Multi's answer was lost (then it may have been applied: the nodes
+// are ours, which CreateEphemeral one by one finds). The caller may create them one by one then.
+// With fewer than two nodes, nothing is sent and ErrBatchTooSmall is returned.
+func (s *Store) CreateEphemerals(ctx context.Context, nodes map[string][]byte) error {
+	if len(nodes) < 2 {
+		return ErrBatchTooSmall
+	}
+	paths := make([]string, 0, len(nodes))
+	for p := range nodes {
+		if err := validatePath(p); err != nil || p == "/" {
+			if err == nil {
+				err = errors.New("cannot create the root")
+			}
+			return pathErr("create ephemerals", p, err)
+		}
+		paths = append(paths, p)
+	}
+	slices.Sort(paths) // every lock taken in one order: no two batches wait for each other
+	for i, p := range paths {
+		if err := s.eph.lock(ctx, p); err != nil {
+			for _, q := range paths[:i] {
+				s.eph.unlock(q)
+			}
+			return pathErr("create ephemerals", p, err)
+		}
+	}
+	defer func() {
+		for _, p := range paths {
+			s.eph.unlock(p)
+		}
+	}()
+	data := make([][]byte, len(paths))
+	for i, p := range paths {
+		data[i] = slices.Clone(nodes[p])
+	}
+	create := func(parents bool) error {
+		ops := make([]Op, len(paths))
+		for i, p := range paths {
+			ops[i] = CreateOp(p, data[i], CreateOptions{Ephemeral: true, Parents: parents})
+		}
+		return s.MultiAtomic(ctx, ops...)
+	}
+	before := s.SessionID()
+	// The parents are there as a rule (a group's mirror made again): looked up only when the
+	// Multi finds one missing.
+	err := create(false)
+	if errors.Is(err, ErrNoNode) {
+		err = create(true)
+	}
+	if err != nil {
+		return err
+	}
+	after := s.SessionID()
+	kick := false
+	for i, p := range paths {
+		e := &ephemeral{data: data[i]}
+		if before == after {
+			e.owner, e.versionIn = before, before // made by this call: version 0
+		}
+		s.eph.set(p, e)
+		kick = kick || e.owner == 0
+	}
+	if kick {
+		s.kickReclaim() // the session changed under us: let the reclaimer check the nodes
+	}
+	return nil
+}
+
+// ErrBatchTooSmall: CreateEphemerals was given fewer than two nodes; create them one by one.
+var ErrBatchTooSmall = errors.New("zkstate: fewer than two nodes to create in one batch")

@@ -1,6 +1,8 @@
 package zkstate_test
 
 import (
+	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -100,5 +102,62 @@ func TestIntegration_DeleteEphemeralsWithAlso(t *testing.T) {
 	}
 	if m, set := after[zkstate.ReqMulti]-before[zkstate.ReqMulti], after[zkstate.ReqSet]-before[zkstate.ReqSet]; m != 1 || set != 0 {
 		t.Errorf("%d multis and %d sets, want the release in the one multi", m, set)
+	}
+}
+
+// CreateEphemerals makes many ephemerals in one Multi when their parents are there, and in a
+// second Multi with the missing parents (looked up in one wave) when one is not; it remembers
+// each as CreateEphemeral does (SetEphemeral then writes one at the version it knows, without
+// reading it). When one of them is taken, by another session, none is made.
+func TestIntegration_CreateEphemeralsAtOnce(t *testing.T) {
+	connect := zktest.Connect(t)
+	s := zktest.OpenStore(t, connect)
+	other := zktest.OpenStore(t, connect)
+	ctx := timeout(t, 30*time.Second)
+	count := func(before, after map[string]int64) (multis, creates, exists int64) {
+		return after[zkstate.ReqMulti] - before[zkstate.ReqMulti], after[zkstate.ReqCreate] - before[zkstate.ReqCreate], after[zkstate.ReqExists] - before[zkstate.ReqExists]
+	}
+	first := map[string][]byte{"/c/ids/a": []byte("a"), "/c/owners/t/0": []byte("a-0")}
+	before := s.Requests()
+	if err := s.CreateEphemerals(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if m, c, _ := count(before, s.Requests()); m != 2 || c != 0 {
+		t.Errorf("parents missing: %d multis and %d creates, want two multis (the second with the parents)", m, c)
+	}
+	nodes := map[string][]byte{"/c/ids/b": []byte("b"), "/c/owners/t/1": []byte("b-0"), "/c/owners/t/2": []byte("b-0")}
+	before = s.Requests()
+	if err := s.CreateEphemerals(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if m, c, e := count(before, s.Requests()); m != 1 || c != 0 || e != 0 {
+		t.Errorf("parents there: %d multis, %d creates, %d exists, want one multi and nothing else", m, c, e)
+	}
+	maps.Copy(nodes, first)
+	for p, want := range nodes {
+		data, st, err := s.Get(ctx, p)
+		if err != nil || string(data) != string(want) || st.EphemeralOwner != s.SessionID() {
+			t.Errorf("%s: %q owner %x (%v), want %q, ours", p, data, st.EphemeralOwner, err, want)
+		}
+	}
+	before = s.Requests()
+	if err := s.SetEphemeral(ctx, "/c/owners/t/1", []byte("c-0")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Requests(); got[zkstate.ReqGet] != before[zkstate.ReqGet] || got[zkstate.ReqExists] != before[zkstate.ReqExists] {
+		t.Errorf("SetEphemeral of a node made in the batch read it first (%v → %v): not remembered", before, got)
+	}
+
+	if err := other.CreateEphemeral(ctx, "/c/owners/t/3", []byte("x-0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateEphemerals(ctx, map[string][]byte{"/c/owners/t/4": []byte("a-0"), "/c/owners/t/3": []byte("a-0")}); err == nil {
+		t.Fatal("CreateEphemerals with a node another session holds succeeded")
+	}
+	if ok, _, err := s.Exists(ctx, "/c/owners/t/4"); err != nil || ok {
+		t.Errorf("/c/owners/t/4 exists %v (%v) after the batch failed, want none made", ok, err)
+	}
+	if err := s.CreateEphemerals(ctx, map[string][]byte{"/c/owners/t/5": []byte("a-0")}); !errors.Is(err, zkstate.ErrBatchTooSmall) {
+		t.Errorf("CreateEphemerals of one node: %v, want ErrBatchTooSmall", err)
 	}
 }
