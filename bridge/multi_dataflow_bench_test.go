@@ -43,7 +43,10 @@ import (
 //   - sessions-lost: members that ended their session with partitions (kgo's OnPartitionsLost:
 //     a heartbeat or commit that failed for good, e.g. two lookups in a row at dead addresses).
 //
-// and, to split the failover's time: expiry-ms, from the kill until the dead bridge's
+// and, to split the failover's time: takeover-zk-max-ms, the same as takeover-max-ms on
+// ZooKeeper's clock (the epoch's mtime less the kill: this process, with the clients, polls late
+// when the machine is busy) and takeover-zk-spread-ms, the first takeover to the last on that
+// clock (the survivors' loads side by side, or queued); expiry-ms, from the kill until the dead bridge's
 // registration is gone (ZooKeeper expired its session; the survivors are told at about the same
 // time); takeover-p50-ms and served-p50-ms over the moved groups; served-after-takeover-max-ms,
 // the longest time between a group's takeover and its first new commit (the clients' share).
@@ -104,12 +107,12 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		// just after it, and is not a survivor serving the group.
 		atKill := f.offsets(b)
 		// Both polled at once: a group's offsets may advance before the last takeover.
-		var takeover map[string]time.Duration
+		var takeover, takeoverZK map[string]time.Duration
 		var takeoverErr error
 		took := make(chan struct{})
 		go func() {
 			defer close(took)
-			takeover, takeoverErr = f.waitEpochs(affected, dead, killed, session+30*time.Second)
+			takeover, takeoverZK, takeoverErr = f.waitEpochs(affected, dead, killed, session+30*time.Second)
 		}()
 		served := f.waitAdvance(b, affected, atKill, killed, session+60*time.Second)
 		<-took
@@ -136,6 +139,8 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		b.ReportMetric(float64(lost), "sessions-lost")
 		b.ReportMetric(float64(quantile(takeover, 1).Milliseconds()), "takeover-max-ms")
 		b.ReportMetric(float64(quantile(takeover, 0.5).Milliseconds()), "takeover-p50-ms")
+		b.ReportMetric(float64(quantile(takeoverZK, 1).Milliseconds()), "takeover-zk-max-ms")
+		b.ReportMetric(float64((quantile(takeoverZK, 1) - quantile(takeoverZK, 1/float64(max(len(takeoverZK), 1)))).Milliseconds()), "takeover-zk-spread-ms")
 		b.ReportMetric(float64(quantile(served, 1).Milliseconds()), "served-max-ms")
 		b.ReportMetric(float64(quantile(served, 0.5).Milliseconds()), "served-p50-ms")
 		b.ReportMetric(float64(after.Milliseconds()), "served-after-takeover-max-ms")
@@ -542,13 +547,14 @@ func (f *failoverRun) offsets(b *testing.B) map[string]int64 {
 }
 
 // waitEpochs returns, for each of groups, how long after killed its epoch was first seen held by
-// a bridge other than dead.
-func (f *failoverRun) waitEpochs(groups []string, dead int32, killed time.Time, timeout time.Duration) (map[string]time.Duration, error) {
+// a bridge other than dead, and how long after killed that bridge wrote it on ZooKeeper's clock
+// (the znode's mtime: the server runs on this machine).
+func (f *failoverRun) waitEpochs(groups []string, dead int32, killed time.Time, timeout time.Duration) (map[string]time.Duration, map[string]time.Duration, error) {
 	left := slices.Clone(groups)
-	out := map[string]time.Duration{}
+	out, zk := map[string]time.Duration{}, map[string]time.Duration{}
 	for len(left) > 0 {
 		if time.Since(killed) > timeout {
-			return nil, fmt.Errorf("%d groups still held by the dead bridge %v after the kill", len(left), timeout)
+			return nil, nil, fmt.Errorf("%d groups still held by the dead bridge %v after the kill", len(left), timeout)
 		}
 		paths := make([]string, len(left))
 		for i, g := range left {
@@ -565,12 +571,13 @@ func (f *failoverRun) waitEpochs(groups []string, dead int32, killed time.Time, 
 					continue
 				}
 				out[left[i]] = now
+				zk[left[i]] = r.Stat.Mtime.Sub(killed)
 			}
 			left = still
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return out, nil
+	return out, zk, nil
 }
 
 // waitAdvance returns, for each of groups, how long after killed it was first seen to have
