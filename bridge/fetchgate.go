@@ -19,7 +19,14 @@ package bridge
 //   - a mixed group whose members held a claim when the session was lost stays fenced for
 //     fetches until it has claimed again in the new session (its members rejoined and the
 //     previous owners let go), or has no member left, or the longest session timeout of its
-//     members has passed (they gave up by then).
+//     members has passed (they gave up by then);
+//   - what the gate allows, it allows until the lease it read lapses: the relay withholds a
+//     response it has not written by then, and cuts one still being written (newproto's
+//     writer). A process paused between the gate's answer and the write would otherwise hand
+//     the members records after the session expired and the partitions were taken, as soon as
+//     it runs again (TestIntegration_MixedBridgeKilled/paused caught it once in CI; a 30 ms
+//     sleep put between the two made it fail every time). What is left is a pause between the
+//     writer's last look at the clock and the write itself.
 //
 // The relay cannot tell which group a Fetch is for (Fetch names partitions, not groups), so a
 // fenced group closes the gate for every fetch through the bridge: a lost session is rare and
@@ -41,7 +48,9 @@ import (
 var errFetchGated = errors.New("fetch withheld")
 
 // voucher is what the gate needs of the Store: its session lease (zkstate/lease.go).
-type voucher interface{ Vouched(now time.Time) bool }
+type voucher interface {
+	VouchedUntil(now time.Time) (time.Time, bool)
+}
 
 var _ voucher = (*zkstate.Store)(nil)
 
@@ -55,26 +64,32 @@ type fetchGate struct {
 	n      atomic.Int32         // len(fenced): the common case takes no lock
 }
 
-// allow is relay.Config.FetchGate.
-func (g *fetchGate) allow(now time.Time) error {
+// allow is relay.Config.FetchGate. What it allows it allows until the session lease it read
+// lapses: a response the relay has not written by then (the process was paused or starved
+// after asking) is withheld too, since the server may have expired the session meanwhile.
+func (g *fetchGate) allow(now time.Time) (time.Time, error) {
 	if g.claims.Load() == 0 && g.n.Load() == 0 {
-		return nil // no Kafka member owns a partition the other kinds could take
+		return time.Time{}, nil // no Kafka member owns a partition the other kinds could take
 	}
-	if lease, _ := g.lease.Load().(voucher); lease == nil || !lease.Vouched(now) {
-		return fmt.Errorf("%w: no ZooKeeper reply in this session for nine tenths of its timeout; it may have expired, and the Kafka members' partitions with it", errFetchGated)
+	var lease time.Time
+	if v, _ := g.lease.Load().(voucher); v != nil {
+		lease, _ = v.VouchedUntil(now)
+	}
+	if lease.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: no ZooKeeper reply in this session for nine tenths of its timeout; it may have expired, and the Kafka members' partitions with it", errFetchGated)
 	}
 	if g.n.Load() == 0 {
-		return nil
+		return lease, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for name, until := range g.fenced {
 		if now.Before(until) {
-			return fmt.Errorf("%w: mixed group %q lost its owner znodes with a ZooKeeper session and has not claimed them again", errFetchGated, name)
+			return time.Time{}, fmt.Errorf("%w: mixed group %q lost its owner znodes with a ZooKeeper session and has not claimed them again", errFetchGated, name)
 		}
 		g.clearLocked(name)
 	}
-	return nil
+	return lease, nil
 }
 
 // fence closes the gate for group name until it claims again, at most until until.

@@ -378,8 +378,10 @@ func (c *conn) write(ctx context.Context, ends <-chan readEnd) string {
 					Int32("correlation_id", r.corr).Msg("request not answered; closing connection")
 				return "request failed"
 			}
+			var until time.Time // a relayed Fetch response's horizon
 			if r.key == int16(kmsg.Fetch) && (r.raw != nil || r.stream != nil) {
-				if err := c.fetchGate(); err != nil {
+				var err error
+				if until, err = c.fetchGate(); err != nil {
 					c.log.Warn().Err(err).Int32("correlation_id", r.corr).
 						Msg("relayed Fetch response withheld; closing connection")
 					if r.raw != nil {
@@ -394,13 +396,18 @@ func (c *conn) write(ctx context.Context, ends <-chan readEnd) string {
 				var err error
 				switch {
 				case r.stream != nil:
-					err = c.writeStream(r.stream)
+					err = c.writeStream(r.stream, until)
 				case r.raw != nil:
-					err = c.writeFrame(r.raw)
-					c.relay.Release(r.raw) // written: nothing refers to it
+					err = c.writeFrame(r.raw, until)
+					c.relay.Release(r.raw) // written or dropped: nothing refers to it
 				default:
 					buf = appendResponse(buf[:0], r.corr, r.resp)
-					err = c.writeFrame(buf)
+					err = c.writeFrame(buf, time.Time{})
+				}
+				if errors.Is(err, errFetchLapsed) {
+					c.log.Warn().Err(err).Int32("correlation_id", r.corr).
+						Msg("relayed Fetch response withheld; closing connection")
+					return "fetch gated"
 				}
 				if err != nil {
 					if ctx.Err() == nil {
@@ -431,34 +438,73 @@ func (c *conn) write(ctx context.Context, ends <-chan readEnd) string {
 }
 
 // fetchGate asks the relay whether a relayed Fetch response may be
-// written now.
-func (c *conn) fetchGate() error {
+// written now, and until when (zero: no bound).
+func (c *conn) fetchGate() (time.Time, error) {
 	if c.relay == nil {
-		return nil
+		return time.Time{}, nil
 	}
 	return c.relay.FetchGate(time.Now())
 }
 
-// writeStream writes a streamed response under the same deadline as a
-// frame.
-func (c *conn) writeStream(stream func(io.Writer) error) error {
+// errFetchLapsed: the FetchGate's answer lapsed before its response was
+// written.
+var errFetchLapsed = errors.New("the fetch gate's answer lapsed before the response was written (the process was paused or starved between the two)")
+
+// writeDeadline is the deadline of a write: IdleTimeout on, and no later
+// than until (a Fetch response's horizon; zero: none), which is checked
+// right before the write: a process paused after the gate's answer must
+// not write the response once it may be another consumer's.
+func (c *conn) writeDeadline(until time.Time) time.Time {
 	var deadline time.Time
 	if c.s.cfg.IdleTimeout > 0 {
 		deadline = time.Now().Add(c.s.cfg.IdleTimeout)
 	}
-	_ = c.nc.SetWriteDeadline(deadline)
-	err := stream(c.nc)
-	c.lastWrite.Store(time.Now().UnixNano())
-	return err
+	if !until.IsZero() && (deadline.IsZero() || until.Before(deadline)) {
+		deadline = until
+	}
+	return deadline
 }
 
-func (c *conn) writeFrame(buf []byte) error {
-	var deadline time.Time
-	if c.s.cfg.IdleTimeout > 0 {
-		deadline = time.Now().Add(c.s.cfg.IdleTimeout)
+// lapsed reports whether now is past until, by either clock (a stopped
+// process keeps the monotonic one going, a suspended machine the wall
+// clock); a zero until never lapses.
+func lapsed(until time.Time) bool {
+	if until.IsZero() {
+		return false
 	}
-	_ = c.nc.SetWriteDeadline(deadline)
+	now := time.Now()
+	return !now.Before(until) || !now.Round(0).Before(until.Round(0))
+}
+
+// writeStream writes a streamed response under the same deadline as a
+// frame.
+func (c *conn) writeStream(stream func(io.Writer) error, until time.Time) error {
+	_ = c.nc.SetWriteDeadline(c.writeDeadline(until))
+	if lapsed(until) {
+		return errFetchLapsed
+	}
+	err := stream(c.nc)
+	c.lastWrite.Store(time.Now().UnixNano())
+	return lapsedWrite(err, until)
+}
+
+// writeFrame writes one frame, no later than until (zero: no bound).
+func (c *conn) writeFrame(buf []byte, until time.Time) error {
+	_ = c.nc.SetWriteDeadline(c.writeDeadline(until))
+	if lapsed(until) {
+		return errFetchLapsed
+	}
 	_, err := c.nc.Write(buf)
 	c.lastWrite.Store(time.Now().UnixNano())
+	return lapsedWrite(err, until)
+}
+
+// lapsedWrite is a write's error, errFetchLapsed when its deadline was
+// until's: the client got part of the frame at most, and the connection
+// closes.
+func lapsedWrite(err error, until time.Time) error {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && lapsed(until) {
+		return fmt.Errorf("%w: %w", errFetchLapsed, err)
+	}
 	return err
 }

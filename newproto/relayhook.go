@@ -38,9 +38,13 @@ type RelayConn interface {
 	// into the Handler's ApiVersions answer.
 	APIVersions(ctx context.Context, resp kmsg.Response) (kmsg.Response, error)
 	// FetchGate is asked before a relayed Fetch response is written: an
-	// error withholds it and closes the connection. It runs on the
-	// connection's writer, so it must be cheap and must not block.
-	FetchGate(now time.Time) error
+	// error withholds it and closes the connection. until, unless zero,
+	// is how long the answer holds: a response not written by then (the
+	// process was paused or starved after the answer) is withheld too,
+	// and one whose write is still going on is cut, which closes the
+	// connection. It runs on the connection's writer, so it must be cheap
+	// and must not block.
+	FetchGate(now time.Time) (until time.Time, err error)
 	// Release takes back a relayed frame (Relayed.Raw) once it was
 	// written or dropped: nothing refers to it any more.
 	Release(raw []byte)

@@ -204,7 +204,7 @@ func (c *conn) authenticate(ctx context.Context) bool {
 	var buf []byte
 	write := func(corr int32, resp kmsg.Response) bool {
 		buf = appendResponse(buf[:0], corr, resp)
-		return c.writeFrame(buf) == nil
+		return c.writeFrame(buf, time.Time{}) == nil
 	}
 	for {
 		frame, err := c.readFrame() // limits.go
@@ -220,7 +220,7 @@ func (c *conn) authenticate(ctx context.Context) bool {
 				return false
 			}
 			buf = binary.BigEndian.AppendUint32(buf[:0], uint32(len(r.out)))
-			if c.writeFrame(append(buf, r.out...)) != nil {
+			if c.writeFrame(append(buf, r.out...), time.Time{}) != nil {
 				return false
 			}
 			if r.done {

@@ -413,16 +413,16 @@ func (rc *relayConn) APIVersions(ctx context.Context, resp kmsg.Response) (kmsg.
 }
 
 // FetchGate asks Config.FetchGate whether a relayed Fetch response may be
-// written now, and counts a refusal.
-func (rc *relayConn) FetchGate(now time.Time) error {
+// written now, and until when, and counts a refusal.
+func (rc *relayConn) FetchGate(now time.Time) (time.Time, error) {
 	if rc.p.cfg.FetchGate == nil {
-		return nil
+		return time.Time{}, nil
 	}
-	err := rc.p.cfg.FetchGate(now)
+	until, err := rc.p.cfg.FetchGate(now)
 	if err != nil {
 		rc.p.metrics.failure("fetch_gated")
 	}
-	return err
+	return until, err
 }
 
 // Release recycles a relayed response frame the writer is done with.

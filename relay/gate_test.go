@@ -24,23 +24,30 @@ import (
 // withheld and their connections closed; everything else is relayed as
 // usual, and once it opens again clients fetch again.
 
-// testGate is a FetchGate the test opens and closes.
+// testGate is a FetchGate the test opens and closes. Lapsing, it
+// answers open for 5 ms and then stalls for 50 ms before it returns, as
+// a process paused between the gate's answer and the write.
 type testGate struct {
-	closed atomic.Bool
-	calls  atomic.Int64
+	closed, lapsing atomic.Bool
+	calls           atomic.Int64
 }
 
 var errGateClosed = errors.New("test gate closed")
 
-func (g *testGate) check(now time.Time) error {
+func (g *testGate) check(now time.Time) (time.Time, error) {
 	g.calls.Add(1)
 	if now.IsZero() {
-		return errors.New("FetchGate called without a time")
+		return time.Time{}, errors.New("FetchGate called without a time")
 	}
 	if g.closed.Load() {
-		return errGateClosed
+		return time.Time{}, errGateClosed
 	}
-	return nil
+	if g.lapsing.Load() {
+		until := time.Now().Add(5 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
+		return until, nil
+	}
+	return time.Time{}, nil
 }
 
 // logBuffer collects log lines written from any goroutine.
@@ -64,7 +71,7 @@ func (b *logBuffer) count(s string) int {
 // startGatedRelay is startRelay (three kfake brokers, topic orders with
 // three partitions) with gate as the FetchGate and the log also to logs;
 // each partition of orders is led by its own broker.
-func startGatedRelay(t *testing.T, gate func(time.Time) error, logs io.Writer) *relayEnv {
+func startGatedRelay(t *testing.T, gate func(time.Time) (time.Time, error), logs io.Writer) *relayEnv {
 	t.Helper()
 	e := startRelay(t, relayOpts{fetchGate: gate, logs: logs})
 	e.pinLeaders(t, "orders", 3)
@@ -156,13 +163,14 @@ func TestRelayFetchGate(t *testing.T) {
 				fetchOK(t)
 			})
 
-			t.Run("closed", func(t *testing.T) {
-				gate.closed.Store(true)
+			// withheldFetch sends a Metadata and a Fetch request: the
+			// response before the Fetch is written, the Fetch's is not.
+			// Both requests go in one write: the server has read
+			// everything when it closes, so the close is a FIN, not a
+			// reset that could drop bytes.
+			withheldFetch := func(t *testing.T, counted float64) {
+				t.Helper()
 				before, logged := failures(), logs.count(withheld)
-				// The response before the Fetch is written, the
-				// Fetch's is not. Both requests go in one write: the
-				// server has read everything when it closes, so the
-				// close is a FIN, not a reset that could drop bytes.
 				c := kafkatest.Dial(t, proxy)
 				kafkatest.CheckAlive(t, c)
 				md := kmsg.NewPtrMetadataRequest()
@@ -177,12 +185,19 @@ func TestRelayFetchGate(t *testing.T) {
 				if rest := readRest(t, c); len(rest) != 0 {
 					t.Fatalf("%d bytes written after the withheld Fetch response, want none", len(rest))
 				}
-				if got := failures() - before; got != 1 {
-					t.Errorf("fetch_gated failures went up by %v, want 1", got)
+				if got := failures() - before; got != counted {
+					t.Errorf("fetch_gated failures went up by %v, want %v", got, counted)
 				}
 				if got := logs.count(withheld) - logged; got != 1 {
 					t.Errorf("%q logged %d times, want once", withheld, got)
 				}
+			}
+
+			t.Run("closed", func(t *testing.T) {
+				gate.closed.Store(true)
+				withheldFetch(t, 1)
+				md := kmsg.NewPtrMetadataRequest()
+				md.SetVersion(9)
 
 				// Other requests, on a fresh connection, are relayed
 				// without asking the gate.
@@ -218,6 +233,17 @@ func TestRelayFetchGate(t *testing.T) {
 				if got := gate.calls.Load() - calls; got != 0 {
 					t.Errorf("FetchGate asked %d times for non-Fetch requests, want 0", got)
 				}
+			})
+
+			// The gate answered open, but its answer lapsed before the
+			// response could be written (the process was paused in
+			// between): the response is withheld all the same. (Not
+			// counted in fetch_gated: the gate did not refuse.)
+			t.Run("lapsed", func(t *testing.T) {
+				gate.closed.Store(false)
+				gate.lapsing.Store(true)
+				defer gate.lapsing.Store(false)
+				withheldFetch(t, 0)
 			})
 
 			t.Run("reopened", func(t *testing.T) {

@@ -143,10 +143,14 @@ type Config struct {
 	// it cannot vouch that its groups' members still own what they fetch
 	// (its ZooKeeper session in doubt, or lost and its groups not yet
 	// rebalanced): a fetch then could hand out records of a partition
-	// another consumer has taken. It runs on every relayed Fetch
+	// another consumer has taken. until, unless zero, is how long its
+	// answer holds: a response not written in full by then is withheld
+	// (or cut) and the connection closed as well, since a process paused
+	// between the answer and the write would otherwise hand it out
+	// after its session may have expired. It runs on every relayed Fetch
 	// response, on the connection's writer, so it must be cheap and
 	// must not block.
-	FetchGate func(now time.Time) error
+	FetchGate func(now time.Time) (until time.Time, err error)
 	// Peers, when set, names the other bridges fronting the same
 	// cluster (several bridges as one service, peers.go): Metadata then
 	// lists them too, and names each upstream broker at the proxy

@@ -62,9 +62,9 @@ type relayOpts struct {
 	logLevel       zerolog.Level
 	kfakeOpts      []kfake.Opt
 	coord          newproto.Coordinator
-	fetchGate      func(time.Time) error // Config.FetchGate
-	peers          relay.Peers           // Config.Peers
-	logs           io.Writer             // also gets the log, when set
+	fetchGate      func(time.Time) (time.Time, error) // Config.FetchGate
+	peers          relay.Peers                        // Config.Peers
+	logs           io.Writer                          // also gets the log, when set
 	// dial, when set, is the upstream's dialer (UpstreamConfig.Dial): TLS to brokers.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// sasl: the brokers require SASL (SCRAM-SHA-512 user saslUser), and the server

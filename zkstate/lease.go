@@ -43,11 +43,22 @@ type lease struct {
 // this session. It is false before the first probe reply and from an expiry until a probe of
 // the new session is answered.
 func (s *Store) Vouched(now time.Time) bool {
+	_, ok := s.VouchedUntil(now)
+	return ok
+}
+
+// VouchedUntil is Vouched, and until when the lease it read holds: what the Store vouched for
+// at now, it vouches for until then only (a process paused after asking must not act on the
+// answer afterwards).
+func (s *Store) VouchedUntil(now time.Time) (time.Time, bool) {
 	l := s.lease.Load()
 	if l == nil || l.session != s.conn.SessionID() {
-		return false
+		return time.Time{}, false
 	}
-	return now.Before(l.until) && now.Round(0).Before(l.until.Round(0))
+	if now.Before(l.until) && now.Round(0).Before(l.until.Round(0)) {
+		return l.until, true
+	}
+	return time.Time{}, false
 }
 
 // LeaseUntil is when the current lease lapses (zero without one); for logs and tests.

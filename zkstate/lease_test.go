@@ -28,6 +28,13 @@ func TestIntegration_LeaseVouchesWhileConnected(t *testing.T) {
 	if s.Vouched(time.Now().Add(timeout)) {
 		t.Errorf("vouched a whole timeout from now: no probe can vouch for that")
 	}
+	// VouchedUntil answers Vouched with the lease it read: until then, and not at all after it.
+	if until, ok := s.VouchedUntil(time.Now()); !ok || until.Before(s.LeaseUntil().Add(-timeout/2)) || !time.Now().Before(until) {
+		t.Errorf("VouchedUntil(now) = %v, %v, want true and the lease (until %v)", until, ok, s.LeaseUntil())
+	}
+	if until, ok := s.VouchedUntil(time.Now().Add(timeout)); ok || !until.IsZero() {
+		t.Errorf("VouchedUntil a whole timeout from now = %v, %v, want nothing", until, ok)
+	}
 }
 
 // Cut from the server, the Store stops vouching for its session before the server expires it
