@@ -333,7 +333,9 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 	for i := range groups {
 		g := fmt.Sprintf("fo-%d", i)
 		f.names = append(f.names, g)
+		f.mu.Lock() // the members of the groups made before may be assigned meanwhile
 		f.held[g] = map[int32]string{}
+		f.mu.Unlock()
 		for m := range 3 {
 			member := fmt.Sprintf("%s-m%d", g, m)
 			gap, fetched := &commitGap{group: g, member: member}, &commitGap{group: g, member: member}
