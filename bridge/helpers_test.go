@@ -28,6 +28,9 @@ import (
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
+		if os.Getenv("ZKBRIDGE_BENCH_BRIDGE_LOG") != "" {
+			zerolog.TimeFieldFormat = "15:04:05.000" // a benchmark's diagnosis: millisecond timestamps
+		}
 		os.Exit(runChildBridge(spec)) // crash_test.go: this process is a bridge to be killed
 	}
 	os.Exit(zktest.Main(m))

@@ -56,8 +56,9 @@ import (
 // limited to 20,000 open files per process, where the survivors in this process failed to dial
 // and listen with EMFILE after the kill; their logs are then not written). Diagnosis:
 // ZKBRIDGE_BENCH_BRIDGE_LOG=<file> writes the survivors' info lines there (millisecond
-// timestamps); ZKBRIDGE_BENCH_KGO_LOG=1 logs the first member of the first moved group, =all
-// every member of the moved groups.
+// timestamps; with children, their whole logs go to <file>.<node id>); ZKBRIDGE_BENCH_KGO_LOG=1
+// logs the first member of the first moved group, =all every member of the moved groups, =every
+// every member of every group.
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
 	groups := benchGroups()
 	const parts, session = 6, 4 * time.Second
@@ -75,6 +76,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				// process, holding the 900 clients, both survivors' ends of their connections
 				// and the upstream cluster, reached the machine's 20,000 open files.
 				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true})
+				keepChildLog(b, s, id)
 				seeds = append(seeds, s.addr)
 				continue
 			}
@@ -136,6 +138,8 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		for g, gen := range f.generations(b) {
 			if gen != gens[g] {
 				rebalanced++
+				o, _ := placement.Owner(g, ids)
+				b.Logf("rebalanced: %s generation %d -> %d (placement owner %d)", g, gens[g], gen, o)
 			}
 		}
 		lost := f.lost.Load()
@@ -170,6 +174,20 @@ func benchBridgeLog(b *testing.B, id int32) zerolog.Logger {
 	b.Cleanup(func() { f.Close() })
 	zerolog.TimeFieldFormat = "15:04:05.000" // the bridges' own lines too: this knob is for diagnosis
 	return zerolog.New(zerolog.SyncWriter(f)).Level(zerolog.InfoLevel).With().Timestamp().Int32("bench_node", id).Logger()
+}
+
+// keepChildLog copies a child bridge's log next to the file ZKBRIDGE_BENCH_BRIDGE_LOG names
+// (<file>.<id>) at cleanup, before its temporary directory is removed (diagnosis).
+func keepChildLog(b *testing.B, c *childBridge, id int32) {
+	path := os.Getenv("ZKBRIDGE_BENCH_BRIDGE_LOG")
+	if path == "" {
+		return
+	}
+	b.Cleanup(func() {
+		if data, err := os.ReadFile(c.log); err == nil {
+			_ = os.WriteFile(fmt.Sprintf("%s.%d", path, id), data, 0o644)
+		}
+	})
 }
 
 // watchGone returns a channel that receives the time the znode at p is seen deleted.
@@ -223,6 +241,9 @@ func startDfBenchCluster(b *testing.B, parts int32) (string, *zkstate.Store) {
 	loadDfLayout(b, zk, kf.ListenAddrs(), parts, func(_ int32, a string) string { return a })
 	return connect, zk
 }
+
+// failoverMembers is the number of static members of each group of a failoverRun.
+const failoverMembers = 3
 
 // failoverRun is the clients of BenchmarkCrashFailoverDataPath and what they saw.
 type failoverRun struct {
@@ -336,7 +357,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 		f.mu.Lock() // the members of the groups made before may be assigned meanwhile
 		f.held[g] = map[int32]string{}
 		f.mu.Unlock()
-		for m := range 3 {
+		for m := range failoverMembers {
 			member := fmt.Sprintf("%s-m%d", g, m)
 			gap, fetched := &commitGap{group: g, member: member}, &commitGap{group: g, member: member}
 			f.gaps[member], f.fetches[member] = gap, fetched
@@ -369,7 +390,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 			if kgoTraceOn() {
 				opts = append(opts, kgo.WithLogger(kgoTraceOf(member)))
 			}
-			if kl := os.Getenv("ZKBRIDGE_BENCH_KGO_LOG"); kl != "" && logged(g) && (kl == "all" || !logging && m == 0) {
+			if kl := os.Getenv("ZKBRIDGE_BENCH_KGO_LOG"); kl == "every" || kl != "" && logged(g) && (kl == "all" || !logging && m == 0) {
 				// Diagnosis: the first logged group's first member's client (all: every member
 				// of every logged group), on stderr.
 				logging = true
@@ -485,14 +506,22 @@ func (f *failoverRun) stop() {
 	f.wg.Wait()
 }
 
-// waitAssigned waits until every group's members hold every partition.
+// waitAssigned waits until every partition of every group is held and each of the group's
+// members holds some. Every partition held is not enough: a group whose first member joined
+// alone holds them all in that member until the other two join, and the cooperative balancer
+// hands them out in two more generations (the leader revokes, then rejoins, KIP-429), which a
+// generation read then would count as a rebalance.
 func (f *failoverRun) waitAssigned(b *testing.B, timeout time.Duration) {
 	zktest.Eventually(b, timeout, "every group assigned", func() (bool, string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		short := 0
 		for _, h := range f.held {
-			if len(h) != int(f.parts) {
+			holders := map[string]bool{}
+			for _, m := range h {
+				holders[m] = true
+			}
+			if len(h) != int(f.parts) || len(holders) != failoverMembers {
 				short++
 			}
 		}
