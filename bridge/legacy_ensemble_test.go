@@ -91,27 +91,7 @@ func legacyEnsembleCutApplied(t *testing.T, zk *zktest.Server, behind bool) {
 // must be committed.
 func legacyEnsembleCutBeforeSent(t *testing.T, zk *zktest.Server) {
 	e := legacyStartEnsembleCut(t, zk)
-	w := e.w
-	base := w.store.Requests()
-	w.proxy.SetDelay(500 * time.Millisecond) // every answer is late: room to cut
-	w.register(t)
-	legacyEventually(t, "the claim's Multi looking up its parents", func() (bool, string) {
-		n := w.store.Requests()
-		return n[zkstate.ReqExists] > base[zkstate.ReqExists], fmt.Sprintf("requests %v, %v before", n, base)
-	})
-	if n := w.store.Requests(); n[zkstate.ReqMulti] != base[zkstate.ReqMulti] {
-		t.Fatalf("%d Multis sent before the cut, want none", n[zkstate.ReqMulti]-base[zkstate.ReqMulti])
-	}
-	w.cut()
-	legacyEventually(t, "a's final offsets committed", func() (bool, string) {
-		offs := legacyOffsetsInZK(t, w.direct, "g")
-		t0, t1 := legacy.TopicPartition{Topic: "t", Partition: 0}, legacy.TopicPartition{Topic: "t", Partition: 1}
-		return offs[t0] == 400 && offs[t1] == 500, fmt.Sprintf("offsets %v", offs)
-	})
-	w.restartedOnT0(t, 400)
-	if st := w.env.coord.Stats(); st.RebalanceFailures == 0 {
-		t.Errorf("no attempt failed: the cut did not fail the claim")
-	}
+	e.w.cutBeforeSent(t)
 	e.onOtherFollower(t)
 }
 

@@ -201,6 +201,13 @@ func (w *legacyCutClaim) restartedOnT0(t *testing.T, want int64) {
 // and t-1's 500 was lost (zk-1 would have consumed from the start again).
 func TestIntegration_LegacyClaimMultiCutBeforeItIsSent(t *testing.T) {
 	w := legacyStartCutClaim(t)
+	w.cutBeforeSent(t)
+}
+
+// cutBeforeSent cuts the connection while the claim's first requests (the lookups of the
+// offset znodes' parents) wait for their answers, and checks that a's final offsets are
+// committed and a restarts on t-0 from 400.
+func (w *legacyCutClaim) cutBeforeSent(t *testing.T) {
 	base := w.store.Requests()
 	w.proxy.SetDelay(500 * time.Millisecond) // every answer is late: room to cut
 	w.register(t)
