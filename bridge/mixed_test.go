@@ -256,6 +256,9 @@ type mixedCluster struct {
 	// connection with the offsets it has not reported yet (redelivered, as a failure allows),
 	// which the ledger would count as a regression of a clean hand-over.
 	legacyRetries int16
+	// reportWait bounds a legacy member's wait, when it stops, for its offsets to be reported
+	// (0: 20 s); a test whose bridge is dead for good has nobody to report to.
+	reportWait time.Duration
 }
 
 func newMixedCluster(t *testing.T, g string, topics map[string]int) *mixedCluster {
@@ -444,7 +447,11 @@ func (mc *mixedCluster) legacyMember(name string) (stop func()) {
 			mu.Lock()
 			paused = true
 			mu.Unlock()
-			rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			wait := mc.reportWait
+			if wait == 0 {
+				wait = 20 * time.Second
+			}
+			rctx, cancel := context.WithTimeout(context.Background(), wait)
 			if err := cl.Reported(rctx); err != nil {
 				t.Logf("legacy member %s leaves with offsets not reported: %v", name, err)
 			}
