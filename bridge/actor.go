@@ -139,10 +139,18 @@ func (a *actor) start(ctx context.Context) context.Context {
 	// The load reads ZooKeeper on a goroutine of its own: the host steps the group's other
 	// events meanwhile (its legacy members'); requests wait until it is in (chans).
 	a.loading = make(chan loadResult, 1)
-	gs, loaded := a.gs, a.loading
+	gs, loaded, peers := a.gs, a.loading, a.c.peers
 	go func() {
 		lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
 		defer cancel()
+		if peers != nil {
+			// No epoch before our registration (peers.go: own); register rescans once it is
+			// written, for a load that gave up.
+			if err := peers.awaitOwn(lctx); err != nil {
+				loaded <- loadResult{err: err}
+				return
+			}
+		}
 		loaded <- loadGroup(lctx, gs, a.group)
 	}()
 	return ctx

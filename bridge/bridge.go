@@ -590,6 +590,7 @@ func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string
 		err := b.registrar.create(ctx, store, p, b.peers)
 		if err == nil {
 			b.log.Info().Str("path", p).Msg("bridge registered")
+			b.coord.registered() // handover.go: the groups refused until now
 			return
 		}
 		if ctx.Err() != nil {

@@ -120,6 +120,18 @@ func (c *coordinator) placementChanged(_, cur *liveView) {
 	c.mu.Unlock()
 }
 
+// registered rescans once our registration exists: a rescan before it loaded nothing
+// (actorWith refuses every group until then).
+func (c *coordinator) registered() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.store == nil {
+		return
+	}
+	store := c.store
+	c.goLocked(func(ctx context.Context) { c.rescan(ctx, store) })
+}
+
 // rescan compares every group's epoch with the current placement: it releases the groups that
 // name us but map elsewhere and are not loaded, and loads those that map to us but name another
 // bridge (or our own released epoch). Scans run one at a time; a change during one is seen by

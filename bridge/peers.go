@@ -64,6 +64,11 @@ type peerSet struct {
 
 	serving atomic.Bool // we count ourselves live (from start until drain)
 	view    atomic.Pointer[liveView]
+	// own is closed once our registration exists (registered): before it, an epoch we wrote
+	// would look to the others like a dead bridge's (several-bridges.md: the takeover checks the
+	// holder's registration after its write), so a group's load waits for it (awaitOwn).
+	own     chan struct{}
+	ownOnce sync.Once
 
 	mu       sync.Mutex
 	onChange []func(old, cur *liveView) // called in order, on the watch's goroutine
@@ -94,7 +99,7 @@ var (
 )
 
 func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
-	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger()}
+	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger(), own: make(chan struct{})}
 	p.serving.Store(true)
 	p.view.Store(p.build(nil))
 	p.probes.init()
@@ -191,6 +196,17 @@ func (p *peerSet) advertised(proxy map[int32]string) {
 // rest for the agreement check (peers_agree.go).
 func (p *peerSet) registered(reg zkstate.BridgeRegistration) {
 	p.update(func() { p.proxy, p.mine = reg.Proxy, &reg })
+	p.ownOnce.Do(func() { close(p.own) })
+}
+
+// awaitOwn waits until our registration exists, or ctx ends.
+func (p *peerSet) awaitOwn(ctx context.Context) error {
+	select {
+	case <-p.own:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("this bridge's registration is not written yet: %w", ctx.Err())
+	}
 }
 
 // current is the live view now.
