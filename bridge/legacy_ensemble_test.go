@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -51,21 +50,7 @@ func legacyEnsembleCutApplied(t *testing.T, zk *zktest.Server, behind bool) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = e.zk.ResumeNode(e.other) })
-	}
-	owner1 := zkstate.OwnerPath("g", "t", 1)
-	w.proxy.SetDelay(time.Second) // every answer is late: room to act before the cut
-	w.register(t)
-	legacyEventually(t, "the claim's Multi applied", func() (bool, string) {
-		ok, _, err := w.direct.Exists(w.ctx, owner1)
-		return !ok && err == nil, fmt.Sprintf("t-1's owner znode exists %v (%v)", ok, err)
-	})
-	if err := w.direct.Create(w.ctx, owner1, []byte("zk-1-0"), zkstate.CreateOptions{Ephemeral: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.direct.Set(w.ctx, zkstate.OffsetPath("g", "t", 1), zkstate.FormatOffset(600), -1); err != nil {
-		t.Fatal(err)
-	}
-	if behind {
+		// The cut resumes it and lets the bridge reach it.
 		w.reconnect = func() {
 			if err := e.zk.ResumeNode(e.other); err != nil {
 				t.Error(err)
@@ -73,16 +58,7 @@ func legacyEnsembleCutApplied(t *testing.T, zk *zktest.Server, behind bool) {
 			e.otherProxy.Thaw()
 		}
 	}
-	w.cut()
-	w.restartedOnT0(t, 400)
-	time.Sleep(3 * legacyTestInterval) // anything queued behind the restart is written by now
-	t1 := legacy.TopicPartition{Topic: "t", Partition: 1}
-	if off := legacyOffsetsInZK(t, w.direct, "g")[t1]; off != 600 {
-		t.Errorf("t-1 at %d, want zk-1's 600: the final offset of the Multi applied was written again", off)
-	}
-	if st := w.env.coord.Stats(); st.RebalanceFailures == 0 {
-		t.Errorf("no attempt failed: the cut did not fail the claim")
-	}
+	w.cutAfterApplied(t)
 	e.onOtherFollower(t)
 }
 

@@ -234,6 +234,12 @@ func (w *legacyCutClaim) cutBeforeSent(t *testing.T) {
 // committed 600. t-1's final offset (500) must not be written again over it.
 func TestIntegration_LegacyClaimMultiCutAfterItIsApplied(t *testing.T) {
 	w := legacyStartCutClaim(t)
+	w.cutAfterApplied(t)
+}
+
+// cutAfterApplied lets the claim's Multi be applied, has zk-1 take t-1 and commit 600 while the
+// Multi's answer is on its way, cuts the connection, and checks that 600 stays.
+func (w *legacyCutClaim) cutAfterApplied(t *testing.T) {
 	owner1 := zkstate.OwnerPath("g", "t", 1)
 	w.proxy.SetDelay(time.Second) // every answer is late: room to act before the cut
 	w.register(t)
