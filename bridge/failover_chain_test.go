@@ -60,18 +60,7 @@ func TestIntegration_SeveralBridgesFailoverRoundTrips(t *testing.T) {
 	if err := a.stop(); err != nil {
 		t.Fatal(err)
 	}
-	held := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli()}.Encode()
-	for _, name := range names {
-		if _, err := zk.Set(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), held, -1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range []int32{9001, 9003} {
-		reg := zkstate.BridgeRegistration{NodeID: id, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
-		if err := zk.CreateEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, id), reg.Encode()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	heldBy9001(t, zk, names, 9001, 9003)
 	t.Run("rescan", func(t *testing.T) {
 		bestOfThree(t, "expiry → taken / → answered", func(attempt int) (bool, string) {
 			taken, answered := failoverTakeover(t, connect, zk, names, insts[0], attempt, false)
@@ -194,17 +183,26 @@ func failoverTakeover(t *testing.T, connect string, zk *zkstate.Store, names []s
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}
+	heldBy9001(t, zk, names, 9001)
+	return taken, answered
+}
+
+// heldBy9001 writes every named group's epoch as held by 9001 and registers the bridges ids at
+// an address nothing listens on: holders a survivor takes the groups from once they go.
+func heldBy9001(t *testing.T, zk *zkstate.Store, names []string, ids ...int32) {
+	t.Helper()
 	held := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli()}.Encode()
-	for _, p := range paths {
-		if _, err := zk.Set(t.Context(), p, held, -1); err != nil {
+	for _, name := range names {
+		if _, err := zk.Set(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), held, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg := zkstate.BridgeRegistration{NodeID: 9001, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
-	if err := zk.CreateEphemeral(t.Context(), regPath, reg.Encode()); err != nil {
-		t.Fatal(err)
+	for _, id := range ids {
+		reg := zkstate.BridgeRegistration{NodeID: id, Kafka: "127.0.0.1:1", Advertised: "127.0.0.1:1"}
+		if err := zk.CreateEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, id), reg.Encode()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return taken, answered
 }
 
 // A group restored from its record (a crash's survivor, a restart) mirrors its generation in
