@@ -274,6 +274,15 @@ func legacyPlanRebalance(in legacyPlanInput) (legacyPlan, error) {
 // are none of our business: we cannot delete them, and counting them would call for a
 // rebalance after every rebalance; nor is a partition of another member that is not owned yet
 // (a zk member still rebalancing) a reason to stop ours.
+//
+// Step 3 compares threads, as 0.8 does, not sessions: an assigned partition whose owner znode
+// holds our member's thread under another ZooKeeper session (the previous coordinator of a group
+// handed over, whose session lives until it lets the znodes go) is owned as planned. Comparing
+// sessions would cost a Stop/Start round of every member at each check of every handover. The
+// case it gives up, a second consumer running under the same consumer id, cannot arise: /ids/<id>
+// is an ephemeral, so a Register of an id another session holds is refused (CONSUMER_ID_IN_USE),
+// and the mixed claim, which hands partitions to Kafka members, does compare sessions
+// (forgetGoneOwners).
 func legacyStep3(in *legacyPlanInput, own ownership.Plan) legacy.Reason {
 	next := own.Assignment
 	current := make(map[legacy.TopicPartition]string, len(in.Owners))
