@@ -86,9 +86,14 @@ func (s *Store) leaseLoop(ctx context.Context) {
 
 // probeLease sends one probe and extends the lease when its reply comes in the session it was
 // sent in. Probes are not counted in Requests: they are the Store's keep-alive, like pings.
+//
+// A session is vouched for only once the session goroutine has delivered its events, the
+// previous session's Expired first: an owner fences what the old session held on that event,
+// and must not find the new session vouched for before it has (go-zookeeper has the new
+// session a little before the goroutine has handled it, and a periodic probe can fall between).
 func (s *Store) probeLease() {
 	sid := s.conn.SessionID()
-	if sid == 0 {
+	if sid == 0 || sid != s.told.Load() {
 		return
 	}
 	sent := time.Now()

@@ -2,6 +2,7 @@ package zkstate_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,4 +88,52 @@ func BenchmarkVouched(b *testing.B) {
 			b.Fatal("not vouched")
 		}
 	}
+}
+
+// The lease vouches for a new session only once the session's owner was told the old one
+// expired: the bridge fences its groups on that Expired event (bridge/coordinator.go onSession)
+// and its fetch gate trusts the lease alone while no group is fenced (bridge/fetchgate.go). A
+// lease probe that ran between go-zookeeper's new session and the Expired event's delivery
+// vouched for the new session while the groups of the old one still counted as held.
+func TestIntegration_LeaseWaitsForTheExpiryToBeDelivered(t *testing.T) {
+	connect := zktest.Connect(t)
+	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
+	inExpired, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s := zktest.OpenStore(t, proxy.Addr()+connect[i:], func(c *zkstate.Config) {
+		c.SessionTimeout = 2 * time.Second
+		c.OnSession = func(ev zkstate.SessionEvent) {
+			if ev.State == zkstate.Expired {
+				once.Do(func() { close(inExpired) })
+				<-release // the owner still fencing what the old session held
+			}
+		}
+	})
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	old := s.SessionID()
+	proxy.Freeze()
+	time.Sleep(2*s.SessionTimeout() + time.Second) // the server expires the session meanwhile
+	proxy.Thaw()
+	select {
+	case <-inExpired:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no Expired event 20s after the connection came back")
+	}
+	zktest.Eventually(t, 20*time.Second, "a new session", func() bool { return s.SessionID() != 0 && s.SessionID() != old })
+	// Several lease probe periods (a sixth of the timeout each) with the Expired event not
+	// delivered yet: none may vouch for the new session.
+	for end := time.Now().Add(s.SessionTimeout()); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if s.Vouched(time.Now()) {
+			t.Fatalf("vouched for the new session 0x%x while the expiry of 0x%x was still being delivered", s.SessionID(), old)
+		}
+	}
+	close(release)
+	released = true
+	zktest.Eventually(t, 20*time.Second, "the new session vouched for once the expiry was delivered", func() bool { return s.Vouched(time.Now()) })
 }

@@ -185,6 +185,7 @@ func (s *Store) handleSessionEvent(ev queuedEvent) {
 			s.emit(SessionEvent{State: Expired, SessionID: t.current})
 		}
 		t.current, t.expiredKnown = id, false
+		s.told.Store(id)
 		s.emit(SessionEvent{State: Connected, SessionID: id})
 		s.hasOnce.Do(func() { close(s.hasSess) })
 		for _, ch := range []chan struct{}{s.reclaimCh, s.leaseCh} {

@@ -260,6 +260,9 @@ type Store struct {
 	// lease is what the last lease probe vouched for, leaseCh asks for a probe now (lease.go).
 	lease   atomic.Pointer[lease]
 	leaseCh chan struct{}
+	// told is the session whose Connected event was delivered, every Expired before it first:
+	// the lease vouches for no other (lease.go probeLease).
+	told atomic.Int64
 
 	// eph remembers the ephemerals of CreateEphemeral; see session.go.
 	eph ephemerals
