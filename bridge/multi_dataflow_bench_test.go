@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,6 +72,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		ids := []int32{9001, 9002, 9003}
 		const dead int32 = 9003
 		var seeds []string
+		var survivors []*childBridge
 		for _, id := range ids[:2] {
 			cfg := testBridgeConfig(connect, id, benchBridgeLog(b, id))
 			if os.Getenv("ZKBRIDGE_BENCH_SURVIVORS") == "child" {
@@ -79,6 +82,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true})
 				keepChildLog(b, s, id)
 				seeds = append(seeds, s.addr)
+				survivors = append(survivors, s)
 				continue
 			}
 			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
@@ -111,12 +115,14 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		if d, err := time.ParseDuration(os.Getenv("ZKBRIDGE_BENCH_KILL_AFTER")); err == nil {
 			killAfter = d
 		}
+		steady := childrenCPU(b, survivors)
 		time.Sleep(killAfter)
 		gens := f.generations(b)
 
 		gone := watchGone(b, zk, zkstate.BridgePath(bridge.DefaultRoot, dead))
 		b.StartTimer()
 		killed := time.Now()
+		atKillCPU := childrenCPU(b, survivors)
 		child.kill()
 		// The members' own clock: a commit answered a second after the kill was answered by a
 		// survivor (the dead bridge's last answers arrive within milliseconds; no survivor
@@ -143,6 +149,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		served := f.waitAdvance(b, affected, atKill, killed, session+60*time.Second)
 		<-took
 		b.StopTimer()
+		servedCPU := childrenCPU(b, survivors)
 		if takeoverErr != nil {
 			b.Fatal(takeoverErr)
 		}
@@ -190,7 +197,38 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		b.ReportMetric(float64(rebalanced), "rebalanced-groups")
 		b.ReportMetric(float64(f.double.Load()), "double-owned")
 		b.ReportMetric(float64(f.regressed.Load()), "offsets-regressed")
+		if len(survivors) > 0 {
+			// The survivors' CPU (user and system, both processes), in the steady state
+			// before the kill and from the kill until every moved group was served again.
+			b.ReportMetric(float64((atKillCPU - steady).Milliseconds()), "survivors-cpu-steady-ms")
+			b.ReportMetric(float64((servedCPU - atKillCPU).Milliseconds()), "survivors-cpu-failover-ms")
+		}
 	}
+}
+
+// childrenCPU is the CPU time (user and system) the child bridges have used so far, from
+// /proc/<pid>/stat.
+func childrenCPU(b *testing.B, children []*childBridge) time.Duration {
+	var total time.Duration
+	for _, c := range children {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The fields after the command name (in parentheses, which may hold spaces): the
+		// state, then utime and stime as the 12th and 13th, in clock ticks (USER_HZ, 100 on
+		// Linux).
+		i := bytes.LastIndexByte(data, ')')
+		f := strings.Fields(string(data[i+1:]))
+		for _, s := range f[11:13] {
+			ticks, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += time.Duration(ticks) * 10 * time.Millisecond
+		}
+	}
+	return total
 }
 
 // benchBridgeLog is a survivor's logger: warnings on the benchmark's log, or every info line in
