@@ -45,6 +45,11 @@ type childSpec struct {
 	ZKSessionTimeout time.Duration
 	HeartbeatHold    time.Duration
 	UpstreamFromZK   bool // the data path, with proxy listeners on system-chosen ports
+	// LogLevel is the lowest level the child logs (zerolog's names): "" logs every line, down
+	// to each request's trace, for a crash test's diagnosis; a benchmark logs "info", as a
+	// deployment does, so that the children's CPU goes to serving (a line per request of 900
+	// clients is not free).
+	LogLevel string
 }
 
 // runChildBridge runs the bridge spec describes until the process is killed; it prints
@@ -56,7 +61,16 @@ func runChildBridge(spec string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
 		return 2
 	}
-	cfg := testBridgeConfig(s.ZKConnect, s.NodeID, zerolog.New(os.Stderr).With().Timestamp().Logger())
+	log := zerolog.New(os.Stderr).With().Timestamp().Logger()
+	if s.LogLevel != "" {
+		l, err := zerolog.ParseLevel(s.LogLevel)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", childEnv, err)
+			return 2
+		}
+		log = log.Level(l)
+	}
+	cfg := testBridgeConfig(s.ZKConnect, s.NodeID, log)
 	cfg.ZKSessionTimeout, cfg.HeartbeatHold, cfg.UpstreamFromZK = s.ZKSessionTimeout, s.HeartbeatHold, s.UpstreamFromZK
 	cfg.LegacyListen = "127.0.0.1:0"
 	if s.UpstreamFromZK {

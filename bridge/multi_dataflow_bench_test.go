@@ -79,7 +79,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				// Each survivor in a process of its own, as deployed: at 300 groups this
 				// process, holding the 900 clients, both survivors' ends of their connections
 				// and the upstream cluster, reached the machine's 20,000 open files.
-				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true})
+				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true, LogLevel: "info"})
 				keepChildLog(b, s, id)
 				seeds = append(seeds, s.addr)
 				survivors = append(survivors, s)
@@ -88,7 +88,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 			cfg.UpstreamFromZK, cfg.ProxyListen, cfg.MetadataMaxAge = true, "127.0.0.1:0", time.Second
 			seeds = append(seeds, runBridge(b, cfg).Addr().String())
 		}
-		child := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session, UpstreamFromZK: true})
+		child := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: dead, ZKSessionTimeout: session, UpstreamFromZK: true, LogLevel: "info"})
 		seeds = append(seeds, child.addr)
 		time.Sleep(time.Second) // registrations and proxy maps seen everywhere
 
