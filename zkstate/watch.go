@@ -50,7 +50,10 @@ func (t WatchEventType) String() string {
 // WatchEvent is one delivery of a watch. Type says what fired; the contents (Exists, Children
 // or Data, Stat) are read when the watch is set again, so they are current as of delivery and
 // may already include later changes: ZooKeeper watches are one-shot, and several changes in a
-// row can show up as one event.
+// row can show up as one event. A deletion is the exception: it is delivered as ZooKeeper tells
+// it, before the watch is set again (Exists false, no contents, a zero Stat), and if the read
+// that sets the watch again finds the node made again, a Created event with its contents
+// follows.
 type WatchEvent struct {
 	Path     string
 	Type     WatchEventType
@@ -111,12 +114,14 @@ func (s *Store) watch(ctx context.Context, p string, kind watchKind) (<-chan Wat
 		defer close(out)
 		defer s.removeWatch(id)
 		defer cancel()
-		ev := first
+		ev, deliver := first, true
 		for {
-			select {
-			case out <- ev:
-			case <-wctx.Done():
-				return
+			if deliver {
+				select {
+				case out <- ev:
+				case <-wctx.Done():
+					return
+				}
 			}
 			var zev zk.Event
 			select {
@@ -128,11 +133,28 @@ func (s *Store) watch(ctx context.Context, p string, kind watchKind) (<-chan Wat
 			if !ok {
 				return // the connection is closing
 			}
+			if typ == Deleted {
+				// The event itself says what the node is: gone. Delivered before the watch
+				// is set again, a round trip sooner (two for a data watch: the read, then
+				// the exists watch on the missing node); the read that sets it again then
+				// tells a node made again meanwhile (Created, below).
+				select {
+				case out <- WatchEvent{Path: p, Type: Deleted}:
+				case <-wctx.Done():
+					return
+				}
+			}
 			next, nextFire, err := s.rearm(wctx, p, kind)
 			if err != nil {
 				return // wctx ended
 			}
-			if !next.Exists && typ != SessionExpired {
+			deliver = true
+			switch {
+			case typ == Deleted && !next.Exists:
+				deliver = false // still gone, as delivered
+			case typ == Deleted:
+				typ = Created // made again after the deletion delivered
+			case !next.Exists && typ != SessionExpired:
 				// The node went away between the fire and the re-read (a children watch
 				// fires for the last child's deletion, then the node itself is deleted):
 				// what the caller now sees is a deleted node, so say so.
