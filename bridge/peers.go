@@ -352,7 +352,9 @@ type peerWatch struct {
 // its proxy listeners change). A change of children that adds one is read in full; one that
 // only removes (a crash's expiry) is applied as known, a round trip less on the way of every
 // takeover; a registration's new data is the one its watch read as it set itself again, a round
-// trip less on the way of every handover (the others are as last read).
+// trip less on the way of every handover (the others are as last read). A registration's
+// deletion is applied as its watch tells it, before the children's watch has read the children
+// again: the expiry of a crashed bridge's session reaches the view with no round trip at all.
 func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
 	refresh := make(chan struct{}, 1)
 	var pendingMu sync.Mutex
@@ -379,7 +381,16 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			}
 			wg.Go(func() {
 				first := true
+				var last zkstate.Stat // of the registration the watch last read
 				for ev := range data {
+					if ev.Exists {
+						last = ev.Stat
+					} else {
+						// A deletion comes without contents: say which registration went
+						// (its Czxid), so that an older one's deletion, coming late, does
+						// not take a newer one read since out of the view.
+						ev.Stat = last
+					}
 					if first {
 						first = false
 						continue
@@ -432,16 +443,38 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 				continue
 			}
 			for c, ev := range seen {
-				// Newer than what we know (zxids grow: a registration made again is newer
-				// too); a deletion comes with the children's change, read in full.
-				if ev.Exists && slices.Contains(children, c) && ev.Stat.Mzxid > known[c].Stat.Mzxid {
-					known[c] = zkstate.Read{Data: ev.Data, Stat: ev.Stat}
+				r, ok := known[c]
+				switch {
+				case ev.Exists:
+					// Newer than what we know (zxids grow: a registration made again is
+					// newer too).
+					if slices.Contains(children, c) && ev.Stat.Mzxid > r.Stat.Mzxid {
+						known[c] = zkstate.Read{Data: ev.Data, Stat: ev.Stat}
+					}
+				case ok && r.Stat.Czxid <= ev.Stat.Czxid:
+					// The registration we know is gone (a session expired, a drained
+					// bridge deleted it): ZooKeeper tells the deletion before the
+					// children's change, which the children's watch delivers only after
+					// reading them again; out of the view now, a round trip sooner on the
+					// way of a crash's takeover. The children's change then applies as a
+					// removal of what is no longer known (removed).
+					delete(known, c)
 				}
 			}
-			p.children.Store(&children)
+			left := present(children, known)
+			p.children.Store(&left)
 			p.publish(p.parse(children, known))
 		}
 	}
+}
+
+// present is the children whose registration is known: a deletion the registration's watch
+// told is out before the children's watch tells it.
+func present(children []string, known map[string]zkstate.Read) []string {
+	return slices.DeleteFunc(slices.Clone(children), func(c string) bool {
+		_, ok := known[c]
+		return !ok
+	})
 }
 
 // removed is known without the children gone, when children is was less some of them and every
