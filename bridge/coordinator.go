@@ -107,6 +107,11 @@ type coordinator struct {
 	pm      *placementMetrics
 	scanMu  sync.Mutex
 	scanned []string
+	// scannedView is the view the last rescan saw every group through, in scannedSession (nil
+	// when it did not): a rescan after a change that only removed bridges reads only what moved
+	// (handover.go: narrowScan).
+	scannedView    *liveView
+	scannedSession int64
 
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start

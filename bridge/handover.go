@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zkbridge/zkbridge/bridge/group"
+	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate"
 )
 
@@ -136,10 +137,18 @@ func (c *coordinator) registered() {
 // name us but map elsewhere and are not loaded, and loads those that map to us but name another
 // bridge (or our own released epoch). Scans run one at a time; a change during one is seen by
 // the next.
+//
+// After a change that only removed bridges (a crash's expiry, a drained bridge gone), the
+// groups listed before that did not move to us are not read (narrowScan): removing bridges moves
+// only the removed ones' groups, so nothing else is ours to take or to release that the last
+// complete rescan did not see. Where the takeover of a bridge of 300 groups read 300 epochs, it
+// reads its own share of the dead bridge's; the groups made since the last rescan are read all.
 func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
-	groups, reads, sid, err := c.scanEpochs(ctx, store)
+	view, sid0, own := c.peers.current(), store.SessionID(), c.peers.ownRegistered()
+	groups, reads, sid, err := c.scanEpochs(ctx, store, c.narrowScan(view, sid0))
+	c.scannedView = nil // set again below once this scan saw everything through
 	if err != nil {
 		if !errors.Is(err, zkstate.ErrNoNode) && ctx.Err() == nil {
 			c.log.Warn().Err(err).Msg("placement: cannot read the groups' epochs; they move when their clients come")
@@ -148,8 +157,20 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	}
 	self := c.cfg.NodeID
 	serving := c.peers.serving.Load()
+	complete := own && serving && sid0 != 0 && sid == sid0
+	defer func() {
+		if complete && ctx.Err() == nil {
+			c.scannedView, c.scannedSession = view, sid0
+		}
+	}()
 	for i, r := range reads {
-		if r.Err != nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			break
+		}
+		if r.Err != nil {
+			if !errors.Is(r.Err, zkstate.ErrNoNode) {
+				complete = false
+			}
 			continue
 		}
 		e, err := zkstate.ParseEpoch(r.Data)
@@ -187,6 +208,7 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 			released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
 			if _, err := store.Set(ctx, zkstate.EpochPath(c.cfg.Root, name), released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
 				c.log.Warn().Err(err).Str("group", name).Msg("placement: releasing an unloaded group failed")
+				complete = false // the next rescan reads every group again
 			}
 		}
 	}
@@ -196,8 +218,10 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 // the last rescan listed are read beside the list, a round trip less on the way of every
 // handover (a rescan follows each change of the live bridges); the list is still read, to catch
 // the groups made since, whose epochs are read after it, and a group it no longer holds is
-// dropped. sid is the session the reads were answered in (0: it changed meanwhile).
-func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (groups []string, reads []zkstate.Read, sid int64, err error) {
+// dropped. sid is the session the reads were answered in (0: it changed meanwhile). With moved
+// (narrowScan), only the listed groups it reports and the groups made since are read, and
+// groups holds only those; the list kept for the next scan is the whole one.
+func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store, moved func(string) bool) (groups []string, reads []zkstate.Read, sid int64, err error) {
 	epochs := func(names []string) ([]zkstate.Read, error) {
 		paths := make([]string, len(names))
 		for i, g := range names {
@@ -206,7 +230,10 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (gro
 		return store.GetMany(ctx, paths)
 	}
 	sid = store.SessionID()
-	cached := c.scanned
+	cached, listed := c.scanned, c.scanned
+	if moved != nil {
+		cached = slices.DeleteFunc(slices.Clone(cached), func(g string) bool { return !moved(g) || c.loadedOrLoading(g) })
+	}
 	early := make(chan error, 1)
 	var got []zkstate.Read
 	go func() {
@@ -227,7 +254,7 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (gro
 	}
 	var added []string
 	for _, g := range groups {
-		if _, ok := byName[g]; !ok {
+		if _, ok := byName[g]; !ok && (moved == nil || !slices.Contains(listed, g)) {
 			added = append(added, g)
 		}
 	}
@@ -241,6 +268,9 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (gro
 		}
 	}
 	c.scanned = groups
+	if moved != nil {
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g string) bool { _, ok := byName[g]; return !ok })
+	}
 	reads = make([]zkstate.Read, len(groups))
 	for i, g := range groups {
 		reads[i] = byName[g]
@@ -249,6 +279,41 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store) (gro
 		sid = 0
 	}
 	return groups, reads, sid, nil
+}
+
+// narrowScan is, for a rescan with view in session sid, which of the groups listed before it
+// can have moved to us since the last rescan that saw every group (scannedView): those that map
+// to us in view and did not in that one, when view only removed bridges from it (rendezvous
+// hashing moves only the removed bridges' groups: a group that mapped elsewhere still does, one
+// that mapped to us still does). nil, every group read, when that does not hold: a bridge
+// joined, we do not serve, the session changed, or the last rescan did not see everything
+// through (an error, a release that failed, no registration of ours yet). scanMu is held.
+func (c *coordinator) narrowScan(view *liveView, sid int64) func(string) bool {
+	last, self := c.scannedView, c.cfg.NodeID
+	if last == nil || sid == 0 || c.scannedSession != sid || !c.peers.serving.Load() ||
+		!slices.Contains(view.ids, self) || !slices.Contains(last.ids, self) {
+		return nil
+	}
+	for _, id := range view.ids {
+		if !slices.Contains(last.ids, id) {
+			return nil
+		}
+	}
+	return func(name string) bool {
+		now, _ := placement.Owner(name, view.ids)
+		before, _ := placement.Owner(name, last.ids)
+		return now == self && before != self
+	}
+}
+
+// ownRegistered reports whether this bridge's registration exists (peers.go: own).
+func (p *peerSet) ownRegistered() bool {
+	select {
+	case <-p.own:
+		return true
+	default:
+		return false
+	}
 }
 
 // takeoverHint is what a rescan read of the epoch of a group it takes over. When the epoch was
