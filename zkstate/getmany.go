@@ -3,6 +3,7 @@ package zkstate
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // Read is the result of one read of GetMany or ChildrenMany. Err is nil, or a *PathError
@@ -86,4 +87,13 @@ func (s *Store) readMany(ctx context.Context, paths []string, children bool, min
 		out[i].Data, out[i].Children, out[i].Stat, out[i].InSession = r.data[k], r.kids[k], statFrom(r.stats[k]), r.inSession
 	}
 	return out, nil
+}
+
+// GetInSession reads the data of znodes as pipelined Gets on the Store's own session, however
+// many there are (never on the multiRead connection): every Read that succeeded has InSession
+// set. ZooKeeper serves a session's requests in order, so a request the Store sends after
+// GetInSession returned sees every write these reads saw, as long as the session is the same
+// (SessionID before and after). For a caller that orders a later check after what it read.
+func (s *Store) GetInSession(ctx context.Context, paths []string) ([]Read, error) {
+	return s.readMany(ctx, paths, false, math.MaxInt)
 }
