@@ -159,7 +159,9 @@ func New(cfg Config) (*Bridge, error) {
 	if b.peers.agree.gauge, err = newAgreementMetric(reg); err != nil { // peers_agree.go
 		return nil, err
 	}
+	b.peers.subscribe(b.coord.takePrepared) // preload.go: before the rescan placementChanged starts
 	b.peers.subscribe(b.coord.placementChanged)
+	b.peers.subscribeNamed(b.coord.namedChanged)
 	b.modes.owns = b.peers.owns // modes_foreign.go: only the owner checks for foreign zk members
 	b.peers.subscribe(func(_, _ *liveView) { b.modes.placementChanged() })
 	return b, nil

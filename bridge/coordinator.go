@@ -112,6 +112,8 @@ type coordinator struct {
 	// (handover.go: narrowScan).
 	scannedView    *liveView
 	scannedSession int64
+	// pre is the takeovers prepared for the peers that look dead (preload.go).
+	pre preloads
 
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start

@@ -336,6 +336,10 @@ type takeoverHint struct {
 	data     []byte // the epoch read, with wait
 	draining bool   // the holder is registered but out of the live set
 
+	// prepared, set for a takeover prepared while its holder looked dead (preload.go), is the
+	// epoch and record read then: the takeover is one Multi that checks both.
+	prepared *preparedTakeover
+
 	// session is the session the rescan read the epoch on (zkstate.Read.InSession), 0 when it
 	// was read on the multiRead connection or the session changed during the read: for a
 	// released epoch the load reads the record beside its write (readRecord).

@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -150,6 +152,240 @@ func epochsOf(t *testing.T, zk *zkstate.Store, names []string) (holders []int32,
 		holders, versions = append(holders, e.NodeID), append(versions, r.Stat.Version)
 	}
 	return holders, versions
+}
+
+// The crash's takeover prepared while the dead bridge's session lives, counted in ZooKeeper round
+// trips (docs/several-bridges.md): 9001 holds preparedGroups Stable groups, its Kafka listener
+// closes every connection and refuses new ones (a kill), so that 9002 sees it look dead and
+// prepares; then its registration is deleted, as ZooKeeper does when it expires the session.
+// 9002's ZooKeeper answers all come takeoverRTT late. From the deletion: its notice (the
+// registration's watch: no read of the children), then one Multi per group (applied as it
+// arrives): every epoch taken within 1 round trip, and its answer with the holder's check beside
+// it: every heartbeat answered within 2 (0.9 of margin each). Without the preparation the rescan
+// read the epochs, wrote each, then read the record and checked the holder: 2.2 / 4.2 (3.1 / 5.1
+// when the deletion also waited for the children's read).
+func TestIntegration_SeveralBridgesPreparedFailoverRoundTrips(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	peer := startFakePeer(t)
+	names := preloadSetup(t, connect, zk, failoverGroups, peer)
+	bestOfThree(t, "expiry → taken / → answered", func(attempt int) (bool, string) {
+		taken, answered := preparedTakeover(t, connect, zk, names, peer, attempt)
+		return taken <= 1.9 && answered <= 2.9, fmt.Sprintf("%.1f/%.1f", taken, answered)
+	}, "at most 1.9 / 2.9")
+}
+
+// preparedTakeover is one attempt of the test above; it puts 9001 back (registration, epochs,
+// listener) for the next.
+func preparedTakeover(t *testing.T, connect string, zk *zkstate.Store, names []string, peer *fakePeer, attempt int) (taken, answered float64) {
+	t.Helper()
+	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
+	b := preloadSurvivor(t, connect, proxy, peer)
+	defer b.stop()
+	quiet(t, b)
+	rtt := takeoverRTT
+	proxy.SetDelay(rtt)
+	peer.kill()
+	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
+		n := bridge.PreparedTakeovers(b.Bridge, 9001)
+		return n == len(names), fmt.Sprint(n)
+	})
+	before := zkRequestsOf(t, b)
+	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Now()
+	for deadline := expired.Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		holders, _ := epochsOf(t, zk, names)
+		n := 0
+		for _, h := range holders {
+			if h == 9002 {
+				n++
+			}
+		}
+		if n == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("9002 holds %d of %d groups 20 s after 9001's registration went", n, len(names))
+		}
+	}
+	took := time.Since(expired)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last time.Duration
+	for _, name := range names {
+		wg.Go(func() {
+			h := do[group.HeartbeatReply](t, b, name, func(tok group.Token) group.Event {
+				return group.Heartbeat{Token: tok, MemberID: "a", InstanceID: "i1", Generation: 1}
+			})
+			if h.Err != group.ErrNone {
+				t.Errorf("heartbeat of %s on 9002 after the takeover: %+v; want the generation restored", name, h)
+			}
+			mu.Lock()
+			last = max(last, time.Since(expired))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	quiet(t, b)
+	by, total := requestsSince(before, zkRequestsOf(t, b))
+	taken, answered = float64(took)/float64(rtt), float64(last)/float64(rtt)
+	t.Logf("attempt %d, %d groups: expiry → every epoch taken %v (%.1f round trips of %v), → every heartbeat answered %v (%.1f); 9002's ZooKeeper requests %v (%v in all)",
+		attempt, len(names), took.Round(time.Millisecond), taken, rtt, last.Round(time.Millisecond), answered, by, total)
+	if by[zkstate.ReqMulti] < float64(len(names)) || by[zkstate.ReqSet] > 0 {
+		t.Errorf("9002 sent %v after the expiry, want a Multi per group (the prepared takeover) and no Set of an epoch", by)
+	}
+	proxy.SetDelay(0)
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	peer.revive()
+	held := zkstate.Epoch{NodeID: 9001, AcquiredMs: time.Now().UnixMilli()}.Encode()
+	for _, name := range names {
+		if _, err := zk.Set(t.Context(), zkstate.EpochPath(bridge.DefaultRoot, name), held, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := zkstate.BridgeRegistration{NodeID: 9001, Kafka: peer.addr, Advertised: peer.addr, StartedMs: time.Now().UnixMilli()}
+	if err := zk.CreateEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001), reg.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	return taken, answered
+}
+
+// A holder that looks dead but still writes (its listener refuses, its session lives) between
+// the preparation and the expiry: it rewrites one group's record (a new generation) and commits
+// an offset of another. The prepared Multi of the first fails on the record's version and its
+// takeover goes the rescan's way, loading the record as the holder left it; the second is taken
+// as prepared, and its offset is the holder's: nothing the holder wrote is undone or missed.
+func TestIntegration_SeveralBridgesPreparedHolderWrites(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	peer := startFakePeer(t)
+	names := preloadSetup(t, connect, zk, 4, peer)
+	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
+	b := preloadSurvivor(t, connect, proxy, peer)
+	peer.kill()
+	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
+		n := bridge.PreparedTakeovers(b.Bridge, 9001)
+		return n == len(names), fmt.Sprint(n)
+	})
+	_, versions := epochsOf(t, zk, names)
+	// The holder's writes, each guarded by its epoch as a bridge's are.
+	rewritten, committed := names[0], names[1]
+	rp := zkstate.GroupRecordPath(bridge.DefaultRoot, rewritten)
+	data, st, err := zk.Get(t.Context(), rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec group.Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Generation++
+	data, _ = json.Marshal(rec)
+	if err := zk.Multi(t.Context(), zkstate.CheckOp(zkstate.EpochPath(bridge.DefaultRoot, rewritten), versions[0]), zkstate.SetOp(rp, data, st.Version)); err != nil {
+		t.Fatal(err)
+	}
+	op := zkstate.OwnOffsetPath(bridge.DefaultRoot, committed, "orders", 0)
+	own := zkstate.OwnOffset{Offset: 777, LeaderEpoch: -1, CommittedMs: time.Now().UnixMilli()}.Encode()
+	if err := zk.Multi(t.Context(), zkstate.CheckOp(zkstate.EpochPath(bridge.DefaultRoot, committed), versions[1]), zkstate.CreateOp(op, own, zkstate.CreateOptions{Parents: true})); err != nil {
+		t.Fatal(err)
+	}
+	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	zktest.Eventually(t, 20*time.Second, "9002 holds every group", func() (bool, string) {
+		holders, _ := epochsOf(t, zk, names)
+		for _, h := range holders {
+			if h != 9002 {
+				return false, fmt.Sprint(holders)
+			}
+		}
+		return true, ""
+	})
+	for _, name := range names {
+		want, gen := group.ErrNone, group.Generation(1)
+		if name == rewritten {
+			want = group.ErrIllegalGeneration // the holder's record, generation 2, was loaded
+		}
+		h := do[group.HeartbeatReply](t, b, name, func(tok group.Token) group.Event {
+			return group.Heartbeat{Token: tok, MemberID: "a", InstanceID: "i1", Generation: gen}
+		})
+		if h.Err != want {
+			t.Errorf("heartbeat of %s (generation 1) on 9002 after the takeover: %+v, want %v", name, h, want)
+		}
+	}
+	if d := describe(t, b, rewritten); d.Err != group.ErrNone {
+		t.Errorf("describe %s: %+v", rewritten, d)
+	}
+	got, _, err := zk.Get(t.Context(), op)
+	if o, perr := zkstate.ParseOwnOffset(got); err != nil || perr != nil || o.Offset != 777 {
+		t.Errorf("the holder's offset of %s after the takeover: %s (%v, %v), want 777", committed, got, err, perr)
+	}
+}
+
+// A holder that looks dead and comes back (its listener takes connections again) while its
+// session lives: the survivor drops what it prepared and writes nothing; while the holder looks
+// dead and stays registered, nothing is written either. Its registration's deletion later is
+// taken the rescan's way.
+func TestIntegration_SeveralBridgesPreparedHolderBack(t *testing.T) {
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	peer := startFakePeer(t)
+	names := preloadSetup(t, connect, zk, 4, peer)
+	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
+	b := preloadSurvivor(t, connect, proxy, peer)
+	_, was := epochsOf(t, zk, names)
+	peer.kill()
+	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
+		n := bridge.PreparedTakeovers(b.Bridge, 9001)
+		return n == len(names), fmt.Sprint(n)
+	})
+	time.Sleep(time.Second)
+	unchanged := func(when string) {
+		t.Helper()
+		holders, now := epochsOf(t, zk, names)
+		for i := range names {
+			if holders[i] != 9001 || now[i] != was[i] {
+				t.Fatalf("%s: epoch of %s held by %d at version %d, want 9001's at %d", when, names[i], holders[i], now[i], was[i])
+			}
+		}
+	}
+	unchanged("the holder looking dead and registered")
+	peer.revive()
+	zktest.Eventually(t, 10*time.Second, "9002 drops what it prepared", func() (bool, string) {
+		n := bridge.PreparedTakeovers(b.Bridge, 9001)
+		return n == -1, fmt.Sprint(n)
+	})
+	time.Sleep(500 * time.Millisecond)
+	unchanged("the holder back")
+	before := zkRequestsOf(t, b)
+	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		for {
+			r, err := b.Do(ctx, name, func(tok group.Token) group.Event {
+				return group.Heartbeat{Token: tok, MemberID: "a", InstanceID: "i1", Generation: 1}
+			})
+			h, ok := r.(group.HeartbeatReply)
+			if err == nil && ok && h.Err == group.ErrNone {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("heartbeat of %s after 9001's registration went: %+v, %v", name, r, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}
+	quiet(t, b)
+	if by, _ := requestsSince(before, zkRequestsOf(t, b)); by[zkstate.ReqSet] < float64(len(names)) {
+		t.Errorf("9002's requests after the expiry: %v, want a Set of every epoch (the rescan's takeover, nothing prepared)", by)
+	}
 }
 
 // The rescan after a change that only removed a bridge reads the epochs of the groups that

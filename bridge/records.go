@@ -230,6 +230,14 @@ func (g *groupStore) acquire(ctx context.Context) error {
 // trip for both where it waited one for each in a row. A record read for a holder found alive is
 // dropped with the group.
 func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *takeoverHint) (took bool, err error) {
+	if h.prepared != nil {
+		took, fallback, err := g.takePrepared(ctx, p, mine, h)
+		if !fallback {
+			return took, err
+		}
+		// The record moved since the preparation (its holder wrote it): take the epoch at the
+		// version read, and read the record after, as a rescan's takeover does.
+	}
 	var record <-chan recordRead
 	if h.released && h.session != 0 && g.loading {
 		record = g.readRecord(ctx, h.session) // handover.go: beside the write
