@@ -146,6 +146,7 @@ type peerDownKey struct {
 func (p *peerSet) watchPeers(ctx context.Context) {
 	w := &probeWatch{p: p, ctx: ctx, results: make(chan probeResult), hangups: make(chan hangupReport),
 		inFlight: map[int32]int{}, standing: map[int32]peerDown{}, keys: map[int32]peerDownKey{}, holding: map[int32]heldConn{}}
+	defer p.probes.settleAll() // after the held connections' goroutines are done
 	defer w.wg.Wait()
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
@@ -170,6 +171,7 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				w.standing[r.id] = d.observe(r.sent, r.o)
 				p.setOut(w.standing, w.keys)
 			}
+			p.probes.counted(r.id, r.sent) // peers_hangup.go: Metadata waits no more for it
 		case h := <-w.hangups:
 			if w.holding[h.id].key == h.key {
 				delete(w.holding, h.id) // opened again at the next tick
@@ -178,6 +180,11 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				w.standing[h.id] = d.hangup(h.at)
 				p.setOut(w.standing, w.keys)
 				w.probe(h.id, h.key)
+				if last := w.standing[h.id].last; !last.IsZero() {
+					p.probes.counted(h.id, last) // a probe sent since may have counted already
+				}
+			} else {
+				p.probes.counted(h.id, time.Time{})
 			}
 		}
 	}

@@ -50,6 +50,8 @@ func (w *probeWatch) holdOpen(id int32, key peerDownKey) {
 			_ = c.Close()
 			if ctx.Err() == nil {
 				r.at = time.Now()
+				w.p.probes.hungUp(id, r.at)
+				w.p.log.Debug().Int32("peer", id).Msg("a peer closed the connection held open to its listener: probing it, Metadata waits for the probe")
 			}
 		}
 		select {
@@ -93,4 +95,57 @@ func (l *liveness) dialHeld(id int32, addr string) io.ReadCloser {
 		return nil
 	}
 	return c
+}
+
+// Settled implements newproto.PeerSettling: a channel closed once no peer whose end closed the
+// connection held open to it awaits the probe that tells whether it died (closed already when
+// none does). A client whose fetches went through a killed bridge's proxy listeners asks for
+// Metadata as soon as its connection ends, which is when ours ends too: answered before the
+// probe, the refresh named the dead bridge's addresses until kgo's next one, metadata.min.age
+// (5 s) later, and a member of a group that bridge coordinated could meet two of them in a row
+// in its group lookups and end its session. The mark is set the moment our read of the held
+// connection ends, one wakeup after the peer's kernel closed it, which comes first by far
+// against the client's request (its own wakeup, its metadata loop, its request on the wire and
+// our read of it).
+func (p *peerSet) Settled() <-chan struct{} {
+	p.probes.settleMu.Lock()
+	defer p.probes.settleMu.Unlock()
+	return p.probes.settled
+}
+
+// hungUp notes that peer id's end closed the connection held open to its listener at at:
+// Settled waits until a probe sent since then counts (counted).
+func (l *liveness) hungUp(id int32, at time.Time) {
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	if len(l.settling) == 0 {
+		l.settled = make(chan struct{})
+	}
+	l.settling[id] = at
+}
+
+// counted notes that the standing of peer id took into account a probe sent at sent, and that
+// the view built from it is installed: a hang-up noted before sent is settled. A zero sent
+// settles peer id's hang-up whenever it came (the peer left the view, or the watch dropped it).
+func (l *liveness) counted(id int32, sent time.Time) {
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	at, ok := l.settling[id]
+	if !ok || !sent.IsZero() && sent.Before(at) {
+		return
+	}
+	delete(l.settling, id)
+	if len(l.settling) == 0 {
+		close(l.settled)
+	}
+}
+
+// settleAll settles every hang-up: the watch that would probe after them has ended.
+func (l *liveness) settleAll() {
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	if len(l.settling) > 0 {
+		clear(l.settling)
+		close(l.settled)
+	}
 }

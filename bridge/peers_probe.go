@@ -38,6 +38,13 @@ type liveness struct {
 	by map[int32]*peerProbe // by node id
 	// dial is net.DialTimeout; tests replace it.
 	dial func(network, addr string, timeout time.Duration) (net.Conn, error)
+
+	// settling is the peers whose end closed the connection held open to their listener
+	// (peers_hangup.go), by when, until the result of a probe sent since counts: until then
+	// Metadata waits (Settled). settled is closed while settling is empty.
+	settleMu sync.Mutex
+	settling map[int32]time.Time
+	settled  chan struct{}
 }
 
 // peerProbe is the last probe of one peer's Kafka listener.
@@ -54,6 +61,9 @@ func (l *liveness) init() {
 	l.changed = make(chan struct{})
 	l.by = map[int32]*peerProbe{}
 	l.dial = net.DialTimeout
+	l.settling = map[int32]time.Time{}
+	l.settled = make(chan struct{})
+	close(l.settled)
 }
 
 // Changed implements newproto.PeerLiveness.

@@ -63,6 +63,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -109,7 +110,47 @@ type Partition struct {
 	Replicas, ISR []int32
 }
 
+// PeerSettling, when Peers implements it, lets Metadata wait while a peer that just closed the
+// connection this bridge holds open to it is being probed: a killed bridge's clients ask for
+// Metadata the moment their connections to it end, and an answer given before the probe says
+// the bridge is dead names its addresses until the client's next refresh (franz-go:
+// metadata.min.age, 5 s, later). The relay's rewritten Metadata waits the same (relay/rewrite.go).
+type PeerSettling interface {
+	// Settled returns a channel closed once no such peer awaits its probe (closed already when
+	// none does). Called for every Metadata: it must be cheap.
+	Settled() <-chan struct{}
+}
+
+// MetadataSettleWait bounds Metadata's wait for PeerSettling: a probe's dial times out within it
+// (500 ms), and a killed process's listener refuses at once.
+const MetadataSettleWait = 500 * time.Millisecond
+
+// AwaitPeersSettled waits until peers, when it implements PeerSettling, has settled, at most
+// MetadataSettleWait, or until ctx ends.
+func AwaitPeersSettled(ctx context.Context, peers any) {
+	s, ok := peers.(PeerSettling)
+	if !ok {
+		return
+	}
+	settled := s.Settled()
+	select {
+	case <-settled:
+		return
+	default:
+	}
+	t := time.NewTimer(MetadataSettleWait)
+	defer t.Stop()
+	select {
+	case <-settled:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 func (r *router) metadata(ctx context.Context, req *Request, m *kmsg.MetadataRequest) (kmsg.Response, error) {
+	if r.peers != nil {
+		AwaitPeersSettled(ctx, r.peers)
+	}
 	brokers, topics, ids, err := r.clusterState(ctx)
 	unavailable := err != nil
 	if unavailable {

@@ -263,9 +263,15 @@ func shortFrame(n int32, err error) error {
 
 // rewriter returns the response rewrite for a request of this connection.
 // The address book is taken when the response arrives, so a proxy
-// listener opened meanwhile is in it.
+// listener opened meanwhile is in it, and once no peer that just hung up
+// on this bridge awaits its probe (newproto.PeerSettling: a killed
+// bridge's clients ask for Metadata the moment their fetches through it
+// end, and must not be told its addresses).
 func (rc *relayConn) rewriter(h relayHeader, edit func(*addressBook, kmsg.Response)) func([]byte) ([]byte, error) {
 	return func(raw []byte) ([]byte, error) {
+		if rc.p.cfg.Peers != nil {
+			newproto.AwaitPeersSettled(context.Background(), rc.p.cfg.Peers)
+		}
 		book := rc.p.addressBook(rc.c)
 		return rewriteResponse(raw, h.key, h.version, func(r kmsg.Response) { edit(book, r) })
 	}

@@ -1,0 +1,65 @@
+package bridge
+
+import (
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Metadata waits while a peer that closed the connection held open to it is being probed
+// (Settled, peers_hangup.go): from the hang-up until a probe sent after it counts, Settled is
+// open, and once it closes the view leaves the dead peer out, so that a Metadata answered then is
+// the survivors' view. Here the probes after the kill wait for release.
+func TestPeerSettledOnceTheProbeAfterTheHangUpCounts(t *testing.T) {
+	p, peer := heldPeer(t)
+	release := make(chan struct{})
+	p.probes.mu.Lock()
+	dial := p.probes.dial
+	p.probes.dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		peer.mu.Lock()
+		killed := peer.killed
+		peer.mu.Unlock()
+		if killed {
+			<-release
+		}
+		return dial(network, addr, timeout)
+	}
+	p.probes.mu.Unlock()
+	defer watching(t, p)()
+	time.Sleep(3 * probeEvery) // a connection held open
+	if !closed(p.Settled()) {
+		t.Fatal("Settled is open with no hang-up")
+	}
+	peer.kill()
+	for deadline := time.Now().Add(5 * time.Second); closed(p.Settled()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("Settled never opened after the peer's hang-up")
+		}
+	}
+	time.Sleep(2 * probeEvery)
+	if closed(p.Settled()) {
+		close(release)
+		t.Fatal("Settled closed while every probe since the hang-up is unanswered")
+	}
+	close(release)
+	select {
+	case <-p.Settled():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Settled still open 5 s after the probes were answered")
+	}
+	if named := p.view.Load().named; slices.Contains(named, 9002) {
+		t.Errorf("settled with the dead peer still named: %v", named)
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
