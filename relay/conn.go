@@ -147,11 +147,16 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		p.rewrite = rc.rewriter(h, edit)
 
 	case routeRelay:
-		if refuse, refresh := rc.refusesFetch(); h.key == int16(kmsg.Fetch) && refuse {
-			if err := rc.answerFetch(seq, h, refresh, whole); err != nil {
-				return false, nil, nil, err
+		if h.key == int16(kmsg.Fetch) {
+			// Only a Fetch marks the connection as fetching (drain.go: Untold):
+			// a connection that produced or listed offsets here is reached by
+			// no Fetch refusal.
+			if refuse, refresh := rc.refusesFetch(); refuse {
+				if err := rc.answerFetch(seq, h, refresh, whole); err != nil {
+					return false, nil, nil, err
+				}
+				return true, nil, nil, nil
 			}
-			return true, nil, nil, nil
 		}
 		if h.key == int16(kmsg.Produce) {
 			answered, noResponse, err := rc.inspectProduce(seq, h, n, head, whole)
