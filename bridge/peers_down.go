@@ -183,8 +183,8 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				if last := w.standing[h.id].last; !last.IsZero() {
 					p.probes.counted(h.id, last) // a probe sent since may have counted already
 				}
-			} else {
-				p.probes.counted(h.id, time.Time{})
+			} else if !ok {
+				p.probes.counted(h.id, time.Time{}) // gone, or registered again: nothing to wait for
 			}
 		}
 	}

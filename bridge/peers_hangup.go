@@ -20,6 +20,7 @@ package bridge
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 
 	"github.com/zkbridge/zkbridge/zkstate"
@@ -45,8 +46,10 @@ func (w *probeWatch) holdOpen(id int32, key peerDownKey) {
 		r := hangupReport{id: id, key: key}
 		if c := w.p.probes.dialHeld(id, key.addr); c != nil {
 			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+			w.p.probes.holding(id, c)
 			_, _ = io.Copy(io.Discard, c) // until the other end closes it (or we do)
 			stop()
+			w.p.probes.holding(id, nil)
 			_ = c.Close()
 			if ctx.Err() == nil {
 				r.at = time.Now()
@@ -81,7 +84,7 @@ type heldConn struct {
 
 // dialHeld dials node id's listener at addr and records the result as a probe's; it returns the
 // connection, or nil if the dial failed.
-func (l *liveness) dialHeld(id int32, addr string) io.ReadCloser {
+func (l *liveness) dialHeld(id int32, addr string) net.Conn {
 	l.mu.Lock()
 	dial := l.dial
 	l.mu.Unlock()
@@ -107,10 +110,32 @@ func (l *liveness) dialHeld(id int32, addr string) io.ReadCloser {
 // connection ends, one wakeup after the peer's kernel closed it, which comes first by far
 // against the client's request (its own wakeup, its metadata loop, its request on the wire and
 // our read of it).
+//
+// It also looks at each held connection itself (peerClosed: whether the peer's end is closed,
+// without reading): under load the goroutine reading it may wake milliseconds after the kernel
+// has the peer's FIN, and a client's request in those milliseconds would still be answered
+// with the dead bridge.
 func (p *peerSet) Settled() <-chan struct{} {
-	p.probes.settleMu.Lock()
-	defer p.probes.settleMu.Unlock()
-	return p.probes.settled
+	l := &p.probes
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	for id, c := range l.held {
+		if _, marked := l.settling[id]; !marked && peerClosed(c) {
+			l.hungUpLocked(id, time.Now())
+		}
+	}
+	return l.settled
+}
+
+// holding notes c as the connection held open to peer id (nil: none now).
+func (l *liveness) holding(id int32, c net.Conn) {
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	if c == nil {
+		delete(l.held, id)
+		return
+	}
+	l.held[id] = c
 }
 
 // hungUp notes that peer id's end closed the connection held open to its listener at at:
@@ -118,6 +143,11 @@ func (p *peerSet) Settled() <-chan struct{} {
 func (l *liveness) hungUp(id int32, at time.Time) {
 	l.settleMu.Lock()
 	defer l.settleMu.Unlock()
+	l.hungUpLocked(id, at)
+}
+
+// hungUpLocked is hungUp with l.settleMu held.
+func (l *liveness) hungUpLocked(id int32, at time.Time) {
 	if len(l.settling) == 0 {
 		l.settled = make(chan struct{})
 	}

@@ -45,6 +45,8 @@ type liveness struct {
 	settleMu sync.Mutex
 	settling map[int32]time.Time
 	settled  chan struct{}
+	// held is the connection held open to each peer's listener, which Settled peeks at.
+	held map[int32]net.Conn
 }
 
 // peerProbe is the last probe of one peer's Kafka listener.
@@ -62,6 +64,7 @@ func (l *liveness) init() {
 	l.by = map[int32]*peerProbe{}
 	l.dial = net.DialTimeout
 	l.settling = map[int32]time.Time{}
+	l.held = map[int32]net.Conn{}
 	l.settled = make(chan struct{})
 	close(l.settled)
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Metadata waits while a peer that closed the connection held open to it is being probed
@@ -61,5 +63,42 @@ func closed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// Settled looks at the held connection itself: a peer's FIN waiting in the socket opens it
+// before the goroutine reading that connection has woken (under load, milliseconds after the
+// kernel got it), so that a client's Metadata in those milliseconds waits too. Here nothing
+// reads the connection.
+func TestPeerSettledSeesAHangUpNotReadYet(t *testing.T) {
+	p := newPeerSet(9001, "/zkbridge", zerolog.Nop())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	far, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.probes.holding(9002, c)
+	if !closed(p.Settled()) {
+		t.Fatal("Settled is open while the peer holds its end open")
+	}
+	_ = far.Close()
+	for deadline := time.Now().Add(2 * time.Second); closed(p.Settled()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Settled still closed 2 s after the peer closed its end of the held connection")
+		}
+	}
+	p.probes.holding(9002, nil) // its reader saw the end, as holdOpen's does before reporting it
+	p.probes.counted(9002, time.Now())
+	if !closed(p.Settled()) {
+		t.Error("Settled still open after a probe sent since counted")
 	}
 }
