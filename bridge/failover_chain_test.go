@@ -80,19 +80,21 @@ func TestIntegration_SeveralBridgesFailoverRoundTrips(t *testing.T) {
 
 // The bounds of the failover chain, 0.9 of margin each (a loaded machine adds up to 0.9 with
 // -race beside a benchmark):
-//   - maxFailoverTakenRoundTrips, expiry → every epoch taken: the deletion's notice, the watch's
-//     read of the children, the rescan's list with the epochs (the epoch's write is applied
-//     before its answer comes): 3; 4 when the registrations of the bridges left were read again.
+//   - maxFailoverTakenRoundTrips, expiry → every epoch taken: the deletion's notice (the
+//     registration's watch tells it and the view drops the bridge at once: no read of the
+//     children), the rescan's list with the epochs (the epoch's write is applied before its
+//     answer comes): 2; 3 when the view waited for the children's read, 4 when the
+//     registrations of the bridges left were read again too.
 //   - maxFailoverAnsweredRoundTrips, expiry → every heartbeat answered: those, the write's answer,
-//     the holder's check with the record read beside it: 5; 7 with the check and the record one
-//     after the other, and the registrations read again.
+//     the holder's check with the record read beside it: 4; 5 with the children's read, 7 with
+//     the check and the record one after the other and the registrations read again.
 //   - maxFailoverRequestRoundTrips, the same when the heartbeats come before the rescan decides:
-//     the notice, the children, the record's existence with the epoch, the write, the check with
-//     the record: 5; 6 with the holder's registration read before the write.
+//     the notice, the record's existence with the epoch, the write, the check with the record: 4;
+//     5 with the children's read, 6 with the holder's registration read before the write too.
 const (
-	maxFailoverTakenRoundTrips    = 3.9
-	maxFailoverAnsweredRoundTrips = 5.9
-	maxFailoverRequestRoundTrips  = 5.9
+	maxFailoverTakenRoundTrips    = 2.9
+	maxFailoverAnsweredRoundTrips = 4.9
+	maxFailoverRequestRoundTrips  = 4.9
 )
 
 // failoverTakeover starts the survivor 9002 behind a proxy, deletes 9001's registration once
