@@ -428,7 +428,7 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 				// registration): the others are as known, and their data watches tell any
 				// change; nothing to read on the way of a crash's takeover.
 				known = left
-				p.children.Store(&children)
+				p.children.Store(&ev.Children) // not &children: the variable changes at the next event
 				p.publish(p.parse(children, known))
 				continue
 			}
