@@ -144,12 +144,14 @@ func (a *actor) start(ctx context.Context) context.Context {
 		lctx, cancel := context.WithTimeout(ctx, a.c.cfg.LoadTimeout)
 		defer cancel()
 		if peers != nil {
-			// No epoch before our registration (peers.go: own); register rescans once it is
-			// written, for a load that gave up.
-			if err := peers.awaitOwn(lctx); err != nil {
+			// No epoch before our registration exists in the session that writes it
+			// (register_own.go); register rescans once it is written, for a load that gave up.
+			sid, err := peers.awaitOwn(lctx, store)
+			if err != nil {
 				loaded <- loadResult{err: err}
 				return
 			}
+			gs.own = sid
 		}
 		loaded <- loadGroup(lctx, gs, a.group)
 	}()

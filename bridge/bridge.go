@@ -242,6 +242,9 @@ func (b *Bridge) openStore(ctx context.Context) (*zkstate.Store, error) {
 		Logger:         cfg.Logger,
 		OnSession: func(ev zkstate.SessionEvent) {
 			b.coord.onSession(ev)
+			if ev.State == zkstate.Connected {
+				b.peers.own.poke() // register_own.go: our registration in this session
+			}
 			if l := b.legacy.Load(); l != nil {
 				l.OnSession(ev)
 			}
@@ -576,40 +579,6 @@ func (b *Bridge) advertised(ln net.Addr) (string, int32) {
 		return "", int32(tcp.Port)
 	}
 	return tcp.IP.String(), int32(tcp.Port)
-}
-
-// register creates the bridge's ephemeral registration (zkstate.BridgeRegistration: who runs
-// where, for operators and for the other bridges, peers.go), retrying while the path is held:
-// after a kill -9 the previous incarnation's node lives until its session times out.
-func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
-	b.registrar.init(b.registration(host, port)) // peers.go: later rewrites keep its fields
-	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
-	warned := false
-	for {
-		if !b.peers.serving.Load() {
-			return // draining (handover.go)
-		}
-		err := b.registrar.create(ctx, store, p, b.peers)
-		if err == nil {
-			b.log.Info().Str("path", p).Msg("bridge registered")
-			b.coord.registered() // handover.go: the groups refused until now
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if !warned {
-			// Another bridge with our node id, or our own previous incarnation whose session
-			// has not expired yet: retry until the node is gone.
-			b.log.Warn().Err(err).Str("path", p).Msg("bridge registration failed; retrying")
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // readiness lists why the bridge is not ready; none when it is.

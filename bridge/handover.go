@@ -146,7 +146,8 @@ func (c *coordinator) registered() {
 func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
-	view, sid0, own := c.peers.current(), store.SessionID(), c.peers.ownRegistered()
+	view, sid0 := c.peers.current(), store.SessionID()
+	own := c.peers.ownRegistered(sid0)
 	groups, reads, sid, err := c.scanEpochs(ctx, store, c.narrowScan(view, sid0))
 	c.scannedView = nil // set again below once this scan saw everything through
 	if err != nil {
@@ -306,14 +307,11 @@ func (c *coordinator) narrowScan(view *liveView, sid int64) func(string) bool {
 	}
 }
 
-// ownRegistered reports whether this bridge's registration exists (peers.go: own).
-func (p *peerSet) ownRegistered() bool {
-	select {
-	case <-p.own:
-		return true
-	default:
-		return false
-	}
+// ownRegistered reports whether this bridge's registration exists in session sid
+// (register_own.go).
+func (p *peerSet) ownRegistered(sid int64) bool {
+	in, _ := p.own.now()
+	return sid != 0 && in == sid
 }
 
 // takeoverHint is what a rescan read of the epoch of a group it takes over. When the epoch was

@@ -64,11 +64,11 @@ type peerSet struct {
 
 	serving atomic.Bool // we count ourselves live (from start until drain)
 	view    atomic.Pointer[liveView]
-	// own is closed once our registration exists (registered): before it, an epoch we wrote
-	// would look to the others like a dead bridge's (several-bridges.md: the takeover checks the
-	// holder's registration after its write), so a group's load waits for it (awaitOwn).
-	own     chan struct{}
-	ownOnce sync.Once
+	// own is whether our registration exists in the current session (register_own.go): before
+	// it, an epoch we wrote would look to the others like a dead bridge's (several-bridges.md:
+	// the takeover checks the holder's registration after its write), so a group's load waits
+	// for it (awaitOwn).
+	own ownRegistration
 
 	mu       sync.Mutex
 	onChange []func(old, cur *liveView) // called in order, on the watch's goroutine
@@ -99,7 +99,8 @@ var (
 )
 
 func newPeerSet(self int32, root string, log zerolog.Logger) *peerSet {
-	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger(), own: make(chan struct{})}
+	p := &peerSet{self: self, root: root, log: log.With().Str("component", "peers").Logger()}
+	p.own.init()
 	p.serving.Store(true)
 	p.view.Store(p.build(nil))
 	p.probes.init()
@@ -196,17 +197,6 @@ func (p *peerSet) advertised(proxy map[int32]string) {
 // rest for the agreement check (peers_agree.go).
 func (p *peerSet) registered(reg zkstate.BridgeRegistration) {
 	p.update(func() { p.proxy, p.mine = reg.Proxy, &reg })
-	p.ownOnce.Do(func() { close(p.own) })
-}
-
-// awaitOwn waits until our registration exists, or ctx ends.
-func (p *peerSet) awaitOwn(ctx context.Context) error {
-	select {
-	case <-p.own:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("this bridge's registration is not written yet: %w", ctx.Err())
-	}
 }
 
 // current is the live view now.
@@ -638,16 +628,22 @@ func (r *registrar) init(reg zkstate.BridgeRegistration) {
 	r.reg, r.set = reg, true
 }
 
-// create creates the registration; the peers then compute with the proxy listeners it holds.
-func (r *registrar) create(ctx context.Context, store *zkstate.Store, path string, peers *peerSet) error {
+// create creates the registration, or finds it made by our session already (the reclaim after
+// an expiry, zkstate.Store.CreateEphemeral); the peers then compute with the proxy listeners it
+// holds. in is the session it is known to exist in: 0 when the session changed meanwhile.
+func (r *registrar) create(ctx context.Context, store *zkstate.Store, path string, peers *peerSet) (in int64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	before := store.SessionID()
 	if err := store.CreateEphemeral(ctx, path, r.reg.Encode()); err != nil {
-		return err
+		return 0, err
 	}
 	r.created = true
 	peers.registered(r.reg)
-	return nil
+	if store.SessionID() != before {
+		return 0, nil
+	}
+	return before, nil
 }
 
 // rewrite changes the registration with edit and writes it once it exists; before that the

@@ -110,15 +110,18 @@ type groupStore struct {
 	// epoch0, set by a load, is its read of the epoch beside the record's existence, for
 	// acquire to start from.
 	epoch0 <-chan epochReadErr
+	// own, when set, is the session our registration existed in when the load started: every
+	// epoch is written in it (register_own.go: acquire).
+	own int64
 }
 
 func newGroupStore(store *zkstate.Store, root, g string, node int32, log zerolog.Logger) *groupStore {
 	return &groupStore{store: store, root: root, group: g, nodeID: node, log: log, epoch: -1, record: -1, known: map[string]bool{}}
 }
 
-// acquire takes the group over: it creates the epoch znode, or bumps its version if the
-// previous owner is us or a bridge that is gone.
-func (g *groupStore) acquire(ctx context.Context) error {
+// takeEpoch takes the group over: it creates the epoch znode, or bumps its version if the
+// previous owner is us or a bridge that is gone. Called through acquire (register_own.go).
+func (g *groupStore) takeEpoch(ctx context.Context) error {
 	p := zkstate.EpochPath(g.root, g.group)
 	mine := zkstate.Epoch{NodeID: g.nodeID, AcquiredMs: time.Now().UnixMilli()}.Encode()
 	var next *epochRead // read already (by the rescan, or the watch on a holder's release)

@@ -1,0 +1,159 @@
+package bridge
+
+// This bridge's own registration, session by session. A survivor that takes a group checks the
+// holder's registration after its write of the epoch, and keeps the group when it finds none,
+// or one newer than the holder's epoch (records.go: takeHinted; several-bridges.md): an epoch
+// we wrote before our registration existed looks like a dead bridge's, and two bridges would
+// answer the group. So a group's load waits until our registration exists in the current
+// session (awaitOwn), and every epoch the group's store writes is written in that session
+// (groupStore.acquire).
+//
+// A session ends while the bridge runs when ZooKeeper expires it (the bridge cut off, or paused,
+// for longer than the session timeout): the registration goes with it, and the Store re-creates
+// it in the new session in the background (zkstate's reclaim, one create after the other in the
+// order of the paths, behind every /consumers ephemeral the bridge mirrors). The bridge does not
+// wait for that: on every new session register makes its registration again at once
+// (registrar.create finds it made if the reclaim came first), and rescans once it exists.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/zkbridge/zkbridge/zkstate"
+)
+
+// ownRegistration is the session our registration was last known to exist in.
+type ownRegistration struct {
+	mu sync.Mutex
+	in int64 // 0: not yet
+	// changed is closed, and replaced, when in changes.
+	changed chan struct{}
+	// renew is poked (buffered 1) on every new session: register looks whether the registration
+	// is in it.
+	renew chan struct{}
+}
+
+func (o *ownRegistration) init() {
+	o.changed = make(chan struct{})
+	o.renew = make(chan struct{}, 1)
+}
+
+// now is the session our registration is known in, and a channel closed when that changes.
+func (o *ownRegistration) now() (int64, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.in, o.changed
+}
+
+// set records that our registration exists in session sid, and wakes the loads waiting for it.
+func (o *ownRegistration) set(sid int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.in == sid {
+		return
+	}
+	o.in = sid
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// poke tells register that a session was established.
+func (o *ownRegistration) poke() {
+	select {
+	case o.renew <- struct{}{}:
+	default:
+	}
+}
+
+// awaitOwn waits until our registration exists in store's current session, and returns that
+// session; an error when ctx ends first.
+func (p *peerSet) awaitOwn(ctx context.Context, store *zkstate.Store) (int64, error) {
+	for {
+		in, changed := p.own.now()
+		if sid := store.SessionID(); sid != 0 && sid == in {
+			return sid, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("this bridge's registration is not written in its current ZooKeeper session yet: %w", ctx.Err())
+		}
+	}
+}
+
+// register creates the bridge's ephemeral registration (zkstate.BridgeRegistration: who runs
+// where, for operators and for the other bridges, peers.go), and makes it again in every new
+// session (keepRegistered), until ctx ends or the bridge drains.
+func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
+	b.registrar.init(b.registration(host, port)) // peers.go: later rewrites keep its fields
+	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
+	for b.keepRegistered(ctx, store, p) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.peers.own.renew:
+		}
+	}
+}
+
+// keepRegistered makes sure the registration exists in the current session, retrying while the
+// path is held (after a kill -9 the previous incarnation's node lives until its session times
+// out), then rescans for the groups refused meanwhile. It reports false when ctx ended or the
+// bridge drains.
+func (b *Bridge) keepRegistered(ctx context.Context, store *zkstate.Store, p string) bool {
+	warned := false
+	for {
+		if !b.peers.serving.Load() {
+			return false // draining (handover.go)
+		}
+		if in, _ := b.peers.own.now(); in != 0 && in == store.SessionID() {
+			return true
+		}
+		in, err := b.registrar.create(ctx, store, p, b.peers)
+		if err == nil && in != 0 {
+			b.peers.own.set(in)
+			b.log.Info().Str("path", p).Str("session", fmt.Sprintf("0x%x", in)).Msg("bridge registered")
+			b.coord.registered() // handover.go: the groups refused until now
+			return true
+		}
+		if err == nil {
+			continue // the session changed during the create: again, in the new one
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !warned {
+			// Another bridge with our node id, or our own previous incarnation whose session
+			// has not expired yet: retry until the node is gone.
+			b.log.Warn().Err(err).Str("path", p).Msg("bridge registration failed; retrying")
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// acquire takes the group's epoch over (takeEpoch), in the session our registration was known
+// in when the group's load started (own, set from awaitOwn): an epoch written in a later
+// session may precede our registration there. A session that changed before or during the
+// write fences the group (its actor is fenced for the expiry anyway, coordinator.onSession),
+// and the epoch is not used: the group is loaded again in the new session once registered.
+func (g *groupStore) acquire(ctx context.Context) error {
+	if g.own == 0 {
+		return g.takeEpoch(ctx)
+	}
+	if sid := g.store.SessionID(); sid != g.own {
+		return fmt.Errorf("take over group %q: the ZooKeeper session changed since the load (0x%x, now 0x%x): %w", g.group, g.own, sid, ErrFenced)
+	}
+	err := g.takeEpoch(ctx)
+	if sid := g.store.SessionID(); err == nil && sid != g.own {
+		g.epoch = -1
+		return fmt.Errorf("take over group %q: the ZooKeeper session changed during the takeover (0x%x, now 0x%x): %w", g.group, g.own, sid, ErrFenced)
+	}
+	return err
+}
