@@ -83,13 +83,19 @@ type peerDown struct {
 	hungUp time.Time
 }
 
+// hangupGrace is how long after a hang-up a connection taken does not clear it: a killed
+// process's kernel closes its sockets one at a time, and the connection held open may be closed
+// before its listener is, which then still takes a probe (and resets it). A live bridge's
+// listener takes a probe sent later too.
+const hangupGrace = 50 * time.Millisecond
+
 // hangup is the standing after the connection held open to the peer's listener was closed by
 // its end at at (peers_hangup.go). Pure, as observe.
 func (d peerDown) hangup(at time.Time) peerDown {
-	if !d.last.Before(at) {
+	if !d.last.Before(at) && (!d.refusedSince.IsZero() || !d.last.Before(at.Add(hangupGrace))) {
 		// A probe sent since the hang-up has counted already: refused, the peer is dead (the
 		// refusals in a row are still running only if it was refused); otherwise it took a
-		// connection again, or was silent, and the hang-up says nothing more.
+		// connection again past hangupGrace, or was silent, and the hang-up says nothing more.
 		d.out = d.out || d.everUp && !d.refusedSince.IsZero()
 		return d
 	}
@@ -98,6 +104,10 @@ func (d peerDown) hangup(at time.Time) peerDown {
 	}
 	return d
 }
+
+// settled reports whether the standing has no hang-up left to decide: the peer is out, or a
+// probe since cleared it.
+func (d peerDown) settled() bool { return d.out || d.hungUp.IsZero() }
 
 // observe is the standing after a probe sent at now met o. Probes count in the order they were
 // sent: the result of one sent before the latest counted is dropped (a dial that hung until its
@@ -110,7 +120,7 @@ func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
 	d.last = now
 	switch o {
 	case probeTook:
-		if now.Before(d.hungUp) { // sent before the hang-up: the hang-up still stands
+		if now.Before(d.hungUp.Add(hangupGrace)) { // sent before the hang-up, or within its grace: it stands
 			return peerDown{everUp: true, last: now, hungUp: d.hungUp}
 		}
 		return peerDown{everUp: true, last: now}
@@ -171,7 +181,9 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				w.standing[r.id] = d.observe(r.sent, r.o)
 				p.setOut(w.standing, w.keys)
 			}
-			p.probes.counted(r.id, r.sent) // peers_hangup.go: Metadata waits no more for it
+			if d := w.standing[r.id]; d.settled() || r.o == probeSilent {
+				p.probes.counted(r.id, r.sent) // peers_hangup.go: Metadata waits no more for it
+			}
 		case h := <-w.hangups:
 			if w.holding[h.id].key == h.key {
 				delete(w.holding, h.id) // opened again at the next tick
@@ -180,8 +192,8 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				w.standing[h.id] = d.hangup(h.at)
 				p.setOut(w.standing, w.keys)
 				w.probe(h.id, h.key)
-				if last := w.standing[h.id].last; !last.IsZero() {
-					p.probes.counted(h.id, last) // a probe sent since may have counted already
+				if d := w.standing[h.id]; !d.last.IsZero() && d.settled() {
+					p.probes.counted(h.id, d.last) // a probe sent since may have counted already
 				}
 			} else if !ok {
 				p.probes.counted(h.id, time.Time{}) // gone, or registered again: nothing to wait for

@@ -102,3 +102,47 @@ func TestPeerSettledSeesAHangUpNotReadYet(t *testing.T) {
 		t.Error("Settled still open after a probe sent since counted")
 	}
 }
+
+// A killed peer whose listener still takes the probe sent at the hang-up (its kernel closed the
+// connection held open to it before its listener) looks dead at the next refusal, not after
+// refusedFor of refusals: a connection taken within hangupGrace of the hang-up does not clear it.
+// Counted in dials: at most 3 refused to the decision (5 or more when the take cleared it).
+func TestPeerLooksDeadDespiteATakeAsItDies(t *testing.T) {
+	p, peer := heldPeer(t)
+	taken := false
+	p.probes.mu.Lock()
+	dial := p.probes.dial
+	p.probes.dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		peer.mu.Lock()
+		takeOnce := peer.killed && !taken
+		taken = taken || takeOnce
+		peer.mu.Unlock()
+		if takeOnce { // the dying listener takes it, then the connection is reset
+			c, far := net.Pipe()
+			_ = far.Close()
+			return c, nil
+		}
+		return dial(network, addr, timeout)
+	}
+	p.probes.mu.Unlock()
+	atDecision := make(chan int, 1)
+	p.subscribeNamed(func(_, cur *liveView) {
+		if len(cur.named) == 1 {
+			select {
+			case atDecision <- peer.refusedDials():
+			default:
+			}
+		}
+	})
+	defer watching(t, p)()
+	time.Sleep(3 * probeEvery)
+	peer.kill()
+	select {
+	case n := <-atDecision:
+		if n < 1 || n > 3 {
+			t.Errorf("the peer looked dead after %d refused dials, want 1 to 3", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the peer never looked dead")
+	}
+}
