@@ -45,10 +45,9 @@ type childSpec struct {
 	ZKSessionTimeout time.Duration
 	HeartbeatHold    time.Duration
 	UpstreamFromZK   bool // the data path, with proxy listeners on system-chosen ports
-	// LogLevel is the lowest level the child logs (zerolog's names): "" logs every line, down
-	// to each request's trace, for a crash test's diagnosis; a benchmark logs "info", as a
-	// deployment does, so that the children's CPU goes to serving (a line per request of 900
-	// clients is not free).
+	// LogLevel is the lowest level the child logs (zerolog's names): "" logs what zerolog's
+	// global level lets through (debug: a request's trace line is left out), for a crash
+	// test's diagnosis; a benchmark logs "info", as a deployment does.
 	LogLevel string
 }
 
