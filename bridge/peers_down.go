@@ -181,9 +181,7 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				w.standing[r.id] = d.observe(r.sent, r.o)
 				p.setOut(w.standing, w.keys)
 			}
-			if d := w.standing[r.id]; d.settled() || r.o == probeSilent {
-				p.probes.counted(r.id, r.sent) // peers_hangup.go: Metadata waits no more for it
-			}
+			p.probes.afterProbe(r.id, r.sent, r.o, w.standing[r.id]) // peers_hangup.go: Metadata's wait
 		case h := <-w.hangups:
 			if w.holding[h.id].key == h.key {
 				delete(w.holding, h.id) // opened again at the next tick

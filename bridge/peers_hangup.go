@@ -170,6 +170,25 @@ func (l *liveness) counted(id int32, sent time.Time) {
 	}
 }
 
+// afterProbe updates Metadata's wait after a probe of peer id sent at sent met o and the view
+// built from the standing d is installed. A peer refused since its listener last took a
+// connection, and not out yet, is suspect: a killed process's kernel tears its sockets down one
+// at a time, over hundreds of milliseconds under load (its clients' connections ended over 0.5 s
+// in a traced run), so the connection held open to it may end after its listener closed, and the
+// rule then decides refusedFor after the first refusal; the clients refreshing at the kill ask in
+// between. Metadata waits (at most MetadataSettleWait) until that is decided: the peer out, or
+// a probe taken or silent. Otherwise a probe sent since a hang-up settles it once d has no
+// hang-up left to decide, or was silent.
+func (l *liveness) afterProbe(id int32, sent time.Time, o probeOutcome, d peerDown) {
+	if d.everUp && !d.out && !d.refusedSince.IsZero() {
+		l.hungUp(id, sent)
+		return
+	}
+	if d.settled() || o == probeSilent {
+		l.counted(id, sent)
+	}
+}
+
 // settleAll settles every hang-up: the watch that would probe after them has ended.
 func (l *liveness) settleAll() {
 	l.settleMu.Lock()

@@ -146,3 +146,29 @@ func TestPeerLooksDeadDespiteATakeAsItDies(t *testing.T) {
 		t.Fatal("the peer never looked dead")
 	}
 }
+
+// A peer whose listener refuses while the connection held open to it is still open (a killed
+// process's kernel closing its listener first, of hundreds of sockets) is suspect from the first
+// refusal: Settled is open until the rule decides, and once it closes the peer is left out, so a
+// client refreshing in between is told the survivors' view.
+func TestPeerSettledWaitsForTheRefusalsRule(t *testing.T) {
+	p, peer := heldPeer(t)
+	defer watching(t, p)()
+	time.Sleep(3 * probeEvery) // a connection held open
+	peer.mu.Lock()
+	peer.killed = true // refuses from now on; the held connection stays open
+	peer.mu.Unlock()
+	for deadline := time.Now().Add(2 * time.Second); closed(p.Settled()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Settled never opened while the peer's listener refuses")
+		}
+	}
+	select {
+	case <-p.Settled():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Settled still open 5 s after the peer's listener began refusing")
+	}
+	if named := p.view.Load().named; slices.Contains(named, 9002) {
+		t.Errorf("settled with the refusing peer still named: %v", named)
+	}
+}
