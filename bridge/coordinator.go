@@ -112,6 +112,9 @@ type coordinator struct {
 	// (handover.go: narrowScan).
 	scannedView    *liveView
 	scannedSession int64
+	// rescanAll is set by a handover whose release failed: the group names us while it maps
+	// elsewhere, which only a rescan that reads every group releases.
+	rescanAll atomic.Bool
 	// pre is the takeovers prepared for the peers that look dead (preload.go).
 	pre preloads
 

@@ -288,10 +288,11 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store, move
 // hashing moves only the removed bridges' groups: a group that mapped elsewhere still does, one
 // that mapped to us still does). nil, every group read, when that does not hold: a bridge
 // joined, we do not serve, the session changed, or the last rescan did not see everything
-// through (an error, a release that failed, no registration of ours yet). scanMu is held.
+// through (an error, a release that failed, no registration of ours yet), or a loaded group's
+// release failed since (rescanAll). scanMu is held.
 func (c *coordinator) narrowScan(view *liveView, sid int64) func(string) bool {
 	last, self := c.scannedView, c.cfg.NodeID
-	if last == nil || sid == 0 || c.scannedSession != sid || !c.peers.serving.Load() ||
+	if c.rescanAll.Swap(false) || last == nil || sid == 0 || c.scannedSession != sid || !c.peers.serving.Load() ||
 		!slices.Contains(view.ids, self) || !slices.Contains(last.ids, self) {
 		return nil
 	}
@@ -448,6 +449,7 @@ wait:
 			return
 		} else if err != nil {
 			a.log.Warn().Err(err).Msg("releasing the group's epoch failed; the next owner waits for it or for our session")
+			a.c.rescanAll.Store(true) // the next rescan releases it
 			return
 		}
 		if a.c.pm != nil {
