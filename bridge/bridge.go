@@ -152,7 +152,8 @@ func New(cfg Config) (*Bridge, error) {
 	b.coord.hosts = b.hosts
 	b.modes.ours = b.claimers.ours
 	b.peers = newPeerSet(cfg.NodeID, cfg.Root, log)
-	b.coord.peers = b.peers // handover.go
+	b.coord.peers = b.peers                 // handover.go
+	b.peers.ownGone = b.registrationDeleted // register_own.go
 	if b.coord.pm, err = newPlacementMetrics(reg, b.coord.owned); err != nil {
 		return nil, err
 	}

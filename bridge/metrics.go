@@ -22,6 +22,8 @@ type metrics struct {
 	fenced       prometheus.Counter
 	mirrorErrors prometheus.Counter
 	zkConnected  prometheus.Gauge
+	// registrationDeleted counts deletions of our registration by another client (register_own.go).
+	registrationDeleted prometheus.Counter
 
 	// Group modes (modes.go).
 	groupModes   *prometheus.GaugeVec   // mode: groups this bridge knows in each mode
@@ -79,6 +81,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		zkConnected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "zookeeper", Name: "connected",
 			Help: "1 while the bridge has a ZooKeeper session, else 0.",
+		}),
+		registrationDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zkbridge", Subsystem: "bridges", Name: "registration_deleted_total",
+			Help: "Times another ZooKeeper client deleted this bridge's registration (<root>/bridges/<node-id>) while its session lived: every group was fenced and the registration made again. Should be 0.",
 		}),
 		groupModes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "zkbridge", Subsystem: "groups", Name: "by_mode",
@@ -156,7 +162,7 @@ func (m *metrics) exportZeros() {
 // register registers every collector, the Go runtime's and the process's included.
 func (m *metrics) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
-		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected,
+		m.groupsLoaded, m.events, m.writes, m.writeSeconds, m.offsets, m.generations, m.fenced, m.mirrorErrors, m.zkConnected, m.registrationDeleted,
 		m.groupModes, m.modeRefusals, m.foreignZK, // group modes (modes.go)
 		m.mixedClaimSeconds, m.mixedRebalances, m.mixedCrashUnsafe, // mixed groups (mixed.go)
 		m.members, m.rebalances,

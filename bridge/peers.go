@@ -69,6 +69,9 @@ type peerSet struct {
 	// the takeover checks the holder's registration after its write), so a group's load waits
 	// for it (awaitOwn).
 	own ownRegistration
+	// ownGone is called when another client deleted our registration in the session it was
+	// made in (ownDeleted), with that session; set once, before follow starts.
+	ownGone func(sid int64)
 
 	mu       sync.Mutex
 	onChange []func(old, cur *liveView) // called in order, on the watch's goroutine
@@ -347,6 +350,7 @@ type peerWatch struct {
 // again: the expiry of a crashed bridge's session reaches the view with no round trip at all.
 func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
 	refresh := make(chan struct{}, 1)
+	self := strconv.Itoa(int(p.self))
 	var pendingMu sync.Mutex
 	pending := map[string]zkstate.WatchEvent{} // by child: its watch's latest read
 	watches := map[string]context.CancelFunc{}
@@ -380,6 +384,9 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 						// (its Czxid), so that an older one's deletion, coming late, does
 						// not take a newer one read since out of the view.
 						ev.Stat = last
+						if c == self {
+							p.ownDeleted(store, last) // register_own.go: by another client?
+						}
 					}
 					if first {
 						first = false

@@ -14,9 +14,17 @@ package bridge
 // order of the paths, behind every /consumers ephemeral the bridge mirrors). The bridge does not
 // wait for that: on every new session register makes its registration again at once
 // (registrar.create finds it made if the reclaim came first), and rescans once it exists.
+//
+// Any client may also delete our registration while our session lives (ZooKeeper lets a session
+// delete another's ephemeral: an operator's mistake, a cleanup script), and the Store does not
+// make it again in the same session. The others then count us gone and take our groups, so that
+// is an expiry for us too: the watch of our registration (peers.go: follow) tells its deletion,
+// and ownDeleted fences every group, marks the registration as not made in this session (the
+// loads wait) and has register make it again at once, then rescan.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,7 +67,24 @@ func (o *ownRegistration) set(sid int64) {
 	o.changed = make(chan struct{})
 }
 
-// poke tells register that a session was established.
+// lose forgets that our registration exists in session sid, when it was known there and the
+// deleted registration (owned by owner) was that one: reports whether it did. A deletion the
+// watch tells late is not one: an older session's registration has another owner, and the one
+// of a session that expired is deleted by ZooKeeper after our watches of that session are gone
+// (the watch set again in the new session tells a missing node, and sid is the new session).
+func (o *ownRegistration) lose(owner, sid int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if owner == 0 || owner != sid || o.in != sid {
+		return false
+	}
+	o.in = 0
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return true
+}
+
+// poke tells register that a session was established, or that our registration was deleted.
 func (o *ownRegistration) poke() {
 	select {
 	case o.renew <- struct{}{}:
@@ -82,6 +107,38 @@ func (p *peerSet) awaitOwn(ctx context.Context, store *zkstate.Store) (int64, er
 		}
 	}
 }
+
+// ownDeleted is told by the watch of our registration that it was deleted, with the stat the
+// watch last read of it: when that was the registration of our current session, made by us,
+// and we serve (not our own deletion at a drain), another client deleted it.
+func (p *peerSet) ownDeleted(store *zkstate.Store, last zkstate.Stat) {
+	sid := store.SessionID()
+	if !p.serving.Load() || !p.own.lose(last.EphemeralOwner, sid) {
+		return
+	}
+	if p.ownGone != nil {
+		p.ownGone(sid)
+	}
+}
+
+// registrationDeleted is peerSet.ownGone: another client deleted our registration while
+// session sid lives. The others count us gone and may take our groups: every group is fenced, as
+// after an expiry (loaded again once the registration exists: awaitOwn), and register makes it
+// again at once.
+func (b *Bridge) registrationDeleted(sid int64) {
+	if b.stopping.Load() {
+		return
+	}
+	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
+	b.log.Error().Str("path", p).Str("session", fmt.Sprintf("0x%x", sid)).
+		Msg("our registration was deleted by another client while our session lives: the other bridges take our groups; fencing every group and registering again")
+	b.metrics.registrationDeleted.Inc()
+	b.coord.fenceAll(errRegistrationDeleted)
+	b.peers.own.poke()
+}
+
+// errRegistrationDeleted fences the groups when another client deleted our registration.
+var errRegistrationDeleted = errors.New("this bridge's registration was deleted by another ZooKeeper client")
 
 // register creates the bridge's ephemeral registration (zkstate.BridgeRegistration: who runs
 // where, for operators and for the other bridges, peers.go), and makes it again in every new

@@ -64,3 +64,40 @@ func TestIntegration_EpochOnlyInTheSessionOfOurRegistration(t *testing.T) {
 		t.Errorf("epoch version after the acquire = %d, want 0 (created)", gs.epoch)
 	}
 }
+
+// Only the deletion of the registration made in the session we still have is another client's
+// (ownRegistration.lose): not an older session's registration (the previous incarnation's, or
+// ours before an expiry, told late), not one while ours is not known in the current session.
+func TestOwnRegistrationLostOnlyInItsSession(t *testing.T) {
+	const cur, old = int64(0x20), int64(0x10)
+	for _, c := range []struct {
+		name           string
+		in, owner, sid int64
+		lost           bool
+	}{
+		{"ours, in the current session", cur, cur, cur, true},
+		{"an older session's, told late", cur, old, cur, false},
+		{"ours before an expiry, told in the new session", old, old, cur, false},
+		{"not made in the current session yet", 0, cur, cur, false},
+		{"a deletion without a read registration", cur, 0, cur, false},
+	} {
+		var o ownRegistration
+		o.init()
+		o.set(c.in)
+		_, changed := o.now()
+		if got := o.lose(c.owner, c.sid); got != c.lost {
+			t.Errorf("%s: lose = %v, want %v", c.name, got, c.lost)
+		}
+		in, _ := o.now()
+		select {
+		case <-changed:
+			if !c.lost || in != 0 {
+				t.Errorf("%s: now in 0x%x, want 0 and the waiters woken only when lost", c.name, in)
+			}
+		default:
+			if c.lost || in != c.in {
+				t.Errorf("%s: now in 0x%x (waiters not woken), want 0x%x", c.name, in, c.in)
+			}
+		}
+	}
+}
