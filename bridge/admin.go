@@ -14,8 +14,9 @@ import (
 //
 //   - /metrics: Prometheus text, from the Bridge's own registry;
 //   - /healthz: 200 while the process runs (liveness: restart me only if this fails);
-//   - /readyz: 200 while the bridge has a ZooKeeper session and its Kafka listener serves, else
-//     503 with the reasons, one a line (readiness: send me clients only if this succeeds); when
+//   - /readyz: 200 while the bridge has a ZooKeeper session, its registration exists in that
+//     session (register_own.go) and its Kafka listener serves, else 503 with the reasons, one a
+//     line (readiness: send me clients only if this succeeds); when
 //     ready, "ok" and a "note: " line for what an operator should know (bypass.go; groups whose
 //     mode record does not parse, modes.go);
 //   - /bridges: the live bridges as this bridge sees them (BridgesView, JSON): each one's state,

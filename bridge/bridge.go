@@ -594,6 +594,9 @@ func (b *Bridge) readiness() []string {
 	if !b.serving.Load() {
 		why = append(why, "kafka listener: not serving")
 	}
+	if r := b.registrationReadiness(); r != "" { // register_own.go
+		why = append(why, r)
+	}
 	return why
 }
 

@@ -389,9 +389,11 @@ func TestIntegration_RunServesAndStopsCleanly(t *testing.T) {
 	if code, body := httpGet(t, admin+"/healthz"); code != 200 {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
-	if code, body := httpGet(t, admin+"/readyz"); code != 200 {
-		t.Errorf("/readyz = %d %q", code, body)
-	}
+	// Ready once the bridge's registration exists (a round trip after start).
+	zktest.Eventually(t, 10*time.Second, "/readyz", func() (bool, string) {
+		code, body := httpGet(t, admin+"/readyz")
+		return code == 200, fmt.Sprint(code, body)
+	})
 	if c := commit(t, b, "billing", "", "", group.NoGeneration, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 1300, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit: %v", c.Partitions[0].Err)
 	}

@@ -1,8 +1,10 @@
 package bridge_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
@@ -36,8 +38,14 @@ func TestIntegration_GroupOnlySaysItMayBeBypassed(t *testing.T) {
 	zk := zktest.OpenStore(t, connect)
 	loadTopicsLayout(t, zk, map[string]int32{"orders": 1}, false) // registers a broker
 	b := startBridge(t, connect, clientsNode, func(c *bridge.Config) { c.NodeID = clientsNode + 1 })
-	code, body := httpGet(t, "http://"+b.AdminAddr().String()+"/readyz")
-	if code != 200 || !strings.Contains(body, "note: serving groups only next to 1 brokers") {
+	// Ready once the bridge's registration exists (a round trip after start).
+	var code int
+	var body string
+	zktest.Eventually(t, 10*time.Second, "/readyz", func() (bool, string) {
+		code, body = httpGet(t, "http://"+b.AdminAddr().String()+"/readyz")
+		return code == 200, fmt.Sprint(code, body)
+	})
+	if !strings.Contains(body, "note: serving groups only next to 1 brokers") {
 		t.Errorf("/readyz = %d %q, want ok and a note that clients may bypass the bridge", code, body)
 	}
 }

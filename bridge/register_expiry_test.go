@@ -65,9 +65,12 @@ func TestIntegration_SeveralBridgesNoGroupBeforeRegistrationAfterExpiry(t *testi
 	})
 	proxy.Thaw()
 	zktest.Eventually(t, 20*time.Second, "9001 has a new session", func() (bool, string) {
-		code, body := httpGet(t, "http://"+h.AdminAddr().String()+"/readyz")
-		return code == 200, body
+		_, body := httpGet(t, "http://"+h.AdminAddr().String()+"/readyz")
+		return !strings.Contains(body, "zookeeper: no session"), body
 	})
+	if code, body := httpGet(t, "http://"+h.AdminAddr().String()+"/readyz"); code != 503 || !strings.Contains(body, "registration") {
+		t.Errorf("9001's /readyz while another session holds its registration: %d %q, want 503 naming the registration", code, body)
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	r, err := h.Do(rctx, name, joinEvent("a", "i-a", "10.0.0.1", "orders"))

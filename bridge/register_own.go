@@ -140,6 +140,21 @@ func (b *Bridge) registrationDeleted(sid int64) {
 // errRegistrationDeleted fences the groups when another client deleted our registration.
 var errRegistrationDeleted = errors.New("this bridge's registration was deleted by another ZooKeeper client")
 
+// registrationReadiness is /readyz's reason while our registration does not exist in the
+// current session (every group's load waits for it, and is refused after the load timeout):
+// another session holds the path (our previous incarnation's, until it expires, or a bridge
+// with our node id), or it is being made (at start, after an expiry or a deletion). "" once it
+// exists, or before the Store is open (then "zookeeper: no session" says why).
+func (b *Bridge) registrationReadiness() string {
+	b.coord.mu.Lock()
+	store := b.coord.store
+	b.coord.mu.Unlock()
+	if store == nil || store.SessionID() == 0 || b.peers.ownRegistered(store.SessionID()) {
+		return ""
+	}
+	return "registration: " + zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID) + " not made in the current ZooKeeper session yet (held by another session, or being made)"
+}
+
 // register creates the bridge's ephemeral registration (zkstate.BridgeRegistration: who runs
 // where, for operators and for the other bridges, peers.go), and makes it again in every new
 // session (keepRegistered), until ctx ends or the bridge drains.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -168,6 +169,11 @@ func TestIntegration_AdminToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// Ready once the bridge's registration exists (a round trip after start).
+	zktest.Eventually(t, 10*time.Second, "/readyz with the token", func() (bool, string) {
+		code := get("/readyz", "s3cr3t-token")
+		return code == http.StatusOK, fmt.Sprint(code)
+	})
 	for _, tc := range []struct {
 		path, token string
 		want        int
