@@ -349,67 +349,10 @@ type peerWatch struct {
 // deletion is applied as its watch tells it, before the children's watch has read the children
 // again: the expiry of a crashed bridge's session reaches the view with no round trip at all.
 func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch) {
-	refresh := make(chan struct{}, 1)
-	self := strconv.Itoa(int(p.self))
-	var pendingMu sync.Mutex
-	pending := map[string]zkstate.WatchEvent{} // by child: its watch's latest read
-	watches := map[string]context.CancelFunc{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	track := func(children []string) {
-		for c, cancel := range watches {
-			if !slices.Contains(children, c) {
-				cancel()
-				delete(watches, c)
-			}
-		}
-		for _, c := range children {
-			if watches[c] != nil {
-				continue
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			watches[c] = cancel
-			data, err := store.WatchData(wctx, zkstate.BridgesPath(p.root)+"/"+c)
-			if err != nil {
-				continue
-			}
-			wg.Go(func() {
-				first := true
-				var last zkstate.Stat // of the registration the watch last read
-				for ev := range data {
-					if ev.Exists {
-						last = ev.Stat
-					} else {
-						// A deletion comes without contents: say which registration went
-						// (its Czxid), so that an older one's deletion, coming late, does
-						// not take a newer one read since out of the view.
-						ev.Stat = last
-						if c == self {
-							p.ownDeleted(store, last) // register_own.go: by another client?
-						}
-					}
-					if first {
-						first = false
-						continue
-					}
-					pendingMu.Lock()
-					pending[c] = ev
-					pendingMu.Unlock()
-					select {
-					case refresh <- struct{}{}:
-					default:
-					}
-				}
-			})
-		}
-	}
-	defer func() {
-		for _, cancel := range watches {
-			cancel()
-		}
-	}()
+	regs := p.newRegWatches(ctx, store)
+	defer regs.close()
 	children := w.children
-	track(children)
+	regs.track(children)
 	known := p.apply(ctx, store, children) // what changed between start and the data watches
 	for {
 		select {
@@ -419,7 +362,7 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 			}
 			gone := children
 			children = ev.Children
-			track(children)
+			regs.track(children)
 			if left, ok := removed(known, gone, children); ok {
 				// Only bridges gone (a session expired, a drained bridge deleted its
 				// registration): the others are as known, and their data watches tell any
@@ -430,39 +373,127 @@ func (p *peerSet) follow(ctx context.Context, store *zkstate.Store, w *peerWatch
 				continue
 			}
 			known = p.apply(ctx, store, children)
-		case <-refresh:
-			pendingMu.Lock()
-			seen := pending
-			pending = map[string]zkstate.WatchEvent{}
-			pendingMu.Unlock()
+		case <-regs.refresh:
+			seen := regs.take()
 			if known == nil { // the last full read failed (ctx ended)
 				known = p.apply(ctx, store, children)
 				continue
 			}
-			for c, ev := range seen {
-				r, ok := known[c]
-				switch {
-				case ev.Exists:
-					// Newer than what we know (zxids grow: a registration made again is
-					// newer too).
-					if slices.Contains(children, c) && ev.Stat.Mzxid > r.Stat.Mzxid {
-						known[c] = zkstate.Read{Data: ev.Data, Stat: ev.Stat}
-					}
-				case ok && r.Stat.Czxid <= ev.Stat.Czxid:
-					// The registration we know is gone (a session expired, a drained
-					// bridge deleted it): ZooKeeper tells the deletion before the
-					// children's change, which the children's watch delivers only after
-					// reading them again; out of the view now, a round trip sooner on the
-					// way of a crash's takeover. The children's change then applies as a
-					// removal of what is no longer known (removed).
-					delete(known, c)
-				}
-			}
+			merge(known, children, seen)
 			left := present(children, known)
 			p.children.Store(&left)
 			p.publish(p.parse(children, known))
 		}
 	}
+}
+
+// merge applies what the registrations' data watches read (seen, by child) to known.
+func merge(known map[string]zkstate.Read, children []string, seen map[string]zkstate.WatchEvent) {
+	for c, ev := range seen {
+		r, ok := known[c]
+		switch {
+		case ev.Exists:
+			// Newer than what we know (zxids grow: a registration made again is newer too).
+			if slices.Contains(children, c) && ev.Stat.Mzxid > r.Stat.Mzxid {
+				known[c] = zkstate.Read{Data: ev.Data, Stat: ev.Stat}
+			}
+		case ok && r.Stat.Czxid <= ev.Stat.Czxid:
+			// The registration we know is gone (a session expired, a drained bridge deleted
+			// it): ZooKeeper tells the deletion before the children's change, which the
+			// children's watch delivers only after reading them again; out of the view now, a
+			// round trip sooner on the way of a crash's takeover. The children's change then
+			// applies as a removal of what is no longer known (removed).
+			delete(known, c)
+		}
+	}
+}
+
+// regWatches is follow's data watch of each registration: what each last delivered after its
+// first read (pending, by child), and refresh, signalled at each.
+type regWatches struct {
+	p       *peerSet
+	ctx     context.Context
+	store   *zkstate.Store
+	self    string
+	refresh chan struct{}
+	mu      sync.Mutex
+	pending map[string]zkstate.WatchEvent
+	watches map[string]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+func (p *peerSet) newRegWatches(ctx context.Context, store *zkstate.Store) *regWatches {
+	return &regWatches{p: p, ctx: ctx, store: store, self: strconv.Itoa(int(p.self)), refresh: make(chan struct{}, 1),
+		pending: map[string]zkstate.WatchEvent{}, watches: map[string]context.CancelFunc{}}
+}
+
+// track watches the registrations of children, and no others.
+func (r *regWatches) track(children []string) {
+	for c, cancel := range r.watches {
+		if !slices.Contains(children, c) {
+			cancel()
+			delete(r.watches, c)
+		}
+	}
+	for _, c := range children {
+		if r.watches[c] != nil {
+			continue
+		}
+		wctx, cancel := context.WithCancel(r.ctx)
+		r.watches[c] = cancel
+		data, err := r.store.WatchData(wctx, zkstate.BridgesPath(r.p.root)+"/"+c)
+		if err != nil {
+			continue
+		}
+		r.wg.Go(func() { r.follow(c, data) })
+	}
+}
+
+// follow passes on the events of child c's data watch.
+func (r *regWatches) follow(c string, data <-chan zkstate.WatchEvent) {
+	first := true
+	var last zkstate.Stat // of the registration the watch last read
+	for ev := range data {
+		if ev.Exists {
+			last = ev.Stat
+		} else {
+			// A deletion comes without contents: say which registration went (its Czxid), so
+			// that an older one's deletion, coming late, does not take a newer one read since
+			// out of the view.
+			ev.Stat = last
+			if c == r.self {
+				r.p.ownDeleted(r.store, last) // register_own.go: by another client?
+			}
+		}
+		if first {
+			first = false
+			continue
+		}
+		r.mu.Lock()
+		r.pending[c] = ev
+		r.mu.Unlock()
+		select {
+		case r.refresh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take returns what the watches delivered since the last take.
+func (r *regWatches) take() map[string]zkstate.WatchEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := r.pending
+	r.pending = map[string]zkstate.WatchEvent{}
+	return seen
+}
+
+// close ends every watch and waits for their goroutines.
+func (r *regWatches) close() {
+	for _, cancel := range r.watches {
+		cancel()
+	}
+	r.wg.Wait()
 }
 
 // present is the children whose registration is known: a deletion the registration's watch
