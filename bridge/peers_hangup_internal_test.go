@@ -34,6 +34,13 @@ func TestPeerLooksDeadAtTheFirstRefusalAfterItsHangUp(t *testing.T) {
 	defer watching(t, p)()
 	time.Sleep(3 * probeEvery) // the peer took connections, one of them held open
 	peer.kill()
+	awaitDeadWithin3(t, atDecision)
+}
+
+// awaitDeadWithin3 waits for the peer to look dead (the refused dials counted at the decision)
+// and checks that it took 1 to 3 of them.
+func awaitDeadWithin3(t *testing.T, atDecision <-chan int) {
+	t.Helper()
 	select {
 	case n := <-atDecision:
 		if n < 1 || n > 3 {

@@ -137,14 +137,7 @@ func TestPeerLooksDeadDespiteATakeAsItDies(t *testing.T) {
 	defer watching(t, p)()
 	time.Sleep(3 * probeEvery)
 	peer.kill()
-	select {
-	case n := <-atDecision:
-		if n < 1 || n > 3 {
-			t.Errorf("the peer looked dead after %d refused dials, want 1 to 3", n)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the peer never looked dead")
-	}
+	awaitDeadWithin3(t, atDecision)
 }
 
 // A peer whose listener refuses while the connection held open to it is still open (a killed

@@ -133,6 +133,24 @@ func preloadSurvivor(t *testing.T, connect string, proxy *zktest.Proxy, peer *fa
 	return b
 }
 
+// expireAndAwait9002 deletes 9001's registration, as its session's expiry does, and waits until
+// 9002 holds the epoch of every group of names.
+func expireAndAwait9002(t *testing.T, zk *zkstate.Store, names []string) {
+	t.Helper()
+	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	zktest.Eventually(t, 20*time.Second, "9002 holds every group", func() (bool, string) {
+		holders, _ := epochsOf(t, zk, names)
+		for _, h := range holders {
+			if h != 9002 {
+				return false, fmt.Sprint(holders)
+			}
+		}
+		return true, ""
+	})
+}
+
 // epochsOf reads the groups' epochs: who holds each, and its version.
 func epochsOf(t *testing.T, zk *zkstate.Store, names []string) (holders []int32, versions []int32) {
 	t.Helper()
@@ -293,18 +311,7 @@ func TestIntegration_SeveralBridgesPreparedHolderWrites(t *testing.T) {
 	if err := zk.Multi(t.Context(), zkstate.CheckOp(zkstate.EpochPath(bridge.DefaultRoot, committed), versions[1]), zkstate.CreateOp(op, own, zkstate.CreateOptions{Parents: true})); err != nil {
 		t.Fatal(err)
 	}
-	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
-		t.Fatal(err)
-	}
-	zktest.Eventually(t, 20*time.Second, "9002 holds every group", func() (bool, string) {
-		holders, _ := epochsOf(t, zk, names)
-		for _, h := range holders {
-			if h != 9002 {
-				return false, fmt.Sprint(holders)
-			}
-		}
-		return true, ""
-	})
+	expireAndAwait9002(t, zk, names)
 	for _, name := range names {
 		want, gen := group.ErrNone, group.Generation(1)
 		if name == rewritten {
@@ -413,18 +420,7 @@ func TestIntegration_SeveralBridgesRescanReadsMovedOnly(t *testing.T) {
 	b := preloadSurvivor(t, connect, proxy, peer)
 	quiet(t, b)
 	before := zkRequestsOf(t, b)
-	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
-		t.Fatal(err)
-	}
-	zktest.Eventually(t, 20*time.Second, "9002 holds the moved groups", func() (bool, string) {
-		holders, _ := epochsOf(t, zk, names)
-		for _, h := range holders {
-			if h != 9002 {
-				return false, fmt.Sprint(holders)
-			}
-		}
-		return true, ""
-	})
+	expireAndAwait9002(t, zk, names)
 	quiet(t, b)
 	by, total := requestsSince(before, zkRequestsOf(t, b))
 	// A read of every epoch (34, at least minMultiReadBatch) goes as a multiRead request; the
