@@ -23,21 +23,9 @@ import (
 // ZooKeeper's answers back) so that 9002 takes the group first, as it may whenever it hears first.
 func TestIntegration_SeveralBridgesRegistrationDeletedByAnotherClient(t *testing.T) {
 	ctx := t.Context()
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i]) // 9001's way to ZooKeeper
 	const a, b int32 = 9001, 9002
-	name := ownedGroup("regdeleted", a, a, b)
 	// A session long enough that 9001's client keeps its connection while its answers are held.
-	h := startBridge(t, proxy.Addr()+connect[i:], a, func(c *bridge.Config) { c.ZKSessionTimeout = 15 * time.Second })
-	s := startBridge(t, connect, b, nil)
-	zktest.Eventually(t, 10*time.Second, "each bridge sees the other", func() (bool, string) {
-		ga, gb := brokersOf(t, h.Addr().String()), brokersOf(t, s.Addr().String())
-		return len(ga) == 2 && len(gb) == 2, fmt.Sprint(ga, gb)
-	})
-	stableGroup(t, h, name, [2]group.InstanceID{"i-a", "i-b"})
+	zk, proxy, h, s, name := twoBridgesOneProxied(t, "regdeleted", func(c *bridge.Config) { c.ZKSessionTimeout = 15 * time.Second })
 	regPath := zkstate.BridgePath(bridge.DefaultRoot, a)
 	_, st, err := zk.Get(ctx, regPath)
 	if err != nil {

@@ -26,22 +26,10 @@ import (
 // answer the group. Once the path is free 9001 registers again and serves the group.
 func TestIntegration_SeveralBridgesNoGroupBeforeRegistrationAfterExpiry(t *testing.T) {
 	ctx := t.Context()
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	multiLayout(t, zk)
-	i := strings.IndexByte(connect, '/')
-	proxy := zktest.StartProxy(t, connect[:i]) // 9001's way to ZooKeeper
 	const a, b int32 = 9001, 9002
-	name := ownedGroup("regexpiry", a, a, b)
 	// A load waits for the registration up to the load timeout: short here, so that the
 	// request below is answered (refused) while the path is held.
-	h := startBridge(t, proxy.Addr()+connect[i:], a, func(c *bridge.Config) { c.LoadTimeout = time.Second })
-	s := startBridge(t, connect, b, nil)
-	zktest.Eventually(t, 10*time.Second, "each bridge sees the other", func() (bool, string) {
-		ga, gb := brokersOf(t, h.Addr().String()), brokersOf(t, s.Addr().String())
-		return len(ga) == 2 && len(gb) == 2, fmt.Sprint(ga, gb)
-	})
-	stableGroup(t, h, name, [2]group.InstanceID{"i-a", "i-b"})
+	zk, proxy, h, _, name := twoBridgesOneProxied(t, "regexpiry", func(c *bridge.Config) { c.LoadTimeout = time.Second })
 	if e := epochOf(ctx, zk, name); e.NodeID != a || e.Released {
 		t.Fatalf("the group's epoch before the cut: %+v, want 9001's", e)
 	}
@@ -125,4 +113,26 @@ func TestIntegration_SeveralBridgesNoGroupBeforeRegistrationAfterExpiry(t *testi
 	if err != nil || !ok || st.EphemeralOwner == zk.SessionID() {
 		t.Errorf("9001's registration after it served the group: exists %v, owner 0x%x, err %v; want 9001's", ok, st.EphemeralOwner, err)
 	}
+}
+
+// twoBridgesOneProxied starts 9001, configured by cfg, with its way to ZooKeeper through the
+// returned proxy, and 9002 directly; once each sees the other, a group named from prefix that
+// maps to 9001 is Stable on it with two static members. zk is the test's own session.
+func twoBridgesOneProxied(t *testing.T, prefix string, cfg func(*bridge.Config)) (zk *zkstate.Store, proxy *zktest.Proxy, h, s *running, name string) {
+	t.Helper()
+	const a, b int32 = 9001, 9002
+	connect := zktest.Connect(t)
+	zk = zktest.OpenStore(t, connect)
+	multiLayout(t, zk)
+	i := strings.IndexByte(connect, '/')
+	proxy = zktest.StartProxy(t, connect[:i])
+	name = ownedGroup(prefix, a, a, b)
+	h = startBridge(t, proxy.Addr()+connect[i:], a, cfg)
+	s = startBridge(t, connect, b, nil)
+	zktest.Eventually(t, 10*time.Second, "each bridge sees the other", func() (bool, string) {
+		ga, gb := brokersOf(t, h.Addr().String()), brokersOf(t, s.Addr().String())
+		return len(ga) == 2 && len(gb) == 2, fmt.Sprint(ga, gb)
+	})
+	stableGroup(t, h, name, [2]group.InstanceID{"i-a", "i-b"})
+	return zk, proxy, h, s, name
 }
