@@ -183,60 +183,85 @@ func checkMirror(t *testing.T, snap *zkstate.GroupSnapshot) {
 // Fencing (DESIGN.md §4): bridge A serves a group; its registration vanishes (as when its
 // session expires behind a partition) and bridge B takes the group over, continuing the same
 // generation. A's next write carries a stale epoch: it fails as a whole, A fences the group
-// and answers NOT_COORDINATOR, and the offset A tried to write is not in ZooKeeper.
+// and refuses the commit (NOT_COORDINATOR), and the offset A tried to write is not in ZooKeeper.
 func TestIntegration_StaleEpochIsFenced(t *testing.T) {
 	t.Parallel()
-	connect := zktest.Connect(t)
 	ctx := t.Context()
-	// A group that placement (peers.go) puts on A while both live, so that B refuses it.
-	const g = "g2"
-	a := startBridge(t, connect, 1, nil)
-	zk := zktest.OpenStore(t, connect)
-	stableGroup(t, a, g, [2]group.InstanceID{"i-a", "i-b"})
-	if c := commit(t, a, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
+	const a, b int32 = 9001, 9002
+	// A session long enough that A's client keeps its connection while its answers are held.
+	zk, proxy, h, s, name := twoBridgesOneProxied(t, "stale", func(c *bridge.Config) { c.ZKSessionTimeout = 15 * time.Second })
+	if c := commit(t, h, name, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 10, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
 		t.Fatalf("commit on A: %v", c.Partitions[0].Err)
 	}
-
-	b := startBridge(t, connect, 2, nil)
 	// While A is registered, B refuses the group.
-	if d := describe(t, b, g); d.Err != group.ErrNotCoordinator {
+	if d := describe(t, s, name); d.Err != group.ErrNotCoordinator {
 		t.Fatalf("Describe on B while A lives = %v, want NOT_COORDINATOR", d.Err)
 	}
-	zktest.Eventually(t, 10*time.Second, "A registered", func() (bool, string) {
-		ok, _, err := zk.Exists(ctx, "/zkbridge/bridges/1")
-		return ok && err == nil, fmt.Sprint(ok, err)
-	})
-	if err := zk.Delete(ctx, "/zkbridge/bridges/1", -1); err != nil {
+	// A's registration goes, as its session's expiry takes it, while A hears nothing from
+	// ZooKeeper (its answers held back): B takes the group, which A still holds in memory. (A
+	// bridge that hears its registration was deleted in its living session fences its groups
+	// and registers again: TestIntegration_SeveralBridgesRegistrationDeletedByAnotherClient.)
+	regPath := zkstate.BridgePath(bridge.DefaultRoot, a)
+	proxy.Mute()
+	muted := true
+	defer func() {
+		if muted {
+			proxy.Unmute()
+		}
+	}()
+	if err := zk.Delete(ctx, regPath, -1); err != nil {
 		t.Fatalf("delete A's registration: %v", err)
 	}
 	zktest.Eventually(t, 10*time.Second, "B's refusal of the group expired", func() (bool, string) {
 		// What a client retries: B refusing (NOT_COORDINATOR) or loading the group.
-		d := describe(t, b, g)
+		d := describe(t, s, name)
 		return d.Err != group.ErrNotCoordinator && d.Err != group.ErrCoordinatorNotAvailable, d.Err.String()
 	})
-	d := describe(t, b, g)
-	if d.Err != group.ErrNone || d.Group.State != group.Stable || d.Group.Generation != 1 {
+	if d := describe(t, s, name); d.Err != group.ErrNone || d.Group.State != group.Stable || d.Group.Generation != 1 {
 		t.Fatalf("Describe on B after the takeover = %+v, want Stable generation 1", d)
 	}
-
-	// A, stale, commits: fenced.
-	c := commit(t, a, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 99, LeaderEpoch: -1})
-	if c.Partitions[0].Err != group.ErrNotCoordinator {
-		t.Fatalf("commit on stale A = %v, want NOT_COORDINATOR", c.Partitions[0].Err)
+	if e := epochOf(ctx, zk, name); e.NodeID != b || e.Released {
+		t.Fatalf("the group's epoch after the takeover: %+v, want B's", e)
 	}
-	if d, _, err := zk.Get(ctx, zkstate.OffsetPath(g, "orders", 0)); err != nil || string(d) != "10" {
+
+	// A, stale, commits: its write reaches ZooKeeper and fails on the epoch B took; A is told
+	// once it hears again.
+	type result struct {
+		r   group.Reply
+		err error
+	}
+	stale := make(chan result, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		r, err := h.Do(rctx, name, func(tok group.Token) group.Event {
+			return group.OffsetCommit{Token: tok, MemberID: "a", InstanceID: "i-a", Generation: 1,
+				Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: 99, LeaderEpoch: -1}}}
+		})
+		stale <- result{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the commit's write on its way
+	proxy.Unmute()
+	muted = false
+	res := <-stale
+	if c, ok := res.r.(group.OffsetCommitReply); res.err != nil || !ok || c.Partitions[0].Err != group.ErrNotCoordinator {
+		t.Fatalf("commit on stale A = %+v, %v; want NOT_COORDINATOR", res.r, res.err)
+	}
+	if d, _, err := zk.Get(ctx, zkstate.OffsetPath(name, "orders", 0)); err != nil || string(d) != "10" {
 		t.Fatalf("offset after the fenced commit = %q, %v; want 10", d, err)
 	}
-	// A keeps refusing the group (B is alive and holds it).
-	if hb := heartbeat(t, a, g, "a", "i-a", 1); hb.Err != group.ErrNotCoordinator {
-		t.Fatalf("heartbeat on A after fencing = %v, want NOT_COORDINATOR", hb.Err)
+	// A registers again and the group, which maps to A, comes back to it at its generation; one
+	// bridge answers it at a time.
+	zktest.Eventually(t, 20*time.Second, "A serves the group again", func() (bool, string) {
+		hb := heartbeat(t, h, name, "a", "i-a", 1)
+		e := epochOf(ctx, zk, name)
+		return hb.Err == group.ErrNone && e.NodeID == a && !e.Released, fmt.Sprintf("%v %+v", hb.Err, e)
+	})
+	if hb := heartbeat(t, s, name, "a", "i-a", 1); hb.Err != group.ErrNotCoordinator {
+		t.Fatalf("heartbeat on B once A holds the group again = %v, want NOT_COORDINATOR", hb.Err)
 	}
-	// B serves the members at the same generation.
-	if hb := heartbeat(t, b, g, "a", "i-a", 1); hb.Err != group.ErrNone {
-		t.Fatalf("heartbeat on B = %v, want none", hb.Err)
-	}
-	if c := commit(t, b, g, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 11, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
-		t.Fatalf("commit on B: %v", c.Partitions[0].Err)
+	if c := commit(t, h, name, "a", "i-a", 1, group.OffsetCommitPartition{Topic: "orders", Partition: 0, Offset: 11, LeaderEpoch: -1}); c.Partitions[0].Err != group.ErrNone {
+		t.Fatalf("commit on A: %v", c.Partitions[0].Err)
 	}
 }
 
