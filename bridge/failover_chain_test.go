@@ -13,7 +13,6 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/bridge/group"
-	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -37,16 +36,7 @@ func TestIntegration_SeveralBridgesFailoverRoundTrips(t *testing.T) {
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	multiLayout(t, zk)
-	ids := []int32{9001, 9002, 9003}
-	var names []string
-	for i := 0; len(names) < failoverGroups; i++ {
-		c := fmt.Sprintf("failover-%d", i)
-		all, _ := placement.Owner(c, ids)
-		after, _ := placement.Owner(c, ids[1:])
-		if all == 9001 && after == 9002 {
-			names = append(names, c)
-		}
-	}
+	names := movingTo9002("failover", failoverGroups)
 	insts := [2]group.InstanceID{"i1", "i2"}
 	// The groups' records as a bridge leaves them: made Stable on a bridge 9001 of this process,
 	// stopped; then their epochs are written held (not released) by 9001, whose registration the

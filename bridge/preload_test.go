@@ -86,16 +86,7 @@ func (f *fakePeer) revive() { f.listen(f.addr) }
 func preloadSetup(t *testing.T, connect string, zk *zkstate.Store, n int, peer *fakePeer) []string {
 	t.Helper()
 	multiLayout(t, zk)
-	ids := []int32{9001, 9002, 9003}
-	var names []string
-	for i := 0; len(names) < n; i++ {
-		c := fmt.Sprintf("prepared-%d", i)
-		all, _ := placement.Owner(c, ids)
-		after, _ := placement.Owner(c, ids[1:])
-		if all == 9001 && after == 9002 {
-			names = append(names, c)
-		}
-	}
+	names := movingTo9002("prepared", n)
 	a := startBridge(t, connect, 9001, nil)
 	var wg sync.WaitGroup
 	for _, name := range names {
@@ -203,11 +194,7 @@ func preparedTakeover(t *testing.T, connect string, zk *zkstate.Store, names []s
 	quiet(t, b)
 	rtt := takeoverRTT
 	proxy.SetDelay(rtt)
-	peer.kill()
-	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
-		n := bridge.PreparedTakeovers(b.Bridge, 9001)
-		return n == len(names), fmt.Sprint(n)
-	})
+	killAndAwaitPrepared(t, peer, b, len(names))
 	before := zkRequestsOf(t, b)
 	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
 		t.Fatal(err)
@@ -284,11 +271,7 @@ func TestIntegration_SeveralBridgesPreparedHolderWrites(t *testing.T) {
 	names := preloadSetup(t, connect, zk, 4, peer)
 	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
 	b := preloadSurvivor(t, connect, proxy, peer)
-	peer.kill()
-	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
-		n := bridge.PreparedTakeovers(b.Bridge, 9001)
-		return n == len(names), fmt.Sprint(n)
-	})
+	killAndAwaitPrepared(t, peer, b, len(names))
 	_, versions := epochsOf(t, zk, names)
 	// The holder's writes, each guarded by its epoch as a bridge's are.
 	rewritten, committed := names[0], names[1]
@@ -345,11 +328,7 @@ func TestIntegration_SeveralBridgesPreparedHolderBack(t *testing.T) {
 	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
 	b := preloadSurvivor(t, connect, proxy, peer)
 	_, was := epochsOf(t, zk, names)
-	peer.kill()
-	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
-		n := bridge.PreparedTakeovers(b.Bridge, 9001)
-		return n == len(names), fmt.Sprint(n)
-	})
+	killAndAwaitPrepared(t, peer, b, len(names))
 	time.Sleep(time.Second)
 	unchanged := func(when string) {
 		t.Helper()
@@ -428,4 +407,31 @@ func TestIntegration_SeveralBridgesRescanReadsMovedOnly(t *testing.T) {
 	if by[zkstate.ReqMultiRead] > 0 || by[zkstate.ReqGet] > float64(2*len(names)+1) {
 		t.Errorf("9002's requests after 9001's registration went: %v (%v in all); want no multiRead and at most %d Gets: the moved groups' epochs and records", by, total, 2*len(names)+1)
 	}
+}
+
+// killAndAwaitPrepared kills peer (9001) and waits until survivor b prepared the takeover of its
+// n groups.
+func killAndAwaitPrepared(t *testing.T, peer *fakePeer, b *running, n int) {
+	t.Helper()
+	peer.kill()
+	zktest.Eventually(t, 20*time.Second, "9002 prepared the takeover of 9001's groups", func() (bool, string) {
+		got := bridge.PreparedTakeovers(b.Bridge, 9001)
+		return got == n, fmt.Sprint(got)
+	})
+}
+
+// movingTo9002 is n group names (prefix-<i>) that map to 9001 among 9001-9003 and to 9002 once
+// 9001 is gone.
+func movingTo9002(prefix string, n int) []string {
+	ids := []int32{9001, 9002, 9003}
+	var names []string
+	for i := 0; len(names) < n; i++ {
+		c := fmt.Sprintf("%s-%d", prefix, i)
+		all, _ := placement.Owner(c, ids)
+		after, _ := placement.Owner(c, ids[1:])
+		if all == 9001 && after == 9002 {
+			names = append(names, c)
+		}
+	}
+	return names
 }
