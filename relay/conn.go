@@ -175,6 +175,14 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		return false, nil, nil, err
 	}
 	queued, err := up.send(p, n, head, rc.in)
+	if !queued && errors.Is(err, errRetired) {
+		// Retired since upstream returned it (heldfetch.go), nothing of
+		// the frame sent: on a new one.
+		if up, err = rc.upstream(ctx); err != nil {
+			return false, nil, nil, err
+		}
+		queued, err = up.send(p, n, head, rc.in)
+	}
 	rc.p.bufs.put(head) // written: nothing refers to it
 	switch {
 	case err != nil && (queued || int(n) > len(head)):
@@ -187,7 +195,11 @@ func (rc *relayConn) Next(ctx context.Context, seq uint64) (relayed bool, req *n
 		c.Post(newproto.Relayed{Seq: seq, CorrelationID: h.corr, Key: h.key, Version: h.version,
 			Err: &upstreamError{broker: up.broker, addr: up.addr, err: err}})
 	case queued:
-		// Answered by up.run, with a response or an error.
+		// Answered by up.run, with a response or an error, unless a Refresh
+		// came since refusesFetch looked and missed it (heldfetch.go).
+		if n := rc.p.refresh.Load(); h.key == int16(kmsg.Fetch) && rc.proxied && rc.refreshed.Load() < n {
+			rc.answerHeld(n)
+		}
 	default:
 		// acks=0: nothing to write; the writer frees the slot in
 		// its turn.

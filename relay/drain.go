@@ -211,9 +211,12 @@ func (rc *relayConn) refusesFetch() (refuse bool, refresh int64) {
 // retried after a backoff). kgo drops a broker's connections when a
 // metadata refresh no longer lists it; refreshed while the bridge is out
 // of every bridge's Metadata, the client dials it afresh when it is back.
+//
+// The Fetches already relayed and not answered yet are answered at once
+// (heldfetch.go).
 func (p *Proxy) Refresh() {
 	if p.cfg.Peers != nil {
-		p.refresh.Add(1)
+		p.answerHeldFetches(p.refresh.Add(1))
 	}
 }
 

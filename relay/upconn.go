@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type pendingReq struct {
 	// reply, when set, takes the response (or the error) instead of the
 	// client connection's writer: the bridge's own request (sasl.go).
 	reply func(raw []byte, err error)
+	// answered: the client was answered already (heldfetch.go); the
+	// broker's response is read and dropped.
+	answered bool
 }
 
 // resetReadDeadline sets the read deadline for the oldest request still
@@ -140,12 +144,12 @@ var errUpstreamIdle = errors.New("closed by the broker with no request in flight
 // the connection.
 func (u *upConn) send(p *pendingReq, size int32, head []byte, src io.Reader) (queued bool, err error) {
 	now := time.Now()
+	u.mu.Lock()
+	if u.dead != nil {
+		u.mu.Unlock()
+		return false, u.dead
+	}
 	if p != nil {
-		u.mu.Lock()
-		if u.dead != nil {
-			u.mu.Unlock()
-			return false, u.dead
-		}
 		// Recorded before the write, so that run finds it however
 		// fast the broker answers.
 		p.sent = now
@@ -153,8 +157,8 @@ func (u *upConn) send(p *pendingReq, size int32, head []byte, src io.Reader) (qu
 		if len(u.pending) == 1 {
 			_ = u.nc.SetReadDeadline(now.Add(u.timeout))
 		}
-		u.mu.Unlock()
 	}
+	u.mu.Unlock()
 	var prefix [4]byte
 	binary.BigEndian.PutUint32(prefix[:], uint32(size))
 	bufs := net.Buffers{prefix[:], head}
@@ -182,6 +186,11 @@ func (u *upConn) send(p *pendingReq, size int32, head []byte, src io.Reader) (qu
 func (u *upConn) fail(err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.failLocked(err)
+}
+
+// failLocked is fail with u.mu held.
+func (u *upConn) failLocked(err error) {
 	if u.dead == nil {
 		u.dead = err
 		_ = u.nc.Close()
@@ -205,7 +214,7 @@ func (u *upConn) run() {
 	err := u.readLoop()
 	u.fail(err)
 	u.mu.Lock()
-	lost := u.pending
+	lost := slices.DeleteFunc(u.pending, func(p pendingReq) bool { return p.answered })
 	u.pending = nil
 	u.mu.Unlock()
 	if len(lost) == 0 {
@@ -256,6 +265,16 @@ func (u *upConn) readLoop() error {
 		u.pending[0] = pendingReq{} // drop the rewrite closure
 		u.pending = u.pending[1:]
 		u.mu.Unlock()
+
+		if p.answered {
+			// Answered here already (heldfetch.go): dropped.
+			_ = u.nc.SetReadDeadline(time.Now().Add(u.timeout))
+			if _, err := u.br.Discard(int(n) - 4); err != nil {
+				return fmt.Errorf("dropping a %d-byte response answered already: %w", n, err)
+			}
+			u.resetReadDeadline()
+			continue
+		}
 
 		if p.rewrite == nil && p.reply == nil && n > relayStreamBytes {
 			if err := u.stream(p, hdr, n); err != nil {
