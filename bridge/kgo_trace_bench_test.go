@@ -42,7 +42,7 @@ func kgoTraceOf(member string) kgo.Logger {
 func (t *kgoTrace) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 
 func (t *kgoTrace) Log(level kgo.LogLevel, msg string, kv ...any) {
-	if level > kgo.LogLevelInfo && !slices.ContainsFunc([]string{"retrying", "sharded request failed", "coordinator",
+	if level > kgo.LogLevelInfo && os.Getenv("ZKBRIDGE_BENCH_KGO_TRACE") != "all" && !slices.ContainsFunc([]string{"retrying", "sharded request failed", "coordinator",
 		"metadata", "commit", "read", "connection", "produc"}, func(s string) bool { return strings.Contains(msg, s) }) {
 		return
 	}
@@ -122,4 +122,24 @@ func retryCause(line string) string {
 		return "dial-refused"
 	}
 	return "other"
+}
+
+// kgoTraceDump writes member's kgo trace since from to dir/<member>.log (diagnosis of a lost
+// session: ZKBRIDGE_BENCH_KGO_TRACE_DIR).
+func kgoTraceDump(member string, from time.Time) {
+	dir := os.Getenv("ZKBRIDGE_BENCH_KGO_TRACE_DIR")
+	v, ok := kgoTraces.Load(member)
+	if dir == "" || !ok {
+		return
+	}
+	t := v.(*kgoTrace)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for _, l := range t.lines {
+		if l.at.After(from) {
+			fmt.Fprintf(&b, "%s %s\n", l.at.Format("15:04:05.000"), l.line)
+		}
+	}
+	_ = os.WriteFile(dir+"/"+member+".log", []byte(b.String()), 0o644)
 }

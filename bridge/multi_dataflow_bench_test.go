@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,7 +62,10 @@ import (
 // ZKBRIDGE_BENCH_BRIDGE_LOG=<file> writes the survivors' info lines there (millisecond
 // timestamps; with children, their whole logs go to <file>.<node id>); ZKBRIDGE_BENCH_KGO_LOG=1
 // logs the first member of the first moved group, =all every member of the moved groups, =every
-// every member of every group.
+// every member of every group. ZKBRIDGE_BENCH_KGO_TRACE=all with ZKBRIDGE_BENCH_KGO_TRACE_DIR=<dir>
+// writes each member that lost its session's whole kgo debug log of the 20 s before to
+// <dir>/<member>.log (and the kill's time on stderr); ZKBRIDGE_BENCH_CHILD_LOG_LEVEL sets the
+// children's log level (info by default).
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
 	groups := benchGroups()
 	const parts, session = 6, 4 * time.Second
@@ -79,7 +83,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				// Each survivor in a process of its own, as deployed: at 300 groups this
 				// process, holding the 900 clients, both survivors' ends of their connections
 				// and the upstream cluster, reached the machine's 20,000 open files.
-				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true, LogLevel: "info"})
+				s := startChildBridge(b, childSpec{ZKConnect: connect, NodeID: id, ZKSessionTimeout: cfg.ZKSessionTimeout, UpstreamFromZK: true, LogLevel: cmp.Or(os.Getenv("ZKBRIDGE_BENCH_CHILD_LOG_LEVEL"), "info")})
 				keepChildLog(b, s, id)
 				seeds = append(seeds, s.addr)
 				survivors = append(survivors, s)
@@ -122,6 +126,9 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		gone := watchGone(b, zk, zkstate.BridgePath(bridge.DefaultRoot, dead))
 		b.StartTimer()
 		killed := time.Now()
+		if os.Getenv("ZKBRIDGE_BENCH_KGO_TRACE_DIR") != "" {
+			fmt.Fprintf(os.Stderr, "=== kill at %s\n", killed.Format("15:04:05.000"))
+		}
 		atKillCPU := childrenCPU(b, survivors)
 		child.kill()
 		// The members' own clock: a commit answered a second after the kill was answered by a
@@ -464,6 +471,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 				kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
 					if len(r[dfTopic]) > 0 {
 						f.lost.Add(1)
+						kgoTraceDump(member, time.Now().Add(-20*time.Second))
 					}
 					f.revoked(g, member, r[dfTopic])
 				}),
