@@ -81,6 +81,16 @@ type peerDown struct {
 	// hungUp is when the connection held open to its listener was closed by its end (zero: not
 	// since its listener last took a connection): a refusal sent after that is its death.
 	hungUp time.Time
+	// held is when the connection held open to its listener now was opened (zero: none is open;
+	// set by the watch from liveness.heldSince before each probe's result): a refusal sent after
+	// that, while it is open, is its death too. A killed process's kernel closes its sockets one
+	// at a time in the order of their descriptors, its listener's (opened at its start) before
+	// the connections it took since, ours among them: its listener refuses while our connection
+	// is still open, for hundreds of milliseconds under load (the refusals then decided under
+	// refusedFor before the hang-up came, in two of three traced benchmark runs). A live
+	// bridge's listener takes every connection while it serves: a draining bridge left the live
+	// view before its listener closed, and our connection to it was let go with it.
+	held time.Time
 }
 
 // hangupGrace is how long after a hang-up a connection taken does not clear it: a killed
@@ -132,7 +142,8 @@ func (d peerDown) observe(now time.Time, o probeOutcome) peerDown {
 			d.refusedSince = now
 		}
 		hungUp := !d.hungUp.IsZero() && !now.Before(d.hungUp)
-		d.out = d.out || hungUp || now.Sub(d.refusedSince) >= refusedFor
+		heldOpen := !d.held.IsZero() && d.held.Before(now)
+		d.out = d.out || hungUp || heldOpen || now.Sub(d.refusedSince) >= refusedFor
 		return d
 	default:
 		if !d.out {
@@ -178,6 +189,7 @@ func (p *peerSet) watchPeers(ctx context.Context) {
 				delete(w.inFlight, r.id)
 			}
 			if d, ok := w.standingOf(r.id, r.key); ok {
+				d.held = p.probes.heldSince(r.id)
 				w.standing[r.id] = d.observe(r.sent, r.o)
 				p.setOut(w.standing, w.keys)
 			}

@@ -44,12 +44,12 @@ func (w *probeWatch) holdOpen(id int32, key peerDownKey) {
 	w.wg.Go(func() {
 		defer cancel()
 		r := hangupReport{id: id, key: key}
-		if c := w.p.probes.dialHeld(id, key.addr); c != nil {
+		if c, at := w.p.probes.dialHeld(id, key.addr); c != nil {
 			stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-			w.p.probes.holding(id, c)
+			w.p.probes.holding(id, c, at)
 			_, _ = io.Copy(io.Discard, c) // until the other end closes it (or we do)
 			stop()
-			w.p.probes.holding(id, nil)
+			w.p.probes.holding(id, nil, time.Time{})
 			_ = c.Close()
 			if ctx.Err() == nil {
 				r.at = time.Now()
@@ -83,8 +83,8 @@ type heldConn struct {
 }
 
 // dialHeld dials node id's listener at addr and records the result as a probe's; it returns the
-// connection, or nil if the dial failed.
-func (l *liveness) dialHeld(id int32, addr string) net.Conn {
+// connection and when it was taken, or nil if the dial failed.
+func (l *liveness) dialHeld(id int32, addr string) (net.Conn, time.Time) {
 	l.mu.Lock()
 	dial := l.dial
 	l.mu.Unlock()
@@ -95,9 +95,9 @@ func (l *liveness) dialHeld(id int32, addr string) net.Conn {
 	pr.record(sent, err)
 	pr.mu.Unlock()
 	if err != nil {
-		return nil
+		return nil, time.Time{}
 	}
-	return c
+	return c, time.Now()
 }
 
 // Settled implements newproto.PeerSettling: a channel closed once no peer whose end closed the
@@ -127,15 +127,23 @@ func (p *peerSet) Settled() <-chan struct{} {
 	return l.settled
 }
 
-// holding notes c as the connection held open to peer id (nil: none now).
-func (l *liveness) holding(id int32, c net.Conn) {
+// holding notes c as the connection held open to peer id, opened at at (nil: none now).
+func (l *liveness) holding(id int32, c net.Conn, at time.Time) {
 	l.settleMu.Lock()
 	defer l.settleMu.Unlock()
 	if c == nil {
 		delete(l.held, id)
+		delete(l.heldAt, id)
 		return
 	}
-	l.held[id] = c
+	l.held[id], l.heldAt[id] = c, at
+}
+
+// heldSince is when the connection held open to peer id now was opened; zero if none is.
+func (l *liveness) heldSince(id int32) time.Time {
+	l.settleMu.Lock()
+	defer l.settleMu.Unlock()
+	return l.heldAt[id]
 }
 
 // hungUp notes that peer id's end closed the connection held open to its listener at at:

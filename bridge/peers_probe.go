@@ -45,8 +45,10 @@ type liveness struct {
 	settleMu sync.Mutex
 	settling map[int32]time.Time
 	settled  chan struct{}
-	// held is the connection held open to each peer's listener, which Settled peeks at.
-	held map[int32]net.Conn
+	// held is the connection held open to each peer's listener, which Settled peeks at, and
+	// heldAt when it was opened.
+	held   map[int32]net.Conn
+	heldAt map[int32]time.Time
 }
 
 // peerProbe is the last probe of one peer's Kafka listener.
@@ -65,6 +67,7 @@ func (l *liveness) init() {
 	l.dial = net.DialTimeout
 	l.settling = map[int32]time.Time{}
 	l.held = map[int32]net.Conn{}
+	l.heldAt = map[int32]time.Time{}
 	l.settled = make(chan struct{})
 	close(l.settled)
 }

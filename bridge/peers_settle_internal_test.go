@@ -86,7 +86,7 @@ func TestPeerSettledSeesAHangUpNotReadYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.probes.holding(9002, c)
+	p.probes.holding(9002, c, time.Now())
 	if !closed(p.Settled()) {
 		t.Fatal("Settled is open while the peer holds its end open")
 	}
@@ -96,7 +96,7 @@ func TestPeerSettledSeesAHangUpNotReadYet(t *testing.T) {
 			t.Fatal("Settled still closed 2 s after the peer closed its end of the held connection")
 		}
 	}
-	p.probes.holding(9002, nil) // its reader saw the end, as holdOpen's does before reporting it
+	p.probes.holding(9002, nil, time.Time{}) // its reader saw the end, as holdOpen's does before reporting it
 	p.probes.counted(9002, time.Now())
 	if !closed(p.Settled()) {
 		t.Error("Settled still open after a probe sent since counted")
@@ -140,28 +140,31 @@ func TestPeerLooksDeadDespiteATakeAsItDies(t *testing.T) {
 	awaitDeadWithin3(t, atDecision)
 }
 
-// A peer whose listener refuses while the connection held open to it is still open (a killed
-// process's kernel closing its listener first, of hundreds of sockets) is suspect from the first
-// refusal: Settled is open until the rule decides, and once it closes the peer is left out, so a
-// client refreshing in between is told the survivors' view.
+// A peer refused since its listener last took a connection, and not out yet, is suspect
+// (liveness.afterProbe): Settled is open until the rule decides (out, or a probe taken), so that a
+// client refreshing in between is told the survivors' view. With a connection held open to the
+// peer the first refusal decides (TestPeerLooksDeadAtTheFirstRefusalWhileHeld); without one
+// (none could be opened), the refusals decide after refusedFor.
 func TestPeerSettledWaitsForTheRefusalsRule(t *testing.T) {
-	p, peer := heldPeer(t)
-	defer watching(t, p)()
-	time.Sleep(3 * probeEvery) // a connection held open
-	peer.mu.Lock()
-	peer.killed = true // refuses from now on; the held connection stays open
-	peer.mu.Unlock()
-	for deadline := time.Now().Add(2 * time.Second); closed(p.Settled()); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Settled never opened while the peer's listener refuses")
+	p := newPeerSet(9001, "/zkbridge", zerolog.Nop())
+	l := &p.probes
+	start := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	d := peerDown{}.observe(at(0), probeTook)
+	l.afterProbe(9002, at(0), probeTook, d)
+	if !closed(p.Settled()) {
+		t.Fatal("Settled open while the peer takes connections")
+	}
+	for ms := 100; ms <= 300; ms += 100 {
+		d = d.observe(at(ms), probeRefused)
+		l.afterProbe(9002, at(ms), probeRefused, d)
+		if d.out || closed(p.Settled()) {
+			t.Fatalf("%d ms: out %v, Settled closed %v; want a suspect peer not out yet, Settled open", ms, d.out, closed(p.Settled()))
 		}
 	}
-	select {
-	case <-p.Settled():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Settled still open 5 s after the peer's listener began refusing")
-	}
-	if named := p.view.Load().named; slices.Contains(named, 9002) {
-		t.Errorf("settled with the refusing peer still named: %v", named)
+	d = d.observe(at(400), probeRefused)
+	l.afterProbe(9002, at(400), probeRefused, d)
+	if !d.out || !closed(p.Settled()) {
+		t.Fatalf("refused for refusedFor: out %v, Settled closed %v; want out and settled", d.out, closed(p.Settled()))
 	}
 }
