@@ -152,7 +152,7 @@ func (g *groupStore) takeEpoch(ctx context.Context) error {
 			cur = &e.epochRead
 		}
 		if !cur.exists {
-			err := g.store.Create(ctx, p, mine, zkstate.CreateOptions{Parents: true})
+			err := g.createEpoch(ctx, p, mine)
 			if errors.Is(err, zkstate.ErrNodeExists) {
 				conflicts++
 				continue // another bridge created it first: look at it
@@ -204,7 +204,7 @@ func (g *groupStore) takeEpoch(ctx context.Context) error {
 			g.log.Info().Int32("previous_owner", owner.NodeID).Msg("taking over the group of a bridge that is gone")
 		}
 		record := g.recordBeside(ctx, cur)
-		nst, err := g.store.Set(ctx, p, mine, cur.st.Version)
+		version, err := g.setEpoch(ctx, p, mine, cur.st.Version)
 		if errors.Is(err, zkstate.ErrBadVersion) {
 			conflicts++
 			continue
@@ -212,7 +212,7 @@ func (g *groupStore) takeEpoch(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("take over group %q: %w", g.group, err)
 		}
-		g.epoch, g.record0 = nst.Version, record
+		g.epoch, g.record0 = version, record
 		return nil
 	}
 	return fmt.Errorf("take over group %q: the epoch keeps changing: %w", g.group, ErrFenced)
@@ -245,14 +245,17 @@ func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *t
 	if h.released && h.session != 0 && g.loading {
 		record = g.readRecord(ctx, h.session) // handover.go: beside the write
 	}
-	nst, err := g.store.Set(ctx, p, mine, h.version)
+	version, err := g.setEpoch(ctx, p, mine, h.version)
+	if errors.Is(err, errRegistrationGone) {
+		return false, fmt.Errorf("take over group %q: %w", g.group, err)
+	}
 	if errors.Is(err, zkstate.ErrBadVersion) || errors.Is(err, zkstate.ErrNoNode) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("take over group %q: %w", g.group, err)
 	}
-	g.epoch = nst.Version
+	g.epoch = version
 	if h.released {
 		g.record0 = record
 		return true, nil

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
@@ -215,6 +216,9 @@ func (b *Bridge) keepRegistered(ctx context.Context, store *zkstate.Store, p str
 // session may precede our registration there. A session that changed before or during the
 // write fences the group (its actor is fenced for the expiry anyway, coordinator.onSession),
 // and the epoch is not used: the group is loaded again in the new session once registered.
+// Within the session, another client may delete our registration after the load's wait: each
+// write of the epoch also checks, in the same Multi, that our registration exists
+// (createEpoch, setEpoch), so that the epoch is never written while we look gone.
 func (g *groupStore) acquire(ctx context.Context) error {
 	if g.own == 0 {
 		return g.takeEpoch(ctx)
@@ -228,4 +232,65 @@ func (g *groupStore) acquire(ctx context.Context) error {
 		return fmt.Errorf("take over group %q: the ZooKeeper session changed during the takeover (0x%x, now 0x%x): %w", g.group, g.own, sid, ErrFenced)
 	}
 	return err
+}
+
+// errRegistrationGone: an epoch's write found our registration missing (another client deleted
+// it after the load's wait; the watch of it tells us too, and we make it again): the epoch is not
+// written, and the group is fenced until it is loaded again once the registration exists.
+var errRegistrationGone = fmt.Errorf("this bridge's registration does not exist (deleted by another client): %w", ErrFenced)
+
+// ownCheck is the op an epoch's write ends with when the group's load waited for our
+// registration (own): our registration exists. Any version: the registrar rewrites it (proxy
+// listeners, draining) and one made again in the same session starts at version 0 again, so its
+// version says neither which one it is nor whose; its existence is what the others read of it
+// (a takeover checks that the holder's registration exists and is older than the epoch's write),
+// and checked with the write it holds at the instant of the write, with no round trip more.
+func (g *groupStore) ownCheck() []zkstate.Op {
+	if g.own == 0 {
+		return nil
+	}
+	return []zkstate.Op{zkstate.CheckOp(zkstate.BridgePath(g.root, g.nodeID), -1)}
+}
+
+// ownGone maps the failure of an epoch's write: the op after the epoch's (ownCheck) failing is
+// errRegistrationGone, the epoch's own failure is returned as such (ErrBadVersion, ErrNodeExists,
+// ErrNoNode unwrap from it).
+func ownGone(err error) error {
+	var me *zkstate.MultiError
+	if errors.As(err, &me) && me.Index == 1 {
+		return errRegistrationGone
+	}
+	return err
+}
+
+// createEpoch creates the group's epoch (with its missing parents) with ownCheck.
+func (g *groupStore) createEpoch(ctx context.Context, p string, data []byte) error {
+	check := g.ownCheck()
+	if check == nil {
+		return g.store.Create(ctx, p, data, zkstate.CreateOptions{Parents: true})
+	}
+	ops := append([]zkstate.Op{zkstate.CreateOp(p, data, zkstate.CreateOptions{})}, check...)
+	err := ownGone(g.store.MultiAtomic(ctx, ops...))
+	var me *zkstate.MultiError
+	if !errors.As(err, &me) || me.Index != 0 || !errors.Is(err, zkstate.ErrNoNode) {
+		return err
+	}
+	// A new group: its parent first (as Create with Parents does after a NoNode), then again.
+	if err := g.store.Create(ctx, path.Dir(p), nil, zkstate.CreateOptions{Parents: true}); err != nil && !errors.Is(err, zkstate.ErrNodeExists) {
+		return err
+	}
+	return ownGone(g.store.MultiAtomic(ctx, ops...))
+}
+
+// setEpoch writes the group's epoch at version with ownCheck, and returns its new version.
+func (g *groupStore) setEpoch(ctx context.Context, p string, data []byte, version int32) (int32, error) {
+	check := g.ownCheck()
+	if check == nil {
+		st, err := g.store.Set(ctx, p, data, version)
+		return st.Version, err
+	}
+	if err := ownGone(g.store.MultiAtomic(ctx, append([]zkstate.Op{zkstate.SetOp(p, data, version)}, check...)...)); err != nil {
+		return 0, err
+	}
+	return version + 1, nil
 }

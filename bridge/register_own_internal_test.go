@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,11 +58,93 @@ func TestIntegration_EpochOnlyInTheSessionOfOurRegistration(t *testing.T) {
 		t.Errorf("the epoch after that acquire: exists %v (%v), want none", ok, err)
 	}
 	gs.own = sid
+	// Our registration, which the load waited for, in the session the epoch is written in.
+	if err := store.CreateEphemeral(ctx, zkstate.BridgePath(root, 1), nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := gs.acquire(ctx); err != nil {
 		t.Fatalf("acquire in the load's session: %v", err)
 	}
 	if gs.epoch != 0 {
 		t.Errorf("epoch version after the acquire = %d, want 0 (created)", gs.epoch)
+	}
+}
+
+// Another client may delete our registration after a group's load waited for it (awaitOwn) and
+// before the load writes the group's epoch: the write must then fail, with nothing written, as
+// the others count us gone and take the group (several-bridges.md: the takeover keeps a group whose
+// holder's registration is missing, or newer than the epoch's write). Each way an epoch is
+// written: created (a new group), set at the version read (a holder that is gone), set at a
+// rescan's read (takeHinted). The order is forced: the registration is deleted between the
+// wait (own set) and acquire. Before the write checked our registration, each wrote the epoch.
+func TestIntegration_NoEpochOnceOurRegistrationIsDeleted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	connect := zktest.Connect(t)
+	store := zktest.OpenStore(t, connect)
+	other := zktest.OpenStore(t, connect) // another client
+	sid := store.SessionID()
+	const root, node = "/zkbridge", int32(1)
+	reg := zkstate.BridgePath(root, node)
+	gone := zkstate.Epoch{NodeID: 7, AcquiredMs: 1}.Encode() // a holder with no registration
+	for _, c := range []struct {
+		name  string
+		setup func(g string) *takeoverHint
+	}{
+		{"created", func(string) *takeoverHint { return nil }},
+		{"set at the version read", func(g string) *takeoverHint {
+			if err := other.Create(ctx, zkstate.EpochPath(root, g), gone, zkstate.CreateOptions{Parents: true}); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}},
+		{"set at a rescan's read", func(g string) *takeoverHint {
+			if err := other.Create(ctx, zkstate.EpochPath(root, g), gone, zkstate.CreateOptions{Parents: true}); err != nil {
+				t.Fatal(err)
+			}
+			_, st, err := other.Get(ctx, zkstate.EpochPath(root, g))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &takeoverHint{version: st.Version, mzxid: st.Mzxid, holder: 7}
+		}},
+	} {
+		g := "regdeleted-" + strings.ReplaceAll(c.name, " ", "-")
+		hint := c.setup(g)
+		_, before, _ := other.Exists(ctx, zkstate.EpochPath(root, g))
+		if err := store.CreateEphemeral(ctx, reg, nil); err != nil {
+			t.Fatal(err)
+		}
+		gs := newGroupStore(store, root, g, node, zerolog.Nop())
+		gs.hint, gs.own = hint, sid // the load waited for our registration in sid
+		if err := other.Delete(ctx, reg, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := gs.acquire(ctx); !errors.Is(err, ErrFenced) {
+			t.Errorf("%s: acquire after our registration was deleted: %v, want ErrFenced", c.name, err)
+		}
+		if gs.epoch >= 0 {
+			t.Errorf("%s: epoch version %d kept, want none", c.name, gs.epoch)
+		}
+		if _, after, _ := other.Exists(ctx, zkstate.EpochPath(root, g)); after.Mzxid != before.Mzxid {
+			t.Errorf("%s: the epoch was written while our registration did not exist (mzxid %d, was %d)", c.name, after.Mzxid, before.Mzxid)
+		}
+		// Made again (as register does once told): the epoch is ours.
+		if err := store.DeleteEphemeral(ctx, reg); err != nil && !errors.Is(err, zkstate.ErrNoNode) {
+			t.Fatal(err)
+		}
+		if err := store.CreateEphemeral(ctx, reg, nil); err != nil {
+			t.Fatal(err)
+		}
+		gs = newGroupStore(store, root, g, node, zerolog.Nop())
+		gs.own = sid
+		if err := gs.acquire(ctx); err != nil {
+			t.Errorf("%s: acquire with our registration made again: %v", c.name, err)
+		}
+		if err := store.DeleteEphemeral(ctx, reg); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"encoding/binary"
 	"io"
 	"net"
 	"sync"
@@ -21,6 +22,11 @@ type Proxy struct {
 	unmuted *sync.Cond
 	// delay holds each of the server's replies back for that long (SetDelay).
 	delay time.Duration
+	// holdWrites holds each connection's requests from its next write on (HoldWrites); held
+	// counts the writes held, released is signalled on Release.
+	holdWrites bool
+	held       int
+	released   *sync.Cond
 }
 
 // StartProxy listens on a loopback port and forwards to backend (host:port) until the test ends.
@@ -32,6 +38,7 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 	}
 	p := &Proxy{ln: ln}
 	p.unmuted = sync.NewCond(&p.mu)
+	p.released = sync.NewCond(&p.mu)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -54,7 +61,7 @@ func StartProxy(t testing.TB, backend string) *Proxy {
 			}
 			p.conns = append(p.conns, c, b)
 			p.mu.Unlock()
-			go func() { _, _ = io.Copy(b, c); b.Close(); c.Close() }()
+			go func() { p.request(b, c); b.Close(); c.Close() }()
 			go func() { p.reply(c, b); b.Close(); c.Close() }()
 		}
 	}()
@@ -114,6 +121,73 @@ func (p *Proxy) reply(c, b net.Conn) {
 	}
 }
 
+// request copies the client's requests to the server, frame by frame (ZooKeeper's: a 4-byte
+// length, then the request; every request after the connect starts with its xid and opcode),
+// holding them back from a write on while HoldWrites is on.
+func (p *Proxy) request(b, c net.Conn) {
+	connected := false
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(c, head[:]); err != nil {
+			return
+		}
+		frame := make([]byte, 4+int(binary.BigEndian.Uint32(head[:])))
+		copy(frame, head[:])
+		if _, err := io.ReadFull(c, frame[4:]); err != nil {
+			return
+		}
+		if connected && len(frame) >= 12 && zkWrite(int32(binary.BigEndian.Uint32(frame[8:12]))) {
+			p.mu.Lock()
+			if p.holdWrites && !p.frozen {
+				p.held++
+				for p.holdWrites && !p.frozen {
+					p.released.Wait() // this write and every request after it, in order
+				}
+			}
+			p.mu.Unlock()
+		}
+		connected = true
+		if _, err := b.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// zkWrite reports whether a ZooKeeper opcode changes the tree: create, delete, setData, setACL,
+// check, multi, create2, createContainer, deleteContainer, createTTL.
+func zkWrite(op int32) bool {
+	switch op {
+	case 1, 2, 5, 7, 13, 14, 15, 19, 20, 21:
+		return true
+	}
+	return false
+}
+
+// HoldWrites holds each connection's next write request (a create, set, delete or multi) and
+// every request it sends after it, until Release: the write is sent but has not reached the
+// server yet, as on a link that stalls one way, while other clients' writes are applied before
+// it. Keep it shorter than the session timeout (pings are held too).
+func (p *Proxy) HoldWrites() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdWrites, p.held = true, 0
+}
+
+// HeldWrites is the number of writes HoldWrites holds back (one per connection at most).
+func (p *Proxy) HeldWrites() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// Release sends the requests HoldWrites held back, in order, and holds nothing more.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdWrites = false
+	p.released.Broadcast()
+}
+
 // SetDelay holds every answer of the server back for d from now on (0: none), as a link with a
 // round trip of d would: a client's sequential requests then take d each, and a count of them
 // can be read off a wall time.
@@ -146,6 +220,7 @@ func (p *Proxy) Freeze() {
 	defer p.mu.Unlock()
 	p.frozen = true
 	p.unmuted.Broadcast()
+	p.released.Broadcast()
 	for _, c := range p.conns {
 		c.Close()
 	}
