@@ -414,7 +414,6 @@ type regWatches struct {
 	p       *peerSet
 	ctx     context.Context
 	store   *zkstate.Store
-	self    string
 	refresh chan struct{}
 	mu      sync.Mutex
 	pending map[string]zkstate.WatchEvent
@@ -423,7 +422,7 @@ type regWatches struct {
 }
 
 func (p *peerSet) newRegWatches(ctx context.Context, store *zkstate.Store) *regWatches {
-	return &regWatches{p: p, ctx: ctx, store: store, self: strconv.Itoa(int(p.self)), refresh: make(chan struct{}, 1),
+	return &regWatches{p: p, ctx: ctx, store: store, refresh: make(chan struct{}, 1),
 		pending: map[string]zkstate.WatchEvent{}, watches: map[string]context.CancelFunc{}}
 }
 
@@ -459,11 +458,9 @@ func (r *regWatches) follow(c string, data <-chan zkstate.WatchEvent) {
 		} else {
 			// A deletion comes without contents: say which registration went (its Czxid), so
 			// that an older one's deletion, coming late, does not take a newer one read since
-			// out of the view.
+			// out of the view. (Our own registration's deletion is told by a watch of its own,
+			// register_own.go: watchOwn.)
 			ev.Stat = last
-			if c == r.self {
-				r.p.ownDeleted(r.store, last) // register_own.go: by another client?
-			}
 		}
 		if first {
 			first = false

@@ -18,9 +18,11 @@ package bridge
 // Any client may also delete our registration while our session lives (ZooKeeper lets a session
 // delete another's ephemeral: an operator's mistake, a cleanup script), and the Store does not
 // make it again in the same session. The others then count us gone and take our groups, so that
-// is an expiry for us too: the watch of our registration (peers.go: follow) tells its deletion,
-// and ownDeleted fences every group, marks the registration as not made in this session (the
-// loads wait) and has register make it again at once, then rescan.
+// is an expiry for us too: the watch of our registration, set once its create is answered
+// (watchOwn), tells its deletion, and ownDeleted fences every group, marks the registration as
+// not made in this session (the loads wait) and has register make it again at once, then
+// rescan. A load past its wait writes no epoch meanwhile: each write of it checks, in the same
+// Multi, that our registration exists (acquire).
 
 import (
 	"context"
@@ -42,6 +44,9 @@ type ownRegistration struct {
 	// renew is poked (buffered 1) on every new session: register looks whether the registration
 	// is in it.
 	renew chan struct{}
+	// stop ends the watch of the registration last made (watchOwn); watches is its goroutine.
+	stop    context.CancelFunc
+	watches sync.WaitGroup
 }
 
 func (o *ownRegistration) init() {
@@ -109,8 +114,51 @@ func (p *peerSet) awaitOwn(ctx context.Context, store *zkstate.Store) (int64, er
 	}
 }
 
-// ownDeleted is told by the watch of our registration that it was deleted, with the stat the
-// watch last read of it: when that was the registration of our current session, made by us,
+// watchOwn follows the registration register has just made in session sid (its create
+// answered), until it is gone or the session changes: the watch's first read is sent after the
+// create's answer, so a registration missing there, or held by another session, was deleted
+// since, however soon (the watch of <root>/bridges' children reads our child only once that
+// watch has fired and read the children again, and a deletion before that read went untold). It
+// replaces the watch of the registration made before.
+func (p *peerSet) watchOwn(ctx context.Context, store *zkstate.Store, path string, sid int64) {
+	wctx, cancel := context.WithCancel(ctx)
+	p.own.mu.Lock()
+	if p.own.stop != nil {
+		p.own.stop()
+	}
+	p.own.stop = cancel
+	p.own.mu.Unlock()
+	p.own.watches.Go(func() {
+		defer cancel()
+		events, err := store.WatchData(wctx, path)
+		if err != nil {
+			return // ctx ended, or the Store closed
+		}
+		for ev := range events {
+			if ev.Type == zkstate.SessionExpired || store.SessionID() != sid {
+				return // gone with the session: register makes it in the new one
+			}
+			if ev.Exists && ev.Stat.EphemeralOwner == sid {
+				continue // ours, rewritten or as made
+			}
+			p.ownDeleted(store, zkstate.Stat{EphemeralOwner: sid})
+			return
+		}
+	})
+}
+
+// endWatch ends watchOwn's watch and waits for it.
+func (o *ownRegistration) endWatch() {
+	o.mu.Lock()
+	if o.stop != nil {
+		o.stop()
+	}
+	o.mu.Unlock()
+	o.watches.Wait()
+}
+
+// ownDeleted is told by the watch of our registration (watchOwn) that it was deleted, with the
+// registration's stat: when that was the registration of our current session, made by us,
 // and we serve (not our own deletion at a drain), another client deleted it.
 func (p *peerSet) ownDeleted(store *zkstate.Store, last zkstate.Stat) {
 	sid := store.SessionID()
@@ -162,6 +210,7 @@ func (b *Bridge) registrationReadiness() string {
 func (b *Bridge) register(ctx context.Context, store *zkstate.Store, host string, port int32) {
 	b.registrar.init(b.registration(host, port)) // peers.go: later rewrites keep its fields
 	p := zkstate.BridgePath(b.cfg.Root, b.cfg.NodeID)
+	defer b.peers.own.endWatch()
 	for b.keepRegistered(ctx, store, p) {
 		select {
 		case <-ctx.Done():
@@ -187,6 +236,7 @@ func (b *Bridge) keepRegistered(ctx context.Context, store *zkstate.Store, p str
 		in, err := b.registrar.create(ctx, store, p, b.peers)
 		if err == nil && in != 0 {
 			b.peers.own.set(in)
+			b.peers.watchOwn(ctx, store, p, in)
 			b.log.Info().Str("path", p).Str("session", fmt.Sprintf("0x%x", in)).Msg("bridge registered")
 			b.coord.registered() // handover.go: the groups refused until now
 			return true
