@@ -162,7 +162,9 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	b.peers.subscribe(b.coord.takePrepared) // preload.go: before the rescan placementChanged starts
 	b.peers.subscribe(b.coord.placementChanged)
+	b.peers.subscribe(b.coord.unpark) // park.go: after takePrepared
 	b.peers.subscribeNamed(b.coord.namedChanged)
+	b.peers.subscribeNamed(b.coord.unpark)
 	b.modes.owns = b.peers.owns // modes_foreign.go: only the owner checks for foreign zk members
 	b.peers.subscribe(func(_, _ *liveView) { b.modes.placementChanged() })
 	return b, nil

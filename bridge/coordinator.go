@@ -117,6 +117,8 @@ type coordinator struct {
 	rescanAll atomic.Bool
 	// pre is the takeovers prepared for the peers that look dead (preload.go).
 	pre preloads
+	// parked wakes the requests waiting for their group to move here (park.go).
+	parked parking
 
 	mu     sync.Mutex
 	store  *zkstate.Store // nil until start
@@ -189,6 +191,7 @@ func (c *coordinator) close() {
 		cancel()
 	}
 	c.mu.Unlock()
+	c.parked.wakeAll() // park.go: answered NOT_COORDINATOR now
 	c.wg.Wait()
 }
 
@@ -217,10 +220,20 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 		}
 		req.ev, req.fix = valid, fix
 	}
+	var parked time.Time
 	for {
 		a, code := c.actorFor(name)
 		if a == nil {
 			if code == group.ErrNotCoordinator {
+				if parked.IsZero() {
+					parked = time.Now()
+				}
+				if c.park(ctx, name, parked) { // park.go: a group moving here from a dead bridge
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("bridge: group %q: %w", name, err)
+				}
 				c.refusedElsewhere(name, req.ev) // handover_linger.go
 			}
 			return req.finish(errorReply(name, req.ev, code)), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/legacy"
 	"github.com/zkbridge/zkbridge/newproto"
 	"github.com/zkbridge/zkbridge/zkstate"
@@ -20,14 +21,16 @@ import (
 )
 
 // After a kill -9, a survivor does not name the dead bridge as a group's coordinator while its
-// listener refuses connections: it holds the answer until the dead bridge's session expires and
-// then names the group's new owner, so that a client's retry lands right after the takeover
-// instead of failing on the dead address and backing off for seconds. The lease is kept: no
-// answer names the survivor while the dead bridge is still registered. An answer naming the
-// dead bridge is allowed only after a full hold (ZooKeeper expired the session later than the
-// hold's bound). Asked through franz-go (its 10 s read deadline), one key (v3) and batched (v4,
-// with a group the survivor owns, held with it).
-func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.T) {
+// listener refuses connections: it names the group's next owner, itself, at once (before
+// 2026-12-05 it held the answer until the dead bridge's session expired), so that a client's
+// retry does not fail on the dead address and back off for seconds. The lease is kept: the
+// survivor serves no request of the group while the dead bridge is still registered (a commit
+// sent to it waits, and is answered once the registration is gone, or NOT_COORDINATOR after its
+// bound). An answer naming the dead bridge is allowed only after a full hold (the view had not
+// left it out yet, and ZooKeeper expired the session later than the hold's bound). Asked through
+// franz-go (its 10 s read deadline), one key (v3) and batched (v4, with a group the survivor
+// owns).
+func TestIntegration_SeveralBridgesFindCoordinatorWhileOwnerDead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	e := startChildAndSurvivor(t, "held")
@@ -120,14 +123,21 @@ func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.
 					}
 				case survivor:
 					registered, _, err := e.zk.Exists(ctx, regPath)
-					if err != nil || registered {
-						t.Errorf("v%d: the survivor named itself while the dead bridge is registered (%v)", v, err)
+					if err != nil {
+						t.Error(err)
 					}
-					// The hold ends with the view change, not at its bound.
-					if g := gone.Load(); g != 0 && time.Since(time.Unix(0, g)) > 2*time.Second {
+					switch g := gone.Load(); {
+					case registered && took > newproto.DefaultCoordinatorHold-time.Second:
+						t.Errorf("v%d: the survivor named itself after %v while the dead bridge is registered, want at once", v, took)
+					case !registered && g != 0 && took > time.Second && time.Since(time.Unix(0, g)) > 2*time.Second:
+						// Held (the view had not left the dead bridge out): the hold ends with
+						// the view change, not at its bound.
 						t.Errorf("v%d: the survivor named %v after the registration was gone, want at the view change", v, time.Since(time.Unix(0, g)))
 					}
-					t.Logf("v%d: the survivor named after %v (held %v)", v, time.Since(killed), took)
+					t.Logf("v%d: the survivor named after %v (held %v, dead bridge registered: %v)", v, time.Since(killed), took, registered)
+					if v == 3 {
+						commitServedAfterTheLease(t, e, regPath)
+					}
 					return
 				default:
 					t.Errorf("v%d: named %d", v, got[0])
@@ -138,6 +148,38 @@ func TestIntegration_SeveralBridgesFindCoordinatorHeldWhileOwnerDead(t *testing.
 		})
 	}
 	wg.Wait()
+}
+
+// commitServedAfterTheLease commits into e's group through the survivor until the commit is
+// served: none is served while the dead bridge's registration exists (the lease); one sent before
+// its session ends waits for it.
+func commitServedAfterTheLease(t *testing.T, e childAndSurvivor, regPath string) {
+	t.Helper()
+	for deadline := time.Now().Add(e.session + 20*time.Second); time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		r, err := e.surv.Do(ctx, e.name, func(tok group.Token) group.Event {
+			return group.OffsetCommit{Token: tok, Generation: group.NoGeneration,
+				Offsets: []group.OffsetCommitPartition{{Topic: "orders", Partition: 0, Offset: 5, LeaderEpoch: -1}}}
+		})
+		cancel()
+		rep, _ := r.(group.OffsetCommitReply)
+		if err != nil || len(rep.Partitions) != 1 {
+			t.Errorf("commit through the survivor: %+v, %v", r, err)
+			return
+		}
+		switch code := rep.Partitions[0].Err; code {
+		case group.ErrNone:
+			if registered, _, err := e.zk.Exists(t.Context(), regPath); err != nil || registered {
+				t.Errorf("the survivor served a commit while the dead bridge is registered (%v)", err)
+			}
+			return
+		case group.ErrNotCoordinator, group.ErrCoordinatorNotAvailable:
+		default:
+			t.Errorf("commit through the survivor: code %d", code)
+			return
+		}
+	}
+	t.Error("the survivor never served the group's commit")
 }
 
 // The same for a legacy consumer's Consult naming its group: the survivor holds an answer that

@@ -26,8 +26,10 @@ package newproto
 // whose every group answer would be that.
 //
 // With several bridges, an answer that would name a peer that looks dead (its listener refuses
-// connections: Peers implements PeerLiveness) is held until the live view changes or
-// Config.CoordinatorHold passes (holdForLivePeer, peers.go).
+// connections: Peers implements PeerLiveness) names the bridge the group moves to once that peer
+// is gone, when Peers knows it (PeerSuccession: that bridge keeps the group's requests until it
+// holds the group); else it is held until the live view changes or Config.CoordinatorHold
+// passes (holdForLivePeer, peers.go).
 
 import (
 	"context"
@@ -76,8 +78,16 @@ func (r *router) findCoordinatorNow(req *Request, m *kmsg.FindCoordinatorRequest
 				break
 			}
 			owner := r.groupOwner(key, self)
+			if owner.NodeID != self.NodeID && r.peerUnreachable(owner) {
+				// The bridge the group moves to, which keeps its requests until it holds it;
+				// else the answer is held until the view changes.
+				next, ok := r.successor(key, owner, self)
+				if ok {
+					owner = next
+				}
+				unreachable = unreachable || !ok
+			}
 			c.NodeID, c.Host, c.Port = owner.NodeID, owner.Host, owner.Port
-			unreachable = unreachable || owner.NodeID != self.NodeID && r.peerUnreachable(owner)
 		case coordinatorTransaction:
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode = int16(ErrCoordinatorNotAvailable)

@@ -69,6 +69,42 @@ type PeerLiveness interface {
 	Changed() <-chan struct{}
 }
 
+// PeerSuccession, when Peers implements it beside PeerLiveness, names the bridge a group moves to
+// once the peers that look dead are gone: FindCoordinator answers with it at once where it held
+// the answer until the view changed (holdForLivePeer). That bridge does not serve the group
+// before it holds it: it keeps the group's requests waiting until it does (the bridge's
+// coordinator parks them, for at most as long as an answer would have been held). A client's
+// commit then waits at the bridge that takes the group, and is the group's first request served
+// after the takeover: the client's lookup, its dial of the new coordinator and its request are
+// made while the dead peer's session runs out, not after it. A successor that does not see the
+// owner look dead yet answers NOT_COORDINATOR, which the client retries with a lookup.
+type PeerSuccession interface {
+	// Successor returns the bridge that coordinates group once every peer that looks dead is
+	// gone, with remote true when it is another bridge; ok is false when none is known. It must
+	// be cheap and safe for concurrent use.
+	Successor(group string) (b Broker, remote, ok bool)
+}
+
+// successor is the node group moves to from its owner, a peer that looks dead (PeerSuccession);
+// ok is false when Peers does not say or names that owner still (the view has not left it out
+// yet): the answer is held then, as before.
+func (r *router) successor(group string, owner, self Broker) (Broker, bool) {
+	s, ok := r.peers.(PeerSuccession)
+	if !ok {
+		return Broker{}, false
+	}
+	b, remote, ok := s.Successor(group)
+	switch {
+	case !ok:
+		return Broker{}, false
+	case !remote || b.NodeID == self.NodeID:
+		return self, true
+	case b.NodeID == owner.NodeID:
+		return Broker{}, false
+	}
+	return b, true
+}
+
 // DefaultCoordinatorHold is Config.CoordinatorHold's default: longer than the ZooKeeper session
 // timeouts bridges run with in tests and benchmarks (4 s) plus ZooKeeper's tick rounding, so that
 // one held answer usually spans a dead bridge's expiry, and half of franz-go's default request

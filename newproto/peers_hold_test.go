@@ -122,3 +122,64 @@ func TestFindCoordinatorHoldBounded(t *testing.T) {
 		}
 	}
 }
+
+// succeedingPeers is livePeers with PeerSuccession: next names, by group, the bridge it moves to
+// once the peers that look dead are gone.
+type succeedingPeers struct {
+	*livePeers
+	next map[string]newproto.Broker
+	self int32
+}
+
+func (p *succeedingPeers) Successor(group string) (newproto.Broker, bool, bool) {
+	b, ok := p.next[group]
+	return b, ok && b.NodeID != p.self, ok
+}
+
+// An answer that would name a peer that looks dead names, at once, the bridge the group moves to
+// when Peers knows it (PeerSuccession): another bridge, or this one; a group whose successor is
+// not known, or is the dead owner still (the view has not left it out yet), is held as before.
+func TestFindCoordinatorNamesTheSuccessorOfAnUnreachableOwner(t *testing.T) {
+	dead := newproto.Broker{NodeID: 9002, Host: "bridge-2.test", Port: 29092}
+	live := newproto.Broker{NodeID: 9003, Host: "bridge-3.test", Port: 39092}
+	self := newproto.Broker{NodeID: 9001, Host: "bridge-1.test", Port: 19092}
+	for _, v := range kafkatest.Versions(0, 4) {
+		peers := &succeedingPeers{
+			livePeers: newLivePeers(map[string]newproto.Broker{"billing": dead, "orders": dead, "audit": dead, "ledger": dead}, dead.NodeID),
+			next:      map[string]newproto.Broker{"billing": live, "orders": self, "ledger": dead},
+			self:      self.NodeID,
+		}
+		ts := startServer(t, newproto.Config{NodeID: 9001, AdvertisedHost: "bridge-1.test", AdvertisedPort: 19092, Peers: peers})
+		c := kafkatest.Dial(t, ts.addr)
+		for _, tc := range []struct {
+			group string
+			want  newproto.Broker
+		}{{"billing", live}, {"orders", self}} {
+			answered := make(chan []coordView, 1)
+			go func() { answered <- findCoordinator(t, c, v, 0, tc.group) }()
+			select {
+			case got := <-answered:
+				if got[0].node != tc.want.NodeID || got[0].host != tc.want.Host || got[0].port != tc.want.Port {
+					t.Errorf("v%d: %s on %+v, want its successor %+v", v, tc.group, got[0], tc.want)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("v%d: %s held while its successor is known", v, tc.group)
+			}
+		}
+		for _, group := range []string{"audit", "ledger"} {
+			answered := make(chan []coordView, 1)
+			go func() { answered <- findCoordinator(t, c, v, 0, group) }()
+			select {
+			case got := <-answered:
+				t.Fatalf("v%d: %s answered %+v, want held (no successor other than its owner)", v, group, got)
+			case <-time.After(300 * time.Millisecond):
+			}
+			peers.move(group)
+			select {
+			case <-answered:
+			case <-time.After(3 * time.Second):
+				t.Fatalf("v%d: %s still held after the view changed", v, group)
+			}
+		}
+	}
+}
