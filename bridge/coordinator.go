@@ -220,17 +220,15 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 		}
 		req.ev, req.fix = valid, fix
 	}
-	var parked time.Time
+	var parked time.Time // when the request first waited for its group to move here
 	for {
 		a, code := c.actorFor(name)
 		if a == nil {
 			if code == group.ErrNotCoordinator {
-				if parked.IsZero() {
-					parked = time.Now()
-				}
-				if c.park(ctx, name, parked) { // park.go: a group moving here from a dead bridge
+				if c.park(ctx, name, &parked) { // park.go: a group moving here from a dead bridge
 					continue
 				}
+				c.parkedFor(parked, "refused")
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("bridge: group %q: %w", name, err)
 				}
@@ -238,6 +236,8 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 			}
 			return req.finish(errorReply(name, req.ev, code)), nil
 		}
+		c.parkedFor(parked, "served")
+		parked = time.Time{}
 		select {
 		case a.reqs <- req:
 		case <-a.done:

@@ -41,6 +41,10 @@ type metrics struct {
 	// Limits (limits.go).
 	limitRefusals *prometheus.CounterVec // limit
 	topicCheck    prometheus.Gauge
+
+	// parkedSeconds: requests kept for a group moving here from a bridge that looks dead
+	// (park.go), by outcome.
+	parkedSeconds *prometheus.HistogramVec // outcome: served, refused
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -98,6 +102,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "zkbridge", Subsystem: "group", Name: "foreign_zk_members",
 			Help: "ZooKeeper (0.8) consumers registered in /consumers/<g>/ids of a kafka or finalized group that no running bridge holds: the bridge cannot stop them.",
 		}, []string{"group"}),
+		parkedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "zkbridge", Subsystem: "groups", Name: "parked_seconds",
+			Help:    "Group requests kept while the group's owner looked dead and the group was moving to this bridge: the time until the group was ours (outcome served: the request went on to the group) or until the request was answered NOT_COORDINATOR (refused: the owner came back, the wait's bound passed, the bridge stopped or the client went).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 11),
+		}, []string{"outcome"}),
 		mixedClaimSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "zkbridge", Subsystem: "mixed", Name: "claim_seconds",
 			Help:    "Mixed groups: time from a generation's join barrier to its Kafka members' owner znodes claimed (waiting for zk and legacy members to release them included).",
@@ -167,6 +176,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		m.mixedClaimSeconds, m.mixedRebalances, m.mixedCrashUnsafe, // mixed groups (mixed.go)
 		m.members, m.rebalances,
 		m.limitRefusals, m.topicCheck, // limits.go
+		m.parkedSeconds, // park.go
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

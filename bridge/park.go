@@ -63,6 +63,13 @@ func (p *parking) wakeAll() {
 // the prepared takeover's actor) and of the named ids.
 func (c *coordinator) unpark(_, _ *liveView) { c.parked.wakeAll() }
 
+// parkedFor counts a request's wait that began at since (none when zero) in the parked metric.
+func (c *coordinator) parkedFor(since time.Time, outcome string) {
+	if !since.IsZero() && c.metrics != nil {
+		c.metrics.parkedSeconds.WithLabelValues(outcome).Observe(time.Since(since).Seconds())
+	}
+}
+
 // Successor implements newproto.PeerSuccession: the owner of group among the named bridges, the
 // live ones that do not look dead.
 func (p *peerSet) Successor(group string) (newproto.Broker, bool, bool) {
@@ -94,17 +101,22 @@ func (c *coordinator) movingHere(name string) bool {
 }
 
 // park waits, for a request refused NOT_COORDINATOR whose group is moving here, until the live
-// or named ids change, parkFor has passed since the request first parked (since), the
+// or named ids change, parkFor has passed since the request first parked (*since, set then), the
 // coordinator closes or ctx ends; it reports whether to look for the group's actor again.
-func (c *coordinator) park(ctx context.Context, name string, since time.Time) bool {
+func (c *coordinator) park(ctx context.Context, name string, since *time.Time) bool {
 	woken := c.parked.woken() // before the check, so that no change is missed
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
-	left := time.Until(since.Add(parkFor))
+	start := *since
+	if start.IsZero() {
+		start = time.Now()
+	}
+	left := time.Until(start.Add(parkFor))
 	if closed || left <= 0 || !c.movingHere(name) {
 		return false
 	}
+	*since = start
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
