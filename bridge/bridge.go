@@ -300,7 +300,7 @@ func (b *Bridge) open(ctx context.Context, store *zkstate.Store) (_ *parts, err 
 		return nil, err
 	}
 	var lc net.ListenConfig
-	if p.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaListen); err != nil {
+	if p.kafkaLn, err = listenLast(ctx, &lc, cfg.KafkaListen); err != nil { // the first socket closed when the process dies
 		return nil, fmt.Errorf("bridge: Kafka listener: %w", err)
 	}
 	if p.adminLn, err = lc.Listen(ctx, "tcp", cfg.AdminListen); err != nil {
