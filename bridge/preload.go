@@ -7,7 +7,8 @@ package bridge
 // reading what the takeover needs: each one computes the groups that would map to it with the
 // peer gone (the placement is every bridge's same rule), and reads their epochs and records on
 // its own session. When the peer's registration goes (the expiry), each prepared group is taken
-// in ONE Multi, Set(epoch, the version read) + Check(record, the version read), beside the
+// in ONE Multi, Set(epoch, the version read) + Check(record, the version read) + the check that
+// our own registration exists (as every write of an epoch ends: register_own.go), beside the
 // check of the holder's registration: the group's first request is answered one round trip
 // after the expiry was seen, where the rescan's read of every epoch, the write, and the record's
 // read after it took three.
@@ -248,10 +249,15 @@ func (g *groupStore) takePrepared(ctx context.Context, p string, mine []byte, h 
 		alive, reg, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
 		checked <- holderCheck{alive, reg, err, g.store.SessionID() == t.session}
 	}()
-	err = g.store.Multi(ctx, zkstate.SetOp(p, mine, t.version), zkstate.CheckOp(zkstate.GroupRecordPath(g.root, g.group), t.rstat.Version))
+	// Ends with the check that our registration exists, as every write of an epoch does
+	// (register_own.go: ownCheck).
+	ops := append([]zkstate.Op{zkstate.SetOp(p, mine, t.version), zkstate.CheckOp(zkstate.GroupRecordPath(g.root, g.group), t.rstat.Version)}, g.ownCheck()...)
+	err = g.store.Multi(ctx, ops...)
 	var me *zkstate.MultiError
 	switch {
 	case err == nil:
+	case errors.As(err, &me) && me.Index == 2:
+		return false, false, fmt.Errorf("take over group %q: %w", g.group, errRegistrationGone)
 	case errors.As(err, &me) && me.Index == 1:
 		return false, true, nil // the record moved, the epoch not: take it as a rescan would
 	case errors.As(err, &me) && me.Index == 0:
