@@ -40,8 +40,8 @@ func epochStats(t *testing.T, zk *zkstate.Store, names []string) (holders []int3
 // (an operator, a cleanup script): they must not write the epochs then, as no write of an epoch
 // does while we look gone (register_own.go: ownCheck). 9002's first write is held on its way to
 // ZooKeeper with every request after it (zktest.Proxy.HoldWrites), the test deletes 9002's
-// registration, and 9002 hears nothing while its Multis reach ZooKeeper after the deletion. Once it hears, it makes its registration again
-// and takes the groups.
+// registration, and 9002 hears nothing while its Multis reach ZooKeeper after the deletion. Once
+// it hears, it makes its registration again and takes the groups.
 func TestIntegration_SeveralBridgesPreparedOwnRegistrationGone(t *testing.T) {
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
