@@ -65,7 +65,8 @@ import (
 // every member of every group. ZKBRIDGE_BENCH_KGO_TRACE=all with ZKBRIDGE_BENCH_KGO_TRACE_DIR=<dir>
 // writes each member that lost its session's whole kgo debug log of the 20 s before to
 // <dir>/<member>.log (and the kill's time on stderr); ZKBRIDGE_BENCH_CHILD_LOG_LEVEL sets the
-// children's log level (info by default).
+// children's log level (info by default); ZKBRIDGE_BENCH_TRACE_OUT=<file> writes each moved
+// group's epoch write and its members' first answered commits there (writeTrace).
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
 	groups := benchGroups()
 	const parts, session = 6, 4 * time.Second
@@ -170,6 +171,7 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 				answeredAfter[g] = d - zkAt
 			}
 		}
+		writeTrace(f, affected, killed, takeoverZK)
 		after := time.Duration(0)
 		for g, d := range served {
 			after = max(after, d-takeover[g])
@@ -211,6 +213,31 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 			b.ReportMetric(float64((servedCPU - atKillCPU).Milliseconds()), "survivors-cpu-failover-ms")
 		}
 	}
+}
+
+// writeTrace writes, with ZKBRIDGE_BENCH_TRACE_OUT=<file> (diagnosis), the kill's time and, for
+// each moved group, its epoch's write (ZooKeeper's mtime) and each member's first commit answered
+// after the kill, all in unix ms: one line "kill <ms>", then "group <g> epochzk <ms> [m<i> <ms>]...",
+// to split the clients' share against the survivors' own timestamps.
+func writeTrace(f *failoverRun, affected []string, killed time.Time, takeoverZK map[string]time.Duration) {
+	out := os.Getenv("ZKBRIDGE_BENCH_TRACE_OUT")
+	if out == "" {
+		return
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "kill %d\n", killed.UnixMilli())
+	for _, g := range affected {
+		fmt.Fprintf(&sb, "group %s epochzk %d", g, killed.Add(takeoverZK[g]).UnixMilli())
+		for m := range failoverMembers {
+			if gap := f.gaps[fmt.Sprintf("%s-m%d", g, m)]; gap != nil {
+				if at := gap.firstFrom(killed); !at.IsZero() {
+					fmt.Fprintf(&sb, " m%d %d", m, at.UnixMilli())
+				}
+			}
+		}
+		sb.WriteString("\n")
+	}
+	_ = os.WriteFile(out, []byte(sb.String()), 0o644)
 }
 
 // childrenCPU is the CPU time (user and system) the child bridges have used so far, from
