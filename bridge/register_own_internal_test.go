@@ -109,6 +109,24 @@ func TestIntegration_NoEpochOnceOurRegistrationIsDeleted(t *testing.T) {
 			}
 			return &takeoverHint{version: st.Version, mzxid: st.Mzxid, holder: 7}
 		}},
+		{"taken as prepared", func(g string) *takeoverHint {
+			if err := other.Create(ctx, zkstate.EpochPath(root, g), gone, zkstate.CreateOptions{Parents: true}); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Create(ctx, zkstate.GroupRecordPath(root, g), []byte(`{}`), zkstate.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			_, st, err := other.Get(ctx, zkstate.EpochPath(root, g))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, rst, err := other.Get(ctx, zkstate.GroupRecordPath(root, g))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &takeoverHint{version: st.Version, mzxid: st.Mzxid, holder: 7,
+				prepared: &preparedTakeover{version: st.Version, mzxid: st.Mzxid, record: rec, rstat: rst, session: sid}}
+		}},
 	} {
 		g := "regdeleted-" + strings.ReplaceAll(c.name, " ", "-")
 		hint := c.setup(g)
