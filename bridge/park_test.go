@@ -76,8 +76,7 @@ func TestIntegration_SeveralBridgesCommitWaitsForTheTakeover(t *testing.T) {
 	peer := startFakePeer(t)
 	names := preloadSetup(t, connect, zk, 4, peer)
 	committedBefore(t, zk, names)
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	proxy, b := preloadSurvivor(t, connect, peer)
 	killAndAwaitPrepared(t, peer, b, len(names))
 
 	asked := time.Now()
@@ -136,8 +135,7 @@ func TestIntegration_SeveralBridgesParkedCommitRefusedWhenTheOwnerIsBack(t *test
 	zk := zktest.OpenStore(t, connect)
 	peer := startFakePeer(t)
 	names := preloadSetup(t, connect, zk, 2, peer)
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	_, b := preloadSurvivor(t, connect, peer)
 	killAndAwaitPrepared(t, peer, b, len(names))
 	_, before := epochsOf(t, zk, names)
 

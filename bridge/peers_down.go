@@ -84,10 +84,11 @@ type peerDown struct {
 	// held is when the connection held open to its listener now was opened (zero: none is open;
 	// set by the watch from liveness.heldSince before each probe's result): a refusal sent after
 	// that, while it is open, is its death too. A killed process's kernel closes its sockets one
-	// at a time in the order of their descriptors, its listener's (opened at its start) before
-	// the connections it took since, ours among them: its listener refuses while our connection
-	// is still open, for hundreds of milliseconds under load (the refusals then decided under
-	// refusedFor before the hang-up came, in two of three traced benchmark runs). A live
+	// at a time, highest-numbered first, and a bridge opens its Kafka listener above the others
+	// (listen_last_linux.go): its listener refuses while our connection is still open; and
+	// under load our reader of that connection may wake hundreds of milliseconds after its end
+	// (the refusals then decided under refusedFor before the hang-up counted, in two of three
+	// traced benchmark runs). A live
 	// bridge's listener takes every connection while it serves: a draining bridge left the live
 	// view before its listener closed, and our connection to it was let go with it.
 	held time.Time

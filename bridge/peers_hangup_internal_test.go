@@ -22,15 +22,7 @@ import (
 // rule needed the refusals to span refusedFor: at least 4 (5 seen).
 func TestPeerLooksDeadAtTheFirstRefusalAfterItsHangUp(t *testing.T) {
 	p, peer := heldPeer(t)
-	atDecision := make(chan int, 1)
-	p.subscribeNamed(func(_, cur *liveView) {
-		if len(cur.named) == 1 { // 9002 left out: only ourselves named
-			select {
-			case atDecision <- peer.refusedDials():
-			default:
-			}
-		}
-	})
+	atDecision := refusalsAtDecision(p, peer)
 	defer watching(t, p)()
 	time.Sleep(3 * probeEvery) // the peer took connections, one of them held open
 	peer.kill()
@@ -38,23 +30,15 @@ func TestPeerLooksDeadAtTheFirstRefusalAfterItsHangUp(t *testing.T) {
 }
 
 // A peer whose listener refuses while the connection held open to it is still open looks dead at
-// the first refusal (peers_down.go: peerDown.held): a killed process's kernel closes its sockets in
-// the order of their descriptors, its listener's before the connections it took since, and under
-// load the held connection's end came hundreds of milliseconds after the listener's (the
+// the first refusal (peers_down.go: peerDown.held): a killed bridge's listener, opened above its
+// other descriptors, is the first socket its kernel closes, and under load the survivor read the
+// held connection's end hundreds of milliseconds after the listener's first refusal (the
 // survivors then decided under refusedFor, hung_up false, in two of three traced benchmark runs).
 // Counted in dials: at most 3 refused to the decision; before, the rule needed the refusals to
 // span refusedFor, at least 4.
 func TestPeerLooksDeadAtTheFirstRefusalWhileHeld(t *testing.T) {
 	p, peer := heldPeer(t)
-	atDecision := make(chan int, 1)
-	p.subscribeNamed(func(_, cur *liveView) {
-		if len(cur.named) == 1 {
-			select {
-			case atDecision <- peer.refusedDials():
-			default:
-			}
-		}
-	})
+	atDecision := refusalsAtDecision(p, peer)
 	defer watching(t, p)()
 	time.Sleep(3 * probeEvery) // a connection held open
 	peer.mu.Lock()
@@ -89,6 +73,21 @@ func TestPeerHeldOpenInTheRule(t *testing.T) {
 			t.Errorf("%s: out %v, want %v", tc.name, tc.d.out, tc.out)
 		}
 	}
+}
+
+// refusalsAtDecision returns a channel that gets the peer's refused dials when p leaves it out
+// (only ourselves named).
+func refusalsAtDecision(p *peerSet, peer *fakePeer) <-chan int {
+	atDecision := make(chan int, 1)
+	p.subscribeNamed(func(_, cur *liveView) {
+		if len(cur.named) == 1 {
+			select {
+			case atDecision <- peer.refusedDials():
+			default:
+			}
+		}
+	})
+	return atDecision
 }
 
 // awaitDeadWithin3 waits for the peer to look dead (the refused dials counted at the decision)

@@ -125,15 +125,7 @@ func TestPeerLooksDeadDespiteATakeAsItDies(t *testing.T) {
 		return dial(network, addr, timeout)
 	}
 	p.probes.mu.Unlock()
-	atDecision := make(chan int, 1)
-	p.subscribeNamed(func(_, cur *liveView) {
-		if len(cur.named) == 1 {
-			select {
-			case atDecision <- peer.refusedDials():
-			default:
-			}
-		}
-	})
+	atDecision := refusalsAtDecision(p, peer)
 	defer watching(t, p)()
 	time.Sleep(3 * probeEvery)
 	peer.kill()

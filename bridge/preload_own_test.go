@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +46,7 @@ func TestIntegration_SeveralBridgesPreparedOwnRegistrationGone(t *testing.T) {
 	zk := zktest.OpenStore(t, connect)
 	peer := startFakePeer(t)
 	names := preloadSetup(t, connect, zk, 4, peer)
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	proxy, b := preloadSurvivor(t, connect, peer)
 	_, was := epochStats(t, zk, names)
 	killAndAwaitPrepared(t, peer, b, len(names))
 	quiet(t, b)

@@ -111,17 +111,18 @@ func preloadSetup(t *testing.T, connect string, zk *zkstate.Store, n int, peer *
 	return names
 }
 
-// preloadSurvivor starts 9002 behind proxy, waits until it lists the three bridges and holds a
-// connection open to 9001's listener, and returns it.
-func preloadSurvivor(t *testing.T, connect string, proxy *zktest.Proxy, peer *fakePeer) *running {
+// preloadSurvivor starts 9002 behind a proxy of its own to ZooKeeper, waits until it lists the
+// three bridges and holds a connection open to 9001's listener, and returns both.
+func preloadSurvivor(t *testing.T, connect string, peer *fakePeer) (*zktest.Proxy, *running) {
 	t.Helper()
 	i := strings.IndexByte(connect, '/')
+	proxy := zktest.StartProxy(t, connect[:i])
 	b := startBridge(t, proxy.Addr()+connect[i:], 9002, func(c *bridge.Config) { c.WriteTimeout = 10 * time.Second })
 	zktest.Eventually(t, 10*time.Second, "9002 sees 9001 and 9003 and reached 9001's listener", func() (bool, string) {
 		got := brokersOf(t, b.Addr().String())
 		return len(got) == 3 && peer.taken() > 0, fmt.Sprint(got, peer.taken())
 	})
-	return b
+	return proxy, b
 }
 
 // expireAndAwait9002 deletes 9001's registration, as its session's expiry does, and waits until
@@ -145,20 +146,9 @@ func expireAndAwait9002(t *testing.T, zk *zkstate.Store, names []string) {
 // epochsOf reads the groups' epochs: who holds each, and its version.
 func epochsOf(t *testing.T, zk *zkstate.Store, names []string) (holders []int32, versions []int32) {
 	t.Helper()
-	paths := make([]string, len(names))
-	for i, name := range names {
-		paths[i] = zkstate.EpochPath(bridge.DefaultRoot, name)
-	}
-	reads, err := zk.GetMany(t.Context(), paths)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range reads {
-		e, _ := zkstate.ParseEpoch(r.Data)
-		if r.Err != nil || e.Released {
-			e.NodeID = -1
-		}
-		holders, versions = append(holders, e.NodeID), append(versions, r.Stat.Version)
+	holders, stats := epochStats(t, zk, names)
+	for _, st := range stats {
+		versions = append(versions, st.Version)
 	}
 	return holders, versions
 }
@@ -188,8 +178,7 @@ func TestIntegration_SeveralBridgesPreparedFailoverRoundTrips(t *testing.T) {
 // listener) for the next.
 func preparedTakeover(t *testing.T, connect string, zk *zkstate.Store, names []string, peer *fakePeer, attempt int) (taken, answered float64) {
 	t.Helper()
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	proxy, b := preloadSurvivor(t, connect, peer)
 	defer b.stop()
 	quiet(t, b)
 	rtt := takeoverRTT
@@ -269,8 +258,7 @@ func TestIntegration_SeveralBridgesPreparedHolderWrites(t *testing.T) {
 	zk := zktest.OpenStore(t, connect)
 	peer := startFakePeer(t)
 	names := preloadSetup(t, connect, zk, 4, peer)
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	_, b := preloadSurvivor(t, connect, peer)
 	killAndAwaitPrepared(t, peer, b, len(names))
 	_, versions := epochsOf(t, zk, names)
 	// The holder's writes, each guarded by its epoch as a bridge's are.
@@ -325,8 +313,7 @@ func TestIntegration_SeveralBridgesPreparedHolderBack(t *testing.T) {
 	zk := zktest.OpenStore(t, connect)
 	peer := startFakePeer(t)
 	names := preloadSetup(t, connect, zk, 4, peer)
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	_, b := preloadSurvivor(t, connect, peer)
 	_, was := epochsOf(t, zk, names)
 	killAndAwaitPrepared(t, peer, b, len(names))
 	time.Sleep(time.Second)
@@ -396,8 +383,7 @@ func TestIntegration_SeveralBridgesRescanReadsMovedOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxy := zktest.StartProxy(t, connect[:strings.IndexByte(connect, '/')])
-	b := preloadSurvivor(t, connect, proxy, peer)
+	_, b := preloadSurvivor(t, connect, peer)
 	quiet(t, b)
 	before := zkRequestsOf(t, b)
 	expireAndAwait9002(t, zk, names)
