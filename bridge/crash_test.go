@@ -10,6 +10,7 @@ package bridge_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -120,7 +121,10 @@ func startChildBridge(t testing.TB, s childSpec) *childBridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &childBridge{log: filepath.Join(t.TempDir(), "bridge.log")}
+	// ZKBRIDGE_TEST_CHILD_LOG_DIR keeps each child's log there, named for its node id (diagnosis
+	// of a benchmark, whose passing runs show nothing).
+	dir := cmp.Or(os.Getenv("ZKBRIDGE_TEST_CHILD_LOG_DIR"), t.TempDir())
+	c := &childBridge{log: filepath.Join(dir, fmt.Sprintf("bridge-%d-%d.log", s.NodeID, time.Now().UnixMilli()))}
 	logf, err := os.Create(c.log)
 	if err != nil {
 		t.Fatal(err)
