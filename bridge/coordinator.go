@@ -229,6 +229,9 @@ func (c *coordinator) do(ctx context.Context, name string, build func(group.Toke
 					continue
 				}
 				c.parkedFor(parked, "refused")
+				if e := c.log.Debug(); e.Enabled() {
+					e.Str("group", name).Bool("parked", !parked.IsZero()).Msg("another bridge's group: answered NOT_COORDINATOR")
+				}
 				if err := ctx.Err(); err != nil {
 					return nil, fmt.Errorf("bridge: group %q: %w", name, err)
 				}
