@@ -215,7 +215,7 @@ func (rc *relayConn) answerFetch(seq uint64, h relayHeader, refresh int64, whole
 	if err != nil {
 		return err
 	}
-	raw, refreshes, err := refuseFetch(head)
+	raw, full, err := refuseFetch(head)
 	rc.p.bufs.put(head)
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (rc *relayConn) answerFetch(seq uint64, h relayHeader, refresh int64, whole
 		rc.told.Store(true)
 		rc.p.metrics.failure("draining")
 	} else {
-		if refreshes {
+		if full {
 			rc.refreshed.Store(refresh)
 		}
 		rc.p.metrics.failure("refresh")

@@ -15,14 +15,10 @@ package relay
 // So, once Drain is called, a Fetch that arrives on the proxy listener of
 // a broker another bridge now serves is answered here, not relayed: every
 // partition it names NOT_LEADER_OR_FOLLOWER. A Fetch of an incremental
-// fetch session (KIP-227) may name no partition at all. From Fetch v13
-// (topic ids) it is answered FETCH_SESSION_TOPIC_ID_ERROR, on which kgo
-// resets its session and refreshes its metadata at once, and the Java
-// client asks for a metadata update: one round trip, as for a full fetch.
-// An older one is answered FETCH_SESSION_ID_NOT_FOUND, on which a client
-// sends a full fetch at once, which names them all (a second round trip).
-// A Fetch already relayed is let finish: it may carry records, and the
-// client's next one is refused.
+// fetch session (KIP-227) may name no partition at all; it is answered
+// FETCH_SESSION_ID_NOT_FOUND, on which a client sends a full fetch at
+// once, which names them all. A Fetch already relayed is let finish: it
+// may carry records, and the client's next one is refused.
 //
 // Produce and every other request are still relayed: a producer loses
 // nothing while the bridge is up, and a refused Produce would only make it
@@ -185,7 +181,7 @@ func (p *Proxy) track(rc *relayConn, open bool) {
 // here (refuseFetch) rather than relayed, and notes that the connection
 // fetches. refresh is non-zero when the Fetch is refused only to make the
 // client refresh its metadata (Refresh): the Refresh count to note once a
-// refusal that makes the client refresh has been sent (refuseFetch).
+// full fetch has been refused.
 func (rc *relayConn) refusesFetch() (refuse bool, refresh int64) {
 	if !rc.proxied {
 		return false, 0
@@ -204,9 +200,9 @@ func (rc *relayConn) refusesFetch() (refuse bool, refresh int64) {
 
 // Refresh makes every client fetching through the proxy listeners refresh
 // its metadata once: the next Fetch of every open connection is refused
-// as refuseFetch does (an incremental session fetch older than v13,
-// answered FETCH_SESSION_ID_NOT_FOUND, is followed by a full one, which is
-// refused too). The bridge calls it when another bridge leaves the service. kgo
+// as refuseFetch does (an incremental session fetch, answered
+// FETCH_SESSION_ID_NOT_FOUND, is followed by a full one, which is refused
+// too). The bridge calls it when another bridge leaves the service. kgo
 // reads a connection only when a response is due, so a connection that a
 // bridge closed when it shut down is found closed only when the client
 // sends on it again: with a bridge restarted at the same addresses,
@@ -226,11 +222,8 @@ func (p *Proxy) Refresh() {
 
 // refuseFetch builds the response frame (size prefix included) to a Fetch
 // request frame (without its size prefix) from a broker that is no
-// longer the leader of anything the request names. refreshes reports
-// whether the answer makes the client refresh its metadata: false only
-// for an incremental fetch older than v13, on which the client sends a
-// full one first.
-func refuseFetch(frame []byte) (raw []byte, refreshes bool, err error) {
+// longer the leader of anything the request names.
+func refuseFetch(frame []byte) (raw []byte, full bool, err error) {
 	req, err := newproto.ParseRequest(frame)
 	if err != nil {
 		return nil, false, err
@@ -239,19 +232,14 @@ func refuseFetch(frame []byte) (raw []byte, refreshes bool, err error) {
 	if !ok {
 		return nil, false, fmt.Errorf("refusing a Fetch: the frame is a %s", kmsg.NameForKey(req.Msg.Key()))
 	}
-	refreshes = true
+	full = true
 	resp := kmsg.NewPtrFetchResponse()
 	resp.SetVersion(fr.Version)
-	switch {
-	case fr.SessionID > 0 && fr.SessionEpoch > 0 && fr.Version >= heldFetchMinVersion:
-		// Incremental: the partitions not named are in the session. The
-		// answer heldfetch.go gives: the client resets its session and
-		// refreshes its metadata, and fetches the same offsets again.
-		resp.ErrorCode = kerr.FetchSessionTopicIDError.Code
-	case fr.SessionID > 0 && fr.SessionEpoch > 0:
+	if fr.SessionID > 0 && fr.SessionEpoch > 0 {
+		// Incremental: the partitions not named are in the session.
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		refreshes = false
-	default:
+		full = false
+	} else {
 		// Keep the client's session id, so that the client keeps
 		// using sessions (an id of 0 turns them off for the broker in
 		// kgo); it sends epoch 0 next, which starts a new one.
@@ -269,5 +257,5 @@ func refuseFetch(frame []byte) (raw []byte, refreshes bool, err error) {
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}
-	return answerFrame(req.CorrelationID, resp), refreshes, nil
+	return answerFrame(req.CorrelationID, resp), full, nil
 }

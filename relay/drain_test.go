@@ -9,10 +9,8 @@ import (
 )
 
 // refuseFetch answers a full fetch NOT_LEADER_OR_FOLLOWER for every partition it names, keeping
-// the client's session id, and an incremental one (it may name none of the session's partitions)
-// FETCH_SESSION_TOPIC_ID_ERROR from v13, on which the client refreshes its metadata at once, and
-// FETCH_SESSION_ID_NOT_FOUND before, on which it sends a full fetch first, at every Fetch version
-// the relay lets clients use.
+// the client's session id, and an incremental one FETCH_SESSION_ID_NOT_FOUND (it may name none
+// of the session's partitions), at every Fetch version the relay lets clients use.
 func TestRefuseFetch(t *testing.T) {
 	ceiling, _ := relayCeiling(int16(kmsg.Fetch))
 	for v := int16(4); v <= ceiling; v++ {
@@ -30,7 +28,7 @@ func TestRefuseFetch(t *testing.T) {
 			req.Topics = append(req.Topics, rt)
 			frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("c")).AppendRequest(nil, req, 77)[4:]
 
-			raw, refreshes, err := refuseFetch(frame)
+			raw, full, err := refuseFetch(frame)
 			if err != nil {
 				t.Fatalf("v%d: %v", v, err)
 			}
@@ -47,16 +45,12 @@ func TestRefuseFetch(t *testing.T) {
 				t.Fatalf("v%d: %v", v, err)
 			}
 			incremental := v >= 7 && session.id > 0 && session.epoch > 0
-			if refreshes != (!incremental || v >= 13) {
-				t.Errorf("v%d session %v: refreshes %v", v, session, refreshes)
+			if full == incremental {
+				t.Errorf("v%d session %v: full %v", v, session, full)
 			}
 			if incremental {
-				want := kerr.FetchSessionIDNotFound.Code
-				if v >= 13 {
-					want = kerr.FetchSessionTopicIDError.Code
-				}
-				if resp.ErrorCode != want || len(resp.Topics) != 0 {
-					t.Errorf("v%d incremental: error %d, want %d; %d topics", v, resp.ErrorCode, want, len(resp.Topics))
+				if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code || len(resp.Topics) != 0 {
+					t.Errorf("v%d incremental: error %d, %d topics", v, resp.ErrorCode, len(resp.Topics))
 				}
 				continue
 			}

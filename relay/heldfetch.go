@@ -4,19 +4,17 @@ package relay
 // is a long poll: the broker holds it until records come or the client's fetch.max.wait passes
 // (500 ms for the Java client, 5 s for kgo), and its client sends the next one only then. A member
 // of a group whose coordinator died, fetching only through this bridge, thus learned that the dead
-// bridge left Metadata up to fetch.max.wait after it left (and, before refuseFetch answered an
-// incremental v13+ fetch as below, in two more round trips: FETCH_SESSION_ID_NOT_FOUND, then the
-// full one NOT_LEADER_OR_FOLLOWER), while its heartbeat's group lookups went on meeting the dead
-// bridge's addresses: two refused in a row end a kgo member's session (traced in the crash
-// benchmark: docs/benchmarks.md).
+// bridge left Metadata up to fetch.max.wait after it left, and then in two more round trips (an
+// incremental fetch refused FETCH_SESSION_ID_NOT_FOUND, the full one NOT_LEADER_OR_FOLLOWER),
+// while its heartbeat's group lookups went on meeting the dead bridge's addresses: two refused in a
+// row end a kgo member's session (traced in the crash benchmark: docs/benchmarks.md).
 //
 // So Refresh also answers at once the Fetches already relayed on the proxy listeners and not
 // answered yet: FETCH_SESSION_TOPIC_ID_ERROR, with no partition. Both kgo and the Java client reset
 // their fetch session on it and refresh their metadata (kgo at once, the Java client at its next
 // poll), in this one round trip. The broker's late answer to such a Fetch is read and dropped: the
 // client never sees its records, and fetches them again from the same offsets. The error exists
-// from Fetch v13 (topic ids); an older Fetch ends as before, at its broker's answer. refuseFetch
-// gives the same answer to the next incremental Fetch (v13+) Refresh refuses.
+// from Fetch v13 (topic ids); an older Fetch ends as before, at its broker's answer.
 
 import (
 	"fmt"
