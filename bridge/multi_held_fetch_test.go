@@ -8,45 +8,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/kafkatest"
 	"github.com/zkbridge/zkbridge/placement"
 )
-
-// heldFetchWatch counts a kgo client's Metadata requests and notes when it last wrote a Fetch and
-// read a Fetch response.
-type heldFetchWatch struct {
-	mu                   sync.Mutex
-	metadata             int
-	fetchWrote, fetchGot time.Time
-}
-
-func (w *heldFetchWatch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case kmsg.Key(key) == kmsg.Metadata:
-		w.metadata++
-	case kmsg.Key(key) == kmsg.Fetch && err == nil:
-		w.fetchWrote = time.Now()
-	}
-}
-
-func (w *heldFetchWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
-	if kmsg.Key(key) == kmsg.Fetch {
-		w.mu.Lock()
-		w.fetchGot = time.Now()
-		w.mu.Unlock()
-	}
-}
-
-// held reports whether a Fetch written has had no response yet, and the Metadata requests so far.
-func (w *heldFetchWatch) held() (bool, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.fetchWrote.After(w.fetchGot), w.metadata
-}
 
 // A member of a group whose coordinator was killed, fetching only through a survivor, learned
 // that the dead bridge left Metadata at its next Fetch (relay.Proxy.Refresh), up to its
@@ -86,7 +52,7 @@ func TestIntegration_SeveralBridgesKillAnswersTheSurvivorsHeldFetches(t *testing
 	for _, p := range liveParts {
 		offsets[p] = kgo.NewOffset().AtEnd()
 	}
-	w := &heldFetchWatch{}
+	w := &kafkatest.FetchWatch{}
 	consumer, err := kgo.NewClient(kgo.SeedBrokers(e.addr), kgo.FetchMaxWait(maxWait), kgo.WithHooks(w),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dfTopic: offsets}))
 	if err != nil {
@@ -133,7 +99,7 @@ func TestIntegration_SeveralBridgesKillAnswersTheSurvivorsHeldFetches(t *testing
 	var before int
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var held bool
-		if held, before = w.held(); held {
+		if held, before = w.Held(); held {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -145,7 +111,7 @@ func TestIntegration_SeveralBridgesKillAnswersTheSurvivorsHeldFetches(t *testing
 	killed := time.Now()
 	child.kill()
 	for {
-		if _, n := w.held(); n > before {
+		if _, n := w.Held(); n > before {
 			t.Logf("the consumer asked for Metadata %v after the kill", time.Since(killed))
 			break
 		}

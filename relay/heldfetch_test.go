@@ -7,47 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/zkbridge/zkbridge/kafkatest"
 )
-
-// fetchWatch counts a kgo client's Metadata requests and notes when it last wrote a Fetch and
-// read a Fetch response (kgo.HookBrokerWrite, HookBrokerRead).
-type fetchWatch struct {
-	mu                   sync.Mutex
-	metadata             int
-	fetchWrote, fetchGot time.Time
-}
-
-func (w *fetchWatch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch kmsg.Key(key) {
-	case kmsg.Metadata:
-		w.metadata++
-	case kmsg.Fetch:
-		if err == nil {
-			w.fetchWrote = time.Now()
-		}
-	}
-}
-
-func (w *fetchWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
-	if kmsg.Key(key) == kmsg.Fetch {
-		w.mu.Lock()
-		w.fetchGot = time.Now()
-		w.mu.Unlock()
-	}
-}
-
-// held reports whether a Fetch written has had no response yet, and the Metadata requests so far.
-func (w *fetchWatch) held() (bool, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.fetchWrote.After(w.fetchGot), w.metadata
-}
-
-var _ kgo.HookBrokerWrite = (*fetchWatch)(nil)
-var _ kgo.HookBrokerRead = (*fetchWatch)(nil)
 
 // Refresh answers at once the Fetches relayed and not answered yet (relay/heldfetch.go): a
 // consumer's long poll held upstream (its fetch.max.wait here 30 s, with nothing to fetch) is
@@ -62,7 +24,7 @@ func TestRefreshAnswersTheHeldFetchAtOnce(t *testing.T) {
 	produce(t, producer, "orders", 0, "before", 5)
 
 	const maxWait = 30 * time.Second
-	w := &fetchWatch{}
+	w := &kafkatest.FetchWatch{}
 	consumer := newRelayClient(t, e.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxWait(maxWait), kgo.WithHooks(w))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -95,7 +57,7 @@ func TestRefreshAnswersTheHeldFetchAtOnce(t *testing.T) {
 	var before int
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var held bool
-		if held, before = w.held(); held {
+		if held, before = w.Held(); held {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -107,7 +69,7 @@ func TestRefreshAnswersTheHeldFetchAtOnce(t *testing.T) {
 	refreshed := time.Now()
 	e.proxy.Refresh()
 	for {
-		if _, n := w.held(); n > before {
+		if _, n := w.Held(); n > before {
 			t.Logf("the consumer asked for Metadata %v after the Refresh", time.Since(refreshed))
 			break
 		}
