@@ -245,10 +245,7 @@ func (g *groupStore) takeHinted(ctx context.Context, p string, mine []byte, h *t
 	if h.released && h.session != 0 && g.loading {
 		record = g.readRecord(ctx, h.session) // handover.go: beside the write
 	}
-	version, err := g.setEpoch(ctx, p, mine, h.version)
-	if errors.Is(err, errRegistrationGone) {
-		return false, fmt.Errorf("take over group %q: %w", g.group, err)
-	}
+	version, err := g.setEpoch(ctx, p, mine, h.version) // errRegistrationGone is neither below: an error
 	if errors.Is(err, zkstate.ErrBadVersion) || errors.Is(err, zkstate.ErrNoNode) {
 		return false, nil
 	}
