@@ -19,6 +19,11 @@
 # ZooKeeper's own zkServer.sh passes them (word-split; a later -Xmx wins). ZooKeeper keeps its
 # last 500 transactions in memory (zookeeper.commitLogCount): 256m was too small once a test
 # committed offsets of 1,000 partitions at a time (docs/benchmarks.md, issue 3).
+#
+# ZK_TICK_MS is the servers' tickTime (default 500). A session expires at the first tick after
+# its timeout, so the tick adds up to one tick to every crash failover of a bridge
+# (docs/several-bridges.md, the paragraph on tickTime); initLimit and syncLimit are counted in
+# ticks and are set from it so that they stay 10 s and 5 s whatever the tick.
 set -euo pipefail
 
 ZK_JAR=${ZK_JAR:-/usr/share/java/zookeeper.jar}
@@ -27,8 +32,11 @@ ZK_JAR=${ZK_JAR:-/usr/share/java/zookeeper.jar}
 ZK_CLASSPATH=${ZK_CLASSPATH:-$ZK_JAR}
 ZK_START_TIMEOUT=${ZK_START_TIMEOUT:-60}
 ZK_HEAP=${ZK_HEAP:-512m}
+ZK_TICK_MS=${ZK_TICK_MS:-500}
 
 die() { echo "zookeeper.sh: $*" >&2; exit 1; }
+
+case "$ZK_TICK_MS" in '' | *[!0-9]* | 0*) die "ZK_TICK_MS must be a positive number of milliseconds, not '$ZK_TICK_MS'" ;; esac
 
 cmd=${1:-}
 [ -n "$cmd" ] || die "usage: $0 start|ensemble|stop|status|install [--port P] [--dir DIR]"
@@ -84,9 +92,9 @@ launch() { # nodedir clientport myid serverlines
   local nd=$1 p=$2 myid=$3 servers=$4
   mkdir -p "$nd/data"
   {
-    echo "tickTime=500"
-    echo "initLimit=20"
-    echo "syncLimit=10"
+    echo "tickTime=$ZK_TICK_MS"
+    echo "initLimit=$(( (10000 + ZK_TICK_MS - 1) / ZK_TICK_MS ))"
+    echo "syncLimit=$(( (5000 + ZK_TICK_MS - 1) / ZK_TICK_MS ))"
     echo "dataDir=$nd/data"
     echo "clientPort=$p"
     echo "clientPortAddress=127.0.0.1"
