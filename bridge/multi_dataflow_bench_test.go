@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -218,7 +219,11 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 // writeTrace writes, with ZKBRIDGE_BENCH_TRACE_OUT=<file> (diagnosis), the kill's time and, for
 // each moved group, its epoch's write (ZooKeeper's mtime) and each member's first commit answered
 // after the kill, all in unix ms: one line "kill <ms>", then "group <g> epochzk <ms> [m<i> <ms>]...",
-// to split the clients' share against the survivors' own timestamps.
+// and under it one line per member, "member <g>-m<i> [<ms> <event>]...", its events from the kill
+// on (traceLimit): each commit's outcome as its callback saw it ("ok", "code:<n>", "err:...") and
+// its coordinator requests as kgo wrote ("w:commit@<node>") and read ("r:...") them and the
+// connections it opened ("dial@<node>:<ms>"), to split the clients' share against the survivors'
+// own timestamps.
 func writeTrace(f *failoverRun, affected []string, killed time.Time, takeoverZK map[string]time.Duration) {
 	out := os.Getenv("ZKBRIDGE_BENCH_TRACE_OUT")
 	if out == "" {
@@ -236,6 +241,19 @@ func writeTrace(f *failoverRun, affected []string, killed time.Time, takeoverZK 
 			}
 		}
 		sb.WriteString("\n")
+		for m := range failoverMembers {
+			gap := f.gaps[fmt.Sprintf("%s-m%d", g, m)]
+			if gap == nil {
+				continue
+			}
+			gap.mu.Lock()
+			fmt.Fprintf(&sb, "member %s-m%d", g, m)
+			for _, t := range gap.tries {
+				fmt.Fprintf(&sb, " %d %s", t.at.UnixMilli(), t.outcome)
+			}
+			gap.mu.Unlock()
+			sb.WriteString("\n")
+		}
 	}
 	_ = os.WriteFile(out, []byte(sb.String()), 0o644)
 }
@@ -389,6 +407,80 @@ type commitGap struct {
 	wfrom, wto time.Time
 	// armed and first: the first success at or after armed (zero: not armed).
 	armed, first time.Time
+	// tries is, with ZKBRIDGE_BENCH_TRACE_OUT, every commit's outcome (and the member's
+	// coordinator requests on the wire: wire) from armed on, for traceLimit (writeTrace).
+	tries []commitTry
+}
+
+// commitTry is one traced event of a member after the kill: a commit's outcome ("ok", the first
+// partition's error, or the request's error) as its callback saw it, or (wire set) a coordinator
+// request kgo wrote or read, or a connection it opened, with the broker's node id.
+type commitTry struct {
+	at      time.Time
+	outcome string
+	wire    bool
+}
+
+// traceLimit is how long after the kill a member's commits and wire events are traced.
+const traceLimit = 15 * time.Second
+
+// trace records ev from armed on (for traceLimit) when tracing.
+func (c *commitGap) trace(ev commitTry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed.IsZero() && !ev.at.Before(c.armed.Add(-time.Second)) && ev.at.Before(c.armed.Add(traceLimit)) {
+		c.tries = append(c.tries, ev)
+	}
+}
+
+// traceCommit records a commit's outcome when tracing.
+func (c *commitGap) traceCommit(err error, resp *kmsg.OffsetCommitResponse) {
+	out := "ok"
+	switch {
+	case err != nil:
+		out = "err:" + strings.ReplaceAll(err.Error(), " ", "_")
+	case resp != nil:
+	partitions:
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					out = fmt.Sprintf("code:%d", p.ErrorCode)
+					break partitions
+				}
+			}
+		}
+	}
+	c.trace(commitTry{at: time.Now(), outcome: out})
+}
+
+// wireTrace is a member's kgo hook (with ZKBRIDGE_BENCH_TRACE_OUT): its coordinator requests
+// (FindCoordinator, OffsetCommit, JoinGroup, Heartbeat, SyncGroup) written and read, and the
+// connections it opens, by broker.
+type wireTrace struct{ gap *commitGap }
+
+var traceKeys = map[int16]string{8: "commit", 10: "findcoord", 11: "join", 12: "heartbeat", 14: "sync", 18: "apiversions"}
+
+func (w wireTrace) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if name, ok := traceKeys[key]; ok {
+		w.gap.trace(commitTry{at: time.Now(), wire: true, outcome: fmt.Sprintf("w:%s@%d%s", name, meta.NodeID, errMark(err))})
+	}
+}
+
+func (w wireTrace) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if name, ok := traceKeys[key]; ok {
+		w.gap.trace(commitTry{at: time.Now(), wire: true, outcome: fmt.Sprintf("r:%s@%d%s", name, meta.NodeID, errMark(err))})
+	}
+}
+
+func (w wireTrace) OnBrokerConnect(meta kgo.BrokerMetadata, dur time.Duration, _ net.Conn, err error) {
+	w.gap.trace(commitTry{at: time.Now(), wire: true, outcome: fmt.Sprintf("dial@%d:%dms%s", meta.NodeID, dur.Milliseconds(), errMark(err))})
+}
+
+func errMark(err error) string {
+	if err != nil {
+		return "!" + strings.ReplaceAll(err.Error(), " ", "_")
+	}
+	return ""
 }
 
 func (c *commitGap) committed(err error, resp *kmsg.OffsetCommitResponse) {
@@ -471,6 +563,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 		}
 	})
 	logging := false
+	tracing := os.Getenv("ZKBRIDGE_BENCH_TRACE_OUT") != ""
 	for i := range groups {
 		g := fmt.Sprintf("fo-%d", i)
 		f.names = append(f.names, g)
@@ -490,6 +583,9 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 				kgo.AutoCommitInterval(commitEvery),
 				kgo.AutoCommitCallback(func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 					gap.committed(err, resp)
+					if tracing {
+						gap.traceCommit(err, resp)
+					}
 				}),
 				kgo.FetchMaxWait(time.Second),
 				kgo.RetryTimeout(time.Minute),
@@ -510,6 +606,9 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 			}
 			if kgoTraceOn() {
 				opts = append(opts, kgo.WithLogger(kgoTraceOf(member)))
+			}
+			if tracing {
+				opts = append(opts, kgo.WithHooks(wireTrace{gap}))
 			}
 			if kl := os.Getenv("ZKBRIDGE_BENCH_KGO_LOG"); kl == "every" || kl != "" && logged(g) && (kl == "all" || !logging && m == 0) {
 				// Diagnosis: the first logged group's first member's client (all: every member
