@@ -103,6 +103,9 @@ type groupStore struct {
 	// committed them before, and looking first cost the first commit after every handover a
 	// round trip. A write that finds one missing clears it (write).
 	assume bool
+	// missing holds offset znodes a write took for existing (assume) and found missing: the
+	// next try creates them at once (missedOffsets).
+	missing map[string]bool
 	// record0, set by an acquire that read the record beside its write of the epoch
 	// (readRecord), is that read, for the load (loading: acquire runs for it).
 	record0 <-chan recordRead
@@ -382,6 +385,7 @@ func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.
 				for _, o := range ops {
 					g.known[o.Path()] = true
 				}
+				clear(g.missing)
 				if rec != nil && rec.Deleted {
 					g.cleanupDeleted(ctx)
 				}
@@ -390,6 +394,9 @@ func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.
 		}
 		if isFenced(err) {
 			return 0, fmt.Errorf("write group %q: %w", g.group, ErrFenced)
+		}
+		if g.missedOffsets(err, offs) {
+			continue
 		}
 		g.assume = false // a missing offset znode taken for existing, among other failures
 		if ctx.Err() != nil || errors.Is(err, zkstate.ErrSessionExpired) || errors.Is(err, zkstate.ErrClosed) || errors.Is(err, zkstate.ErrMultiTooLarge) {
@@ -414,6 +421,38 @@ func (g *groupStore) write(ctx context.Context, rec *group.Record, offs []group.
 		}
 		recDone = recDone || done
 	}
+}
+
+// missedOffsets reports whether err is a write's Multi that failed, with nothing applied, on the
+// set of an offset znode it took for existing (assume) and that is missing: a partition the group
+// never committed. Every op before it passed (the epoch's check first: the group is still ours),
+// so the write is tried again at once with that partition's znodes (the 0.8 one and ours, which
+// its first commit makes together) created, where reading everything back first cost the first
+// commit of a new partition after a handover four round trips and a pause more.
+func (g *groupStore) missedOffsets(err error, offs []group.OffsetCommitPartition) bool {
+	var me *zkstate.MultiError
+	if !g.assume || !errors.As(err, &me) || me.Index <= 0 || me.Applied > 0 || me.Parent != "" || !errors.Is(me.Err, zkstate.ErrNoNode) {
+		return false
+	}
+	p := me.Op.Path()
+	if g.known[p] || g.missing[p] {
+		return false
+	}
+	for _, o := range offs {
+		old, own := zkstate.OffsetPath(g.group, o.Topic, o.Partition), zkstate.OwnOffsetPath(g.root, g.group, o.Topic, o.Partition)
+		if p != old && p != own {
+			continue
+		}
+		if g.missing == nil {
+			g.missing = map[string]bool{}
+		}
+		g.missing[own] = !g.known[own]
+		if !g.ownOnly {
+			g.missing[old] = !g.known[old]
+		}
+		return true
+	}
+	return false
 }
 
 // writeFenced reports whether a failed write (of write) means another bridge holds the group:
@@ -473,7 +512,7 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 	}
 	var unknown []string
 	for _, w := range writes {
-		if !g.known[w.path] && !g.assume {
+		if !g.known[w.path] && !g.assume && !g.missing[w.path] {
 			unknown = append(unknown, w.path)
 		}
 	}
@@ -492,6 +531,12 @@ func (g *groupStore) ops(ctx context.Context, rec *group.Record, recData []byte,
 		}
 	}
 	for _, w := range writes {
+		if g.missing[w.path] {
+			// Found missing by the last try: its parent is there, as the group's other
+			// offsets are (a write that finds it missing too goes the long way).
+			ops = append(ops, zkstate.CreateOp(w.path, w.data, zkstate.CreateOptions{}))
+			continue
+		}
 		if g.known[w.path] || g.assume {
 			ops = append(ops, zkstate.SetOp(w.path, w.data, -1))
 		} else {
@@ -513,6 +558,7 @@ func (g *groupStore) reconcile(ctx context.Context, rec *group.Record, recData [
 		return false, ErrFenced
 	}
 	clear(g.known)
+	clear(g.missing)
 	data, st, err := g.store.Get(ctx, zkstate.GroupRecordPath(g.root, g.group))
 	switch {
 	case errors.Is(err, zkstate.ErrNoNode):
