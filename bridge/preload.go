@@ -27,9 +27,12 @@ package bridge
 // preparation and the expiry is seen.
 //
 // Why the holder check stays (takeHinted's: a live registration of the holder that predates the
-// epoch's write gets the group back): it is sent beside the Multi, so it costs no round trip on
-// the way, and it is sound in either order of the two: it is sent on the session that read the
-// epoch, after that read was answered (GetInSession), so it sees at least the state of that read,
+// epoch's write gets the group back): one check for all the holder's groups, sent as their
+// takeovers start, beside their Multis, so it costs no round trip on the way (one a group, each
+// sent beside its own Multi, came back behind every Multi sent before it: a session's answers
+// come in order), and it is sound in either order of a Multi and the check: it is sent on the
+// session that read the epochs, after those reads were answered (GetInSession), so it sees at
+// least the state of that read,
 // whose epoch write it compares with; a registration made after that state is newer than the
 // epoch's write whichever comes first. Without it the argument would lean on the order in which
 // the Go side receives a watch event and a read's answer, which the wire orders but the
@@ -78,6 +81,31 @@ type preparedTakeover struct {
 	record  []byte
 	rstat   zkstate.Stat // the record's
 	session int64        // the session that read both (GetInSession)
+	// holder is the check of the holder's registration, one for every group of the
+	// preparation, started as their takeovers start (takePrepared); nil: each its own.
+	holder *holderCheck
+}
+
+// holderCheck is one Exists of a holder's registration, sent on the session that read the
+// prepared epochs, after those reads were answered.
+type holderCheck struct {
+	done  chan struct{} // closed once the fields are set
+	alive bool
+	reg   zkstate.Stat
+	err   error
+	ok    bool // answered in the session that read the epochs
+}
+
+// checkHolder starts the check of holder's registration on store, for a preparation read on
+// session; ctx bounds it.
+func checkHolder(ctx context.Context, store *zkstate.Store, root string, holder int32, session int64) *holderCheck {
+	hc := &holderCheck{done: make(chan struct{})}
+	go func() {
+		defer close(hc.done)
+		hc.alive, hc.reg, hc.err = store.Exists(ctx, zkstate.BridgePath(root, holder))
+		hc.ok = store.SessionID() == session
+	}()
+	return hc
 }
 
 // lookingDead is the peers of v that look dead: live (registered) but left out of Metadata.
@@ -217,8 +245,18 @@ func (c *coordinator) takePrepared(old, cur *liveView) {
 		if store == nil || store.SessionID() != p.session || !c.peers.serving.Load() {
 			continue
 		}
+		// One check of the holder's registration for all its groups, sent before their
+		// Multis: one a group, each sent beside its own Multi, came back behind every Multi
+		// sent before it (a session's answers come in order).
+		hctx, cancel := context.WithTimeout(context.Background(), c.cfg.LoadTimeout)
+		hc := checkHolder(hctx, store, c.cfg.Root, p.peer, p.session)
+		go func() {
+			<-hc.done
+			cancel()
+		}()
 		taken := 0
 		for name, t := range p.groups {
+			t.holder = hc
 			hint := &takeoverHint{version: t.version, mzxid: t.mzxid, holder: p.peer, prepared: t}
 			if a, _ := c.actorWith(name, hint); a != nil && a.takeover == hint {
 				taken++
@@ -238,17 +276,10 @@ func (c *coordinator) takePrepared(old, cur *liveView) {
 // epoch did not): the caller takes the group as a rescan's hint does.
 func (g *groupStore) takePrepared(ctx context.Context, p string, mine []byte, h *takeoverHint) (took, fallback bool, err error) {
 	t := h.prepared
-	type holderCheck struct {
-		alive bool
-		reg   zkstate.Stat
-		err   error
-		ok    bool // answered in the session that read the epoch
+	checked := t.holder
+	if checked == nil {
+		checked = checkHolder(ctx, g.store, g.root, h.holder, t.session)
 	}
-	checked := make(chan holderCheck, 1)
-	go func() {
-		alive, reg, err := g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
-		checked <- holderCheck{alive, reg, err, g.store.SessionID() == t.session}
-	}()
 	// Ends with the check that our registration exists, as every write of an epoch does
 	// (register_own.go: ownCheck).
 	ops := append([]zkstate.Op{zkstate.SetOp(p, mine, t.version), zkstate.CheckOp(zkstate.GroupRecordPath(g.root, g.group), t.rstat.Version)}, g.ownCheck()...)
@@ -276,7 +307,13 @@ func (g *groupStore) takePrepared(ctx context.Context, p string, mine []byte, h 
 		r <- recordRead{data: t.record, st: t.rstat}
 		g.record0 = r
 	}
-	hc := <-checked
+	var hc holderCheck
+	select {
+	case <-checked.done:
+		hc = holderCheck{alive: checked.alive, reg: checked.reg, err: checked.err, ok: checked.ok}
+	case <-ctx.Done():
+		hc.err = ctx.Err()
+	}
 	if hc.err != nil || !hc.ok {
 		// Not answered, or not in the session that read the epoch: look again, after the write.
 		hc.alive, hc.reg, hc.err = g.store.Exists(ctx, zkstate.BridgePath(g.root, h.holder))
