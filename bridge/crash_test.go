@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -83,6 +85,9 @@ func runChildBridge(spec string) int {
 		fmt.Fprintf(os.Stderr, "bridge.New: %v\n", err)
 		return 2
 	}
+	if dir := os.Getenv(childProfileEnv); dir != "" {
+		go profileWindows(dir, s.NodeID, b.Registry())
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.Run(context.Background()) }()
 	select {
@@ -94,6 +99,50 @@ func runChildBridge(spec string) int {
 	}
 	fmt.Fprintf(os.Stderr, "Run: %v\n", <-done) // only if Run fails: the parent kills us
 	return 1
+}
+
+// childProfileEnv, set to a directory (diagnosis, e.g. of a benchmark's child bridges), makes a
+// child bridge write its CPU profile there in windows of childProfileWindow, one file per window
+// named cpu-<node id>-<window start, unix ms>.pprof, and its counters and gauges at each
+// window's start (metrics-<node id>-<unix ms>.txt, one "name label=value... value" a line: the
+// ZooKeeper requests by kind, among others, to count a window's requests). The child is killed
+// with SIGKILL, which loses only the window under way; a window's start places it before or
+// after a kill. `go tool pprof -top <binary> <files>` merges the windows of a span.
+const childProfileEnv = "ZKBRIDGE_TEST_CHILD_CPUPROFILE_DIR"
+
+const childProfileWindow = 2 * time.Second
+
+// profileWindows writes the windows of childProfileEnv until the process ends.
+func profileWindows(dir string, node int32, reg prometheus.Gatherer) {
+	for {
+		at := time.Now().UnixMilli()
+		if mfs, err := reg.Gather(); err == nil {
+			var sb strings.Builder
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					sb.WriteString(mf.GetName())
+					for _, l := range m.GetLabel() {
+						fmt.Fprintf(&sb, " %s=%s", l.GetName(), l.GetValue())
+					}
+					// One of the three is set (histograms and summaries are left out).
+					fmt.Fprintf(&sb, " %g\n", m.GetCounter().GetValue()+m.GetGauge().GetValue()+m.GetUntyped().GetValue())
+				}
+			}
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("metrics-%d-%d.txt", node, at)), []byte(sb.String()), 0o644)
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-%d-%d.pprof", node, at)))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", childProfileEnv, err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", childProfileEnv, err)
+			return
+		}
+		time.Sleep(childProfileWindow)
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
 
 // childBridge is a bridge in a child process.
