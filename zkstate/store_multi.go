@@ -170,7 +170,10 @@ func (s *Store) multi(ctx context.Context, atomic bool, ops []Op) error {
 
 // expandParents adds, for every create with Parents, creates of its missing ancestors right
 // before it. Ancestors created by an op of the batch are left to that op; the others are
-// looked up in one pipelined wave.
+// looked up in pipelined waves: first each create's parent, and only above a parent that is
+// missing its further ancestors (a znode's ancestors exist, so an existing parent ends its
+// chain). The common case, a create under a parent that exists (a group's next partition),
+// costs one lookup, not one per ancestor; a parent missing costs a second wave.
 func (s *Store) expandParents(ctx context.Context, ops []Op) ([]indexedOp, error) {
 	created := map[string]bool{}
 	for _, op := range ops {
@@ -178,41 +181,49 @@ func (s *Store) expandParents(ctx context.Context, ops []Op) ([]indexedOp, error
 			created[op.path] = true
 		}
 	}
-	var candidates []string
-	seen := map[string]bool{}
+	exists := map[string]bool{} // ancestors looked up, and whether they exist
+	seen := map[string]bool{}   // ancestors to look up
+	var parents []string
 	for _, op := range ops {
 		if op.kind != opCreate || !op.opts.Parents {
 			continue
 		}
-		for p := parentOf(op.path); p != "/" && !created[p] && !seen[p]; p = parentOf(p) {
+		if p := parentOf(op.path); p != "/" && !created[p] && !seen[p] {
 			seen[p] = true
-			candidates = append(candidates, p)
+			parents = append(parents, p)
 		}
 	}
-	exists := make([]bool, len(candidates))
-	errs := make([]error, len(candidates))
-	if err := s.fanOut(ctx, len(candidates), nil, func(i int) {
-		s.reqs.add(ReqExists, 1)
-		exists[i], _, errs[i] = s.conn.Exists(s.full(candidates[i]))
-	}); err != nil {
-		return nil, &MultiError{Index: -1, Err: fmt.Errorf("look up parents: %w", err)}
+	if err := s.lookUpParents(ctx, parents, exists); err != nil {
+		return nil, err
 	}
-	missing := map[string]bool{}
-	for i, p := range candidates {
-		if errs[i] != nil {
-			return nil, &MultiError{Index: -1, Err: fmt.Errorf("look up parent %s: %w", p, mapError(errs[i]))}
+	var above []string
+	for _, d := range parents {
+		if exists[d] {
+			continue
 		}
-		if !exists[i] {
-			missing[p] = true
+		for p := parentOf(d); p != "/" && !created[p]; p = parentOf(p) {
+			if ok, looked := exists[p]; looked && ok {
+				break
+			}
+			if !seen[p] {
+				seen[p] = true
+				above = append(above, p)
+			}
 		}
+	}
+	if err := s.lookUpParents(ctx, above, exists); err != nil {
+		return nil, err
 	}
 	out := make([]indexedOp, 0, len(ops))
 	for i, op := range ops {
 		if op.kind == opCreate && op.opts.Parents {
 			var chain []string
-			for p := parentOf(op.path); missing[p]; p = parentOf(p) {
+			for p := parentOf(op.path); p != "/" && !created[p]; p = parentOf(p) {
+				if ok, looked := exists[p]; !looked || ok {
+					break
+				}
 				chain = append(chain, p)
-				delete(missing, p) // created once, by the first op that needs it
+				exists[p] = true // created once, by the first op that needs it
 			}
 			for j := len(chain) - 1; j >= 0; j-- {
 				parent := CreateOp(chain[j], nil, CreateOptions{})
@@ -223,6 +234,25 @@ func (s *Store) expandParents(ctx context.Context, ops []Op) ([]indexedOp, error
 		out = append(out, indexedOp{op: op, origin: i})
 	}
 	return out, nil
+}
+
+// lookUpParents looks paths up in one pipelined wave, into exists.
+func (s *Store) lookUpParents(ctx context.Context, paths []string, exists map[string]bool) error {
+	found := make([]bool, len(paths))
+	errs := make([]error, len(paths))
+	if err := s.fanOut(ctx, len(paths), nil, func(i int) {
+		s.reqs.add(ReqExists, 1)
+		found[i], _, errs[i] = s.conn.Exists(s.full(paths[i]))
+	}); err != nil {
+		return &MultiError{Index: -1, Err: fmt.Errorf("look up parents: %w", err)}
+	}
+	for i, p := range paths {
+		if errs[i] != nil {
+			return &MultiError{Index: -1, Err: fmt.Errorf("look up parent %s: %w", p, mapError(errs[i]))}
+		}
+		exists[p] = found[i]
+	}
+	return nil
 }
 
 type indexedOp struct {

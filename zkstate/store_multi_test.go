@@ -61,3 +61,43 @@ func TestIntegration_MultiSplitsManySmallOps(t *testing.T) {
 		t.Errorf("/part has %d children, want Applied-1 = %d", len(kids), me.Applied-1)
 	}
 }
+
+// A create with Parents under a parent that exists (the first commit of a group's next
+// partition: /consumers/<g>/offsets/<t> and the bridge's own offsets directory are there) looks
+// up that parent alone, not each of its ancestors; missing parents are created as before, and
+// ancestors created by the batch itself are not looked up.
+func TestIntegration_MultiParentsLookUpFromTheParent(t *testing.T) {
+	s := zktest.OpenStore(t, zktest.Connect(t))
+	ctx := timeout(t, 20*time.Second)
+	if err := s.Create(ctx, "/c/g/offsets/t/0", []byte("1"), zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(ops ...zkstate.Op) int64 {
+		t.Helper()
+		before := s.Requests()[zkstate.ReqExists]
+		if err := s.Multi(ctx, ops...); err != nil {
+			t.Fatalf("Multi: %v", err)
+		}
+		return s.Requests()[zkstate.ReqExists] - before
+	}
+	parents := zkstate.CreateOptions{Parents: true}
+	// Two partitions under one existing parent: one lookup (before: /c/g/offsets/t, /c/g/offsets,
+	// /c/g and /c).
+	if n := exists(zkstate.CreateOp("/c/g/offsets/t/1", []byte("2"), parents), zkstate.CreateOp("/c/g/offsets/t/2", []byte("3"), parents)); n != 1 {
+		t.Errorf("creates under an existing parent looked up %d znodes, want 1 (the parent)", n)
+	}
+	// A new topic: its directory is missing, then its ancestors are looked up (one more wave),
+	// and the directory is created.
+	if n := exists(zkstate.CreateOp("/c/g/offsets/u/0", []byte("4"), parents)); n != 4 {
+		t.Errorf("a create under a missing parent looked up %d znodes, want 4 (/c/g/offsets/u, then /c/g/offsets, /c/g, /c)", n)
+	}
+	// A whole new tree, one of whose directories the batch creates itself.
+	if n := exists(zkstate.CreateOp("/d", nil, zkstate.CreateOptions{}), zkstate.CreateOp("/d/e/f", []byte("5"), parents)); n != 1 {
+		t.Errorf("a create under a tree the batch begins looked up %d znodes, want 1 (/d/e)", n)
+	}
+	for p, want := range map[string]string{"/c/g/offsets/t/1": "2", "/c/g/offsets/t/2": "3", "/c/g/offsets/u/0": "4", "/d/e/f": "5"} {
+		if data, _, err := s.Get(ctx, p); err != nil || string(data) != want {
+			t.Errorf("Get(%s) = %q, %v; want %q", p, data, err, want)
+		}
+	}
+}
