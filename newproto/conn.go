@@ -1,6 +1,7 @@
 package newproto
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ import (
 type conn struct {
 	s    *Server
 	nc   net.Conn
-	in   activeReader // reads nc; every frame is read through it
+	in   *bufio.Reader // reads nc through activeReader; every frame is read through it
 	info ConnInfo
 	log  zerolog.Logger
 	// relay forwards the requests the Handler does not answer to an
@@ -93,7 +94,7 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole, cancel contex
 		slots:   make(chan struct{}, s.cfg.MaxInflight),
 		results: make(chan result, s.cfg.MaxInflight),
 	}
-	c.in = activeReader{c}
+	c.in = bufio.NewReaderSize(activeReader{c}, clientReadBuffer)
 	if s.cfg.Relay != nil {
 		c.relay = s.cfg.Relay.Open(&ClientConn{c})
 	}
@@ -102,6 +103,13 @@ func newConn(s *Server, nc net.Conn, id uint64, role listenerRole, cancel contex
 	}
 	return c
 }
+
+// clientReadBuffer is a client connection's read buffer. Read unbuffered, a
+// frame took two reads of the socket, its size and then the rest; through
+// the buffer, one read takes a request of the group APIs or a Fetch (a few
+// hundred bytes) whole, and whatever the client sent after it. A larger
+// frame's rest is read straight into its own buffer, as before.
+const clientReadBuffer = 2 << 10
 
 // activeReader reads the socket and counts bytes read as activity, as
 // Kafka's idle timer does: once some arrive, the read deadline moves a
