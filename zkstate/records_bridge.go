@@ -178,11 +178,34 @@ type ownOffsetJSON struct {
 	Committed   string `json:"commit_timestamp"`
 }
 
-// Encode writes the record's JSON.
+// Encode writes the record's JSON: ownOffsetJSON's as encoding/json writes it, byte for byte,
+// assembled by hand (one is written per partition of every commit).
 func (o OwnOffset) Encode() []byte {
-	b, _ := json.Marshal(ownOffsetJSON{Version: 1, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-		Committed: strconv.FormatInt(o.CommittedMs, 10)})
-	return b
+	b := make([]byte, 0, 112+len(o.Metadata))
+	b = append(b, `{"version":1,"offset":`...)
+	b = strconv.AppendInt(b, o.Offset, 10)
+	b = append(b, `,"leader_epoch":`...)
+	b = strconv.AppendInt(b, int64(o.LeaderEpoch), 10)
+	b = append(b, `,"metadata":`...)
+	b = appendMarshaledString(b, o.Metadata)
+	b = append(b, `,"commit_timestamp":"`...)
+	b = strconv.AppendInt(b, o.CommittedMs, 10)
+	return append(b, `"}`...)
+}
+
+// appendMarshaledString appends s as json.Marshal writes a string (HTML characters escaped,
+// unlike appendJSONString): quoted as it is when it holds only printable ASCII that needs no
+// escape, else by json.Marshal.
+func appendMarshaledString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // ParseOwnOffset reads one bridge offset record. Errors wrap ErrMalformed.

@@ -2,6 +2,7 @@ package zkstate_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -222,6 +223,30 @@ func FuzzParseOwner(f *testing.F) {
 			}
 		case cid+"-"+strconv.Itoa(n) != data:
 			t.Fatalf("%q read as thread %d of %q", data, n, cid)
+		}
+	})
+}
+
+// OwnOffset.Encode writes what encoding/json writes of the record, byte for byte (it was
+// json.Marshal of this struct before it was assembled by hand).
+func FuzzOwnOffsetEncode(f *testing.F) {
+	f.Add(int64(1200), int32(3), "m", int64(1700000000000))
+	f.Add(int64(0), int32(-1), "", int64(1700000000001))
+	f.Add(int64(-1), int32(0), "a<b>&\"c\\\n\u2028\xff é", int64(-5))
+	f.Fuzz(func(t *testing.T, offset int64, epoch int32, metadata string, ms int64) {
+		type ownOffsetJSON struct {
+			Version     int    `json:"version"`
+			Offset      int64  `json:"offset"`
+			LeaderEpoch int32  `json:"leader_epoch"`
+			Metadata    string `json:"metadata"`
+			Committed   string `json:"commit_timestamp"`
+		}
+		want, err := json.Marshal(ownOffsetJSON{Version: 1, Offset: offset, LeaderEpoch: epoch, Metadata: metadata, Committed: strconv.FormatInt(ms, 10)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := (zkstate.OwnOffset{Offset: offset, LeaderEpoch: epoch, Metadata: metadata, CommittedMs: ms}).Encode(); string(got) != string(want) {
+			t.Fatalf("Encode = %s, encoding/json writes %s", got, want)
 		}
 	})
 }
