@@ -24,7 +24,7 @@ type testServer struct {
 
 // startServer starts a Server logging to t; cfg's Registerer is filled in
 // when unset.
-func startServer(t *testing.T, cfg newproto.Config) *testServer {
+func startServer(t testing.TB, cfg newproto.Config) *testServer {
 	t.Helper()
 	cfg.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 	reg := prometheus.NewRegistry()
