@@ -115,6 +115,9 @@ type coordinator struct {
 	// rescanAll is set by a handover whose release failed: the group names us while it maps
 	// elsewhere, which only a rescan that reads every group releases.
 	rescanAll atomic.Bool
+	// rc follows the actors a rescan relied on, to decide their groups again when they end
+	// (recheck.go); under mu.
+	rc rechecks
 	// pre is the takeovers prepared for the peers that look dead (preload.go).
 	pre preloads
 	// parked wakes the requests waiting for their group to move here (park.go).
@@ -311,6 +314,7 @@ func (c *coordinator) remove(a *actor) {
 	if c.actors[a.group] == a {
 		delete(c.actors, a.group)
 	}
+	c.actorEndedLocked(a) // recheck.go
 }
 
 // states returns the state of every loaded group.

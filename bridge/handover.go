@@ -156,7 +156,6 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 		}
 		return
 	}
-	self := c.cfg.NodeID
 	serving := c.peers.serving.Load()
 	complete := own && serving && sid0 != 0 && sid == sid0
 	defer func() {
@@ -174,45 +173,65 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 			}
 			continue
 		}
-		e, err := zkstate.ParseEpoch(r.Data)
-		if err != nil {
-			continue
-		}
-		name := groups[i]
-		mine := c.peers.owns(name) && serving
-		switch {
-		case mine && (e.NodeID != self || e.Released):
-			if c.loadedOrLoading(name) {
-				continue
-			}
-			cause := takeoverReleased
-			if !e.Released && !c.peers.live(e.NodeID) {
-				cause = takeoverFailover
-			}
-			hint := &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
-			if r.InSession {
-				hint.session = sid
-			}
-			if !e.Released && c.peers.hasRegistration(e.NodeID) {
-				// A live holder handing the group over (a draining bridge is still
-				// registered): acquire waits for its release, from this read.
-				hint.wait, hint.data, hint.draining = true, r.Data, !c.peers.live(e.NodeID)
-			}
-			c.log.Info().Str("group", name).Int32("from", e.NodeID).Str("cause", cause).Msg("taking the group over")
-			if a, _ := c.actorWith(name, hint); a != nil && c.pm != nil {
-				c.pm.handovers.WithLabelValues(cause).Inc()
-			}
-		case !mine && e.NodeID == self && !e.Released:
-			if c.loadedOrLoading(name) {
-				continue // its actor hands it over
-			}
-			released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
-			if _, err := store.Set(ctx, zkstate.EpochPath(c.cfg.Root, name), released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
-				c.log.Warn().Err(err).Str("group", name).Msg("placement: releasing an unloaded group failed")
-				complete = false // the next rescan reads every group again
-			}
+		if !c.placeGroup(ctx, store, groups[i], r, sid, serving, 0) {
+			complete = false // the next rescan reads every group again
 		}
 	}
+}
+
+// placeGroup is a rescan's decision for one group, whose epoch was read as r in session sid (0:
+// the session changed during the read), serving telling whether we serve: it takes the group over
+// when it maps to us and its epoch names another bridge or our own release, and releases it when
+// it maps elsewhere and its epoch names us. A group to take over that has an actor is passed
+// over (passOver: its actor's end has it decided again, recheck.go), and one to release that has
+// an actor is left to it (it hands the group over); the actor of a takeover is followed
+// (recheck.go: a failed load is decided again, backing off).
+// tries is 0 for a rescan, a recheck's count for a recheck. It reports false when a release
+// failed.
+func (c *coordinator) placeGroup(ctx context.Context, store *zkstate.Store, name string, r zkstate.Read, sid int64, serving bool, tries int) bool {
+	e, err := zkstate.ParseEpoch(r.Data)
+	if err != nil {
+		return true
+	}
+	self := c.cfg.NodeID
+	mine := c.peers.owns(name) && serving
+	switch {
+	case mine && (e.NodeID != self || e.Released):
+		if c.passOver(name, tries) {
+			return true
+		}
+		cause := takeoverReleased
+		if !e.Released && !c.peers.live(e.NodeID) {
+			cause = takeoverFailover
+		}
+		hint := &takeoverHint{version: r.Stat.Version, mzxid: r.Stat.Mzxid, holder: e.NodeID, released: e.Released}
+		if r.InSession {
+			hint.session = sid
+		}
+		if !e.Released && c.peers.hasRegistration(e.NodeID) {
+			// A live holder handing the group over (a draining bridge is still
+			// registered): acquire waits for its release, from this read.
+			hint.wait, hint.data, hint.draining = true, r.Data, !c.peers.live(e.NodeID)
+		}
+		c.log.Info().Str("group", name).Int32("from", e.NodeID).Str("cause", cause).Msg("taking the group over")
+		a, _ := c.actorWith(name, hint)
+		if a != nil && c.pm != nil {
+			c.pm.handovers.WithLabelValues(cause).Inc()
+		}
+		if a != nil {
+			c.follow(a, max(tries, 1))
+		}
+	case !mine && e.NodeID == self && !e.Released:
+		if c.loadedOrLoading(name) {
+			return true // its actor hands it over
+		}
+		released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+		if _, err := store.Set(ctx, zkstate.EpochPath(c.cfg.Root, name), released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {
+			c.log.Warn().Err(err).Str("group", name).Msg("placement: releasing an unloaded group failed")
+			return false
+		}
+	}
+	return true
 }
 
 // scanEpochs lists the groups and reads their epochs, reads[i] that of groups[i]. The groups
@@ -233,7 +252,7 @@ func (c *coordinator) scanEpochs(ctx context.Context, store *zkstate.Store, move
 	sid = store.SessionID()
 	cached, listed := c.scanned, c.scanned
 	if moved != nil {
-		cached = slices.DeleteFunc(slices.Clone(cached), func(g string) bool { return !moved(g) || c.loadedOrLoading(g) })
+		cached = slices.DeleteFunc(slices.Clone(cached), func(g string) bool { return !moved(g) || c.passOver(g, 0) })
 	}
 	early := make(chan error, 1)
 	var got []zkstate.Read
@@ -343,13 +362,6 @@ type takeoverHint struct {
 	// was read on the multiRead connection or the session changed during the read: for a
 	// released epoch the load reads the record beside its write (readRecord).
 	session int64
-}
-
-// loadedOrLoading reports whether the group has an actor.
-func (c *coordinator) loadedOrLoading(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.actors[name] != nil
 }
 
 // drain hands every group over to the other bridges before shutdown: it stops counting this
