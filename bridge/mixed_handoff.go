@@ -23,24 +23,28 @@ import (
 	"github.com/zkbridge/zkbridge/bridge/group"
 )
 
-// handOff runs the hand-off of every loaded group and waits for it, at most timeout.
+// handOff runs the hand-off of every loaded group and waits for it, at most timeout. An actor
+// that ends first gives nothing back (a refused or still loading one never takes the hand-off):
+// it is not waited for.
 func (c *coordinator) handOff(timeout time.Duration) {
 	c.mu.Lock()
-	var dones []chan struct{}
+	type handing struct{ done, ended <-chan struct{} }
+	var waits []handing
 	for _, a := range c.actors {
 		done := make(chan struct{})
 		select {
 		case a.mx.handoff <- done:
-			dones = append(dones, done)
+			waits = append(waits, handing{done, a.done})
 		default:
 		}
 	}
 	c.mu.Unlock()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	for _, d := range dones {
+	for _, w := range waits {
 		select {
-		case <-d:
+		case <-w.done:
+		case <-w.ended:
 		case <-deadline.C:
 			c.log.Warn().Dur("timeout", timeout).Msg("shutdown: Kafka members of mixed groups did not all give their partitions back in time")
 			return

@@ -27,23 +27,8 @@ func TestIntegration_FailedTakeoverIsTriedAgainBackingOff(t *testing.T) {
 	connect := zktest.Connect(t)
 	zk := zktest.OpenStore(t, connect)
 	multiLayout(t, zk)
-	other := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.Digest = "someone-else:secret" })
 	name := "recheck-backoff"
-	if err := zk.Create(ctx, path.Dir(zkstate.EpochPath(bridge.DefaultRoot, name)), nil, zkstate.CreateOptions{Parents: true}); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := json.Marshal(group.Record{Version: group.RecordVersion, Group: name, Generation: 3, Members: []group.RecordMember{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := zkstate.Epoch{NodeID: 9002, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
-	// Readable by every client, written only by other's user.
-	if err := other.Create(ctx, zkstate.EpochPath(bridge.DefaultRoot, name), released, zkstate.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Create(ctx, zkstate.GroupRecordPath(bridge.DefaultRoot, name), rec, zkstate.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	unwritableGroup(t, connect, zk, name)
 
 	b := startBridge(t, connect, 9001, nil)
 	var at []time.Time
@@ -65,6 +50,29 @@ func TestIntegration_FailedTakeoverIsTriedAgainBackingOff(t *testing.T) {
 		t.Errorf("the epoch after the failed takeovers: %+v, want as it was (released by 9002)", e)
 	}
 	t.Log("attempts:", fmt.Sprint(gaps(at)))
+}
+
+// unwritableGroup makes the group name with a record (generation 3, no member) and an epoch
+// released by 9002, both readable by every client and written only by another ZooKeeper user
+// (their ACL): a takeover's write of the epoch is refused (NoAuth).
+func unwritableGroup(t *testing.T, connect string, zk *zkstate.Store, name string) {
+	t.Helper()
+	ctx := t.Context()
+	other := zktest.OpenStore(t, connect, func(c *zkstate.Config) { c.Digest = "someone-else:secret" })
+	if err := zk.Create(ctx, path.Dir(zkstate.EpochPath(bridge.DefaultRoot, name)), nil, zkstate.CreateOptions{Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := json.Marshal(group.Record{Version: group.RecordVersion, Group: name, Generation: 3, Members: []group.RecordMember{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := zkstate.Epoch{NodeID: 9002, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
+	if err := other.Create(ctx, zkstate.EpochPath(bridge.DefaultRoot, name), released, zkstate.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Create(ctx, zkstate.GroupRecordPath(bridge.DefaultRoot, name), rec, zkstate.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // handoversOf is a bridge's zkbridge_groups_handovers_total of cause.
