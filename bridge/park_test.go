@@ -60,6 +60,26 @@ func committedBefore(t *testing.T, zk *zkstate.Store, names []string) {
 }
 
 // parkedCode is a one-partition commit's outcome.
+// expireAndAnswer ends 9001's registration as its session's expiry would and waits for n parked
+// commits, each of which must be served (ErrNone): it returns how long after the deletion the
+// last was answered. what says which commits, in the errors.
+func expireAndAnswer(t *testing.T, zk *zkstate.Store, answers <-chan parkedCommit, n int, what string) time.Duration {
+	t.Helper()
+	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Now()
+	var last time.Duration
+	for range n {
+		a := <-answers
+		if code := parkedCode(a); code != group.ErrNone {
+			t.Errorf("commit of %s %s: code %d (%v), want it served once 9002 took the group", a.group, what, code, a.err)
+		}
+		last = max(last, a.at.Sub(expired))
+	}
+	return last
+}
+
 func parkedCode(c parkedCommit) group.ErrorCode {
 	if c.err != nil || len(c.reply.Partitions) != 1 {
 		return -1
@@ -103,18 +123,7 @@ func TestIntegration_SeveralBridgesCommitWaitsForTheTakeover(t *testing.T) {
 		t.Fatalf("commit of %s answered (code %d, %v) while 9001 is registered; want it kept until 9002 holds the group", a.group, parkedCode(a), a.err)
 	case <-time.After(3 * rtt):
 	}
-	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
-		t.Fatal(err)
-	}
-	expired := time.Now()
-	var last time.Duration
-	for range names {
-		a := <-answers
-		if code := parkedCode(a); code != group.ErrNone {
-			t.Errorf("commit of %s kept on 9002: code %d (%v), want it served once 9002 took the group", a.group, code, a.err)
-		}
-		last = max(last, a.at.Sub(expired))
-	}
+	last := expireAndAnswer(t, zk, answers, len(names), "kept on 9002")
 	proxy.SetDelay(0)
 	t.Logf("expiry → every parked commit answered %v (%.1f round trips of %v)", last.Round(time.Millisecond), float64(last)/float64(rtt), rtt)
 	if last > rtt*39/10 {
@@ -196,18 +205,7 @@ func TestIntegration_SeveralBridgesParkedCommitOfANewPartition(t *testing.T) {
 	proxy.SetDelay(rtt)
 	answers := commitPartitionOn9002(b, names, 1, 42)
 	time.Sleep(2 * rtt) // parked
-	if err := zk.DeleteEphemeral(t.Context(), zkstate.BridgePath(bridge.DefaultRoot, 9001)); err != nil {
-		t.Fatal(err)
-	}
-	expired := time.Now()
-	var last time.Duration
-	for range names {
-		a := <-answers
-		if code := parkedCode(a); code != group.ErrNone {
-			t.Errorf("commit of %s's new partition: code %d (%v), want it served", a.group, code, a.err)
-		}
-		last = max(last, a.at.Sub(expired))
-	}
+	last := expireAndAnswer(t, zk, answers, len(names), "of a new partition")
 	proxy.SetDelay(0)
 	t.Logf("expiry → every commit of a new partition answered %v (%.1f round trips of %v)", last.Round(time.Millisecond), float64(last)/float64(rtt), rtt)
 	if last > rtt*49/10 {
