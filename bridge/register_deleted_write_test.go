@@ -23,8 +23,24 @@ import (
 func TestIntegration_SeveralBridgesRegistrationDeletedBeforeTheEpochWrite(t *testing.T) {
 	ctx := t.Context()
 	const a, b int32 = 9001, 9002
-	zk, proxy, h, s, _ := twoBridgesOneProxied(t, "regwrite", func(c *bridge.Config) { c.ZKSessionTimeout = 15 * time.Second })
+	zk, proxy, h, s, fixture := twoBridgesOneProxied(t, "regwrite", func(c *bridge.Config) { c.ZKSessionTimeout = 15 * time.Second })
 	regPath := zkstate.BridgePath(bridge.DefaultRoot, a)
+	// The fixture group's 0.8 mirror (its ids and owners) is written after its sync, in the
+	// background: once it is, the next write of 9001's connection is the new group's epoch, the
+	// one the test holds. Held instead, the mirror's write kept the load waiting behind it and
+	// the join reached 9001 only after it had the group back (it then answered it, rightly).
+	zktest.Eventually(t, 10*time.Second, "the fixture group's 0.8 mirror written", func() (bool, string) {
+		ids, _, err := zk.Children(ctx, zkstate.IDsPath(fixture))
+		if err != nil || len(ids) != 2 {
+			return false, fmt.Sprint(ids, err)
+		}
+		for p := range int32(6) {
+			if ok, _, err := zk.Exists(ctx, zkstate.OwnerPath(fixture, "orders", p)); err != nil || !ok {
+				return false, fmt.Sprintf("owner of orders/%d: %v %v", p, ok, err)
+			}
+		}
+		return true, ""
+	})
 	name := ownedGroup("regwrite-new", a, a, b)
 	// Its mode persisted, so that the first write of its first join is its epoch's.
 	mode, _, err := zkstate.DefaultMode(ctx, zk, name)
