@@ -168,7 +168,11 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 		t.Fatal("the consumer never fetched the records produced after the kill")
 	}
 	t.Logf("the consumer fetched the records produced after the kill %v after it", at.Sub(killed))
-	if d := at.Sub(killed); d > 3*time.Second {
+	// The bug this pins gives 5 s or more (the refresh at the kill named the dead addresses; the
+	// next one waits metadata.min.age): 4.5 s tells it apart. Usually 0.7-0.8 s here; under a
+	// loaded CI run 1.8-3.7 s (the kill's teardown, the consumer's reconnects and this process's
+	// load), which the earlier 3 s bound failed twice.
+	if d := at.Sub(killed); d > 4500*time.Millisecond {
 		t.Errorf("the consumer fetched the records produced after the kill %v after it, want well within metadata.min.age (5 s): its refresh at the kill named the dead bridge's addresses", d)
 	}
 }
