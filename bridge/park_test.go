@@ -59,6 +59,21 @@ func committedBefore(t *testing.T, zk *zkstate.Store, names []string) {
 	}
 }
 
+// survivorPrepared is the setting of the parked-commit tests: four groups of a peer (9001) that
+// committed once, the peer killed, and 9002 (its ZooKeeper link through proxy) prepared to take
+// them over.
+func survivorPrepared(t *testing.T) (*zkstate.Store, *zktest.Proxy, *running, []string) {
+	t.Helper()
+	connect := zktest.Connect(t)
+	zk := zktest.OpenStore(t, connect)
+	peer := startFakePeer(t)
+	names := preloadSetup(t, connect, zk, 4, peer)
+	committedBefore(t, zk, names)
+	proxy, b := preloadSurvivor(t, connect, peer)
+	killAndAwaitPrepared(t, peer, b, len(names))
+	return zk, proxy, b, names
+}
+
 // parkedCode is a one-partition commit's outcome.
 // expireAndAnswer ends 9001's registration as its session's expiry would and waits for n parked
 // commits, each of which must be served (ErrNone): it returns how long after the deletion the
@@ -96,13 +111,7 @@ func parkedCode(c parkedCommit) group.ErrorCode {
 // once, answered at 2), the commit's write (answered at 3): every commit answered within 3.9
 // round trips, durable, and not before 9002 held the group.
 func TestIntegration_SeveralBridgesCommitWaitsForTheTakeover(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	peer := startFakePeer(t)
-	names := preloadSetup(t, connect, zk, 4, peer)
-	committedBefore(t, zk, names)
-	proxy, b := preloadSurvivor(t, connect, peer)
-	killAndAwaitPrepared(t, peer, b, len(names))
+	zk, proxy, b, names := survivorPrepared(t)
 
 	asked := time.Now()
 	for i, c := range coordinatorsOf(t, b.Addr().String(), names) {
@@ -192,13 +201,7 @@ func TestIntegration_SeveralBridgesParkedCommitRefusedWhenTheOwnerIsBack(t *test
 // the failed Multi (3), the Multi that creates them (4). Both offset znodes hold the commit, and
 // partition 0's stay as they were.
 func TestIntegration_SeveralBridgesParkedCommitOfANewPartition(t *testing.T) {
-	connect := zktest.Connect(t)
-	zk := zktest.OpenStore(t, connect)
-	peer := startFakePeer(t)
-	names := preloadSetup(t, connect, zk, 4, peer)
-	committedBefore(t, zk, names)
-	proxy, b := preloadSurvivor(t, connect, peer)
-	killAndAwaitPrepared(t, peer, b, len(names))
+	zk, proxy, b, names := survivorPrepared(t)
 
 	quiet(t, b)
 	rtt := takeoverRTT
