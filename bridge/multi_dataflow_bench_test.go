@@ -65,7 +65,9 @@ import (
 // logs the first member of the first moved group, =all every member of the moved groups, =every
 // every member of every group. ZKBRIDGE_BENCH_KGO_TRACE=all with ZKBRIDGE_BENCH_KGO_TRACE_DIR=<dir>
 // writes each member that lost its session's whole kgo debug log of the 20 s before to
-// <dir>/<member>.log (and the kill's time on stderr); ZKBRIDGE_BENCH_CHILD_LOG_LEVEL sets the
+// <dir>/<member>.log (and the kill's time on stderr; =moved logs only the moved groups' members and
+// leaves out their fetch and autocommit lines, a far lighter load); ZKBRIDGE_BENCH_DEAD picks the
+// bridge killed (benchDead); ZKBRIDGE_BENCH_CHILD_LOG_LEVEL sets the
 // children's log level (info by default); ZKBRIDGE_BENCH_TRACE_OUT=<file> writes each moved
 // group's epoch write and its members' first answered commits there (writeTrace).
 func BenchmarkCrashFailoverDataPath(b *testing.B) {
@@ -76,10 +78,10 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 		connect, zk := startDfBenchCluster(b, parts)
 
 		ids := []int32{9001, 9002, 9003}
-		const dead int32 = 9003
+		dead := benchDead()
 		var seeds []string
 		var survivors []*childBridge
-		for _, id := range ids[:2] {
+		for _, id := range slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return id == dead }) {
 			cfg := testBridgeConfig(connect, id, benchBridgeLog(b, id))
 			if os.Getenv("ZKBRIDGE_BENCH_SURVIVORS") == "child" {
 				// Each survivor in a process of its own, as deployed: at 300 groups this
@@ -214,6 +216,20 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 			b.ReportMetric(float64((servedCPU - atKillCPU).Milliseconds()), "survivors-cpu-failover-ms")
 		}
 	}
+}
+
+// benchDead is the bridge BenchmarkCrashFailoverDataPath kills: ZKBRIDGE_BENCH_DEAD (9001, 9002 or
+// 9003; 9003 by default). With three upstream brokers, 9003 serves two of them (placement.Server),
+// 9002 one and 9001 none, so the bridge killed decides how many of the addresses in every client's
+// Metadata die with it (its node and its brokers' proxy listeners: 3, 2 or 1 of the 6).
+func benchDead() int32 {
+	switch os.Getenv("ZKBRIDGE_BENCH_DEAD") {
+	case "9001":
+		return 9001
+	case "9002":
+		return 9002
+	}
+	return 9003
 }
 
 // writeTrace writes, with ZKBRIDGE_BENCH_TRACE_OUT=<file> (diagnosis), the kill's time and, for
@@ -544,7 +560,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 	b.Cleanup(f.stop)
 	popts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RecordDeliveryTimeout(time.Minute), kgo.RetryTimeout(time.Minute)}
-	if kgoTraceOn() {
+	if kgoTraceOn() && !kgoTraceMoved() {
 		popts = append(popts, kgo.WithLogger(kgoTraceOf("producer")))
 	}
 	producer, err := kgo.NewClient(popts...)
@@ -604,7 +620,7 @@ func startFailoverRun(b *testing.B, zk *zkstate.Store, seeds []string, groups in
 				// partition leader it does not know yet waits for that.
 				opts = append(opts, kgo.MetadataMinAge(d))
 			}
-			if kgoTraceOn() {
+			if kgoTraceOn() && (!kgoTraceMoved() || logged(g)) {
 				opts = append(opts, kgo.WithLogger(kgoTraceOf(member)))
 			}
 			if tracing {
