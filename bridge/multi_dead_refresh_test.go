@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -57,13 +58,26 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 		map[int32]string{a: e.addr, b: second.Addr().String(), dead: child.addr})
 	deadNode := fmt.Sprintf("%d@%s", dead, child.addr)
 
-	// The consumer, with kgo's default metadata.min.age and retry backoff.
+	// The consumer, with kgo's default metadata.min.age, which the bug this pins waits out, and a
+	// short retry backoff. With kgo's default (250 ms doubling, ±20 %) the consumer's own steps
+	// made this test's figure: its refresh at the kill goes to the next broker of its rotation,
+	// three of whose six entries are the dead bridge's (its node and two proxy listeners), each
+	// dead pick tried again after a backoff (250, 500, 1,000 ms), while its fetches, refused
+	// meanwhile, back off doubling too (traced under load: three dead picks, the refresh answered
+	// by a survivor 2 s after the kill in 0.6 ms, the next fetch 2 s after that: 4.0 s; no dead
+	// pick: 0.7-0.9 s). ZKBRIDGE_TEST_KGO_DEBUG=1 writes its kgo debug log, and the kill's time,
+	// to stderr (diagnosis).
 	offsets := map[int32]kgo.Offset{}
 	for _, p := range deadParts {
 		offsets[p] = kgo.NewOffset().AtEnd()
 	}
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(e.addr), kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dfTopic: offsets}))
+	copts := []kgo.Opt{kgo.SeedBrokers(e.addr), kgo.FetchMaxWait(200 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{dfTopic: offsets})}
+	if os.Getenv("ZKBRIDGE_TEST_KGO_DEBUG") != "" {
+		copts = append(copts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, func() string { return time.Now().Format("15:04:05.000 ") })))
+	}
+	consumer, err := kgo.NewClient(copts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +159,9 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 	}
 
 	killed := time.Now()
+	if os.Getenv("ZKBRIDGE_TEST_KGO_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "=== kill at %s\n", killed.Format("15:04:05.000"))
+	}
 	child.kill()
 	md, err := ask()
 	if err != nil {
@@ -169,9 +186,10 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 	}
 	t.Logf("the consumer fetched the records produced after the kill %v after it", at.Sub(killed))
 	// The bug this pins gives 5 s or more (the refresh at the kill named the dead addresses; the
-	// next one waits metadata.min.age): 4.5 s tells it apart. Usually 0.7-0.8 s here; under a
-	// loaded CI run 1.8-3.7 s (the kill's teardown, the consumer's reconnects and this process's
-	// load), which the earlier 3 s bound failed twice.
+	// next one waits metadata.min.age; 5.2 and 5.5 s with the short retry backoff and Metadata's
+	// wait for the probe removed): 4.5 s tells it apart. With the short backoff 0.36-0.47 s at loads
+	// 5-8, dead picks or not; with kgo's default 0.7-0.9 s, and 1.5-4.0 s when the refresh met two
+	// or three dead addresses first, which the earlier 3 s bound failed twice under load.
 	if d := at.Sub(killed); d > 4500*time.Millisecond {
 		t.Errorf("the consumer fetched the records produced after the kill %v after it, want well within metadata.min.age (5 s): its refresh at the kill named the dead bridge's addresses", d)
 	}
