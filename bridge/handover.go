@@ -184,7 +184,8 @@ func (c *coordinator) rescan(ctx context.Context, store *zkstate.Store) {
 // when it maps to us and its epoch names another bridge or our own release, and releases it when
 // it maps elsewhere and its epoch names us. A group to take over that has an actor is passed
 // over (passOver: its actor's end has it decided again, recheck.go), and one to release that has
-// an actor is left to it (it hands the group over); the actor of a takeover is followed
+// an actor is left to it (leaveTo: it hands the group over, or its failed load has the group
+// decided again); the actor of a takeover is followed
 // (recheck.go: a failed load is decided again, backing off).
 // tries is 0 for a rescan, a recheck's count for a recheck. It reports false when a release
 // failed.
@@ -222,8 +223,8 @@ func (c *coordinator) placeGroup(ctx context.Context, store *zkstate.Store, name
 			c.follow(a, max(tries, 1))
 		}
 	case !mine && e.NodeID == self && !e.Released:
-		if c.loadedOrLoading(name) {
-			return true // its actor hands it over
+		if c.leaveTo(name, tries) {
+			return true // its actor hands it over (or, when its load failed, has it decided again)
 		}
 		released := zkstate.Epoch{NodeID: self, AcquiredMs: time.Now().UnixMilli(), Released: true}.Encode()
 		if _, err := store.Set(ctx, zkstate.EpochPath(c.cfg.Root, name), released, r.Stat.Version); err != nil && !errors.Is(err, zkstate.ErrBadVersion) {

@@ -9,10 +9,14 @@ package bridge
 // timeout) likewise. Such a group was loaded again only when a client asked for it, and a group
 // whose members are idle, or legacy, asks nothing.
 //
+// The release side is alike: a rescan leaves a group it would release to the group's actor,
+// which hands a loaded group over itself, but one whose load failed ends without a release, and
+// the group's new owner waits for a release that does not come.
+//
 // So the coordinator follows the actors it relies on: the actor a rescan passed over where it
-// would have taken the group over, and the actor of each takeover a rescan or a recheck started
-// (not the actor of a group the rescan would release: it hands the group over itself). When a followed actor ends (remove), the
-// group's epoch is read again and decided as a rescan would (placeGroup): taken over if it maps
+// would have taken the group over, the actor of each takeover a rescan or a recheck started, and
+// the actor a rescan left a group to release to (leaveTo; decided again only if it ends without
+// having loaded the group). When a followed actor ends (remove), the group's epoch is read again and decided as a rescan would (placeGroup): taken over if it maps
 // to us and names another bridge or our release, released if it maps elsewhere and names us,
 // left alone otherwise. A recheck's own takeover is followed in turn, and when its load fails
 // too the next recheck waits longer (recheckDelay: 0, then 1 s, doubling up to
@@ -48,6 +52,9 @@ type followed struct {
 	// loaded the group).
 	tries  int
 	passed bool
+	// release: a rescan or a recheck left the group, which it would release, to the actor (decided
+	// again only if the actor ends without having loaded it: one that loaded it hands it over).
+	release bool
 }
 
 type recheckDue struct {
@@ -83,11 +90,18 @@ func (c *coordinator) passOver(name string, tries int) bool {
 	return true
 }
 
-// loadedOrLoading reports whether the group has an actor.
-func (c *coordinator) loadedOrLoading(name string) bool {
+// leaveTo reports whether the group has an actor, which a rescan releasing groups leaves the
+// group to (it hands the group over): the actor is followed, so that one that ends without
+// having loaded the group (a failed load) leaves it decided again, and released.
+func (c *coordinator) leaveTo(name string, tries int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.actors[name] != nil
+	a := c.actors[name]
+	if a == nil {
+		return false
+	}
+	c.followLocked(followed{a: a, tries: tries, release: true})
+	return true
 }
 
 // follow has the group of a takeover decided again when its actor a ends without having loaded
@@ -108,6 +122,7 @@ func (c *coordinator) followLocked(f followed) {
 		c.rc.followed = map[string]followed{}
 	}
 	if was, ok := c.rc.followed[name]; ok && was.a == f.a {
+		// The latest decision says what the actor's end means (release or not); the tries add up.
 		f.tries, f.passed = max(f.tries, was.tries), f.passed || was.passed
 	}
 	c.rc.followed[name] = f
@@ -127,7 +142,7 @@ func (c *coordinator) actorEndedLocked(a *actor) {
 func (c *coordinator) endedLocked(f followed) {
 	tries := f.tries
 	if f.a.loaded.Load() {
-		if !f.passed {
+		if !f.passed || f.release {
 			return // a takeover that loaded the group: its end is the group's own (idle, handed over)
 		}
 		tries = 0 // it served the group: nothing to back off from
