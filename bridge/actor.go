@@ -83,6 +83,8 @@ type actor struct {
 	gating    *request
 	modeReads chan modeRead
 	// closing is closed when the releases finish started are done (closed ends the actor then).
+	// A fenced group's requests are answered meanwhile with refusal; a group handed over keeps
+	// them waiting for the end.
 	closing chan struct{}
 	// takeover, set before it starts by a rescan that takes the group over, is what the rescan
 	// read of its epoch (handover.go).
@@ -267,13 +269,15 @@ type actorChans struct {
 	closing    <-chan struct{}
 }
 
-// chans are the channels the host selects on for a (none when a is nil): while it closes, only
-// the end of its releases; while the group loads, only its result and the end; while it is
+// chans are the channels the host selects on for a (none when a is nil): while it closes, the
+// end of its releases (and, fenced, requests, refused); while the group loads, only its result and the end; while it is
 // refused, requests, the hold and the end.
 func (a *actor) chans(ctx context.Context) actorChans {
 	switch {
 	case a == nil:
 		return actorChans{}
+	case a.closing != nil && a.refusal != group.ErrNone:
+		return actorChans{reqs: a.reqs, closing: a.closing}
 	case a.closing != nil:
 		return actorChans{closing: a.closing}
 	case a.loading != nil:
@@ -299,6 +303,12 @@ func (a *actor) before(ctx context.Context) bool {
 	switch {
 	case a.m.Fenced():
 		a.c.metrics.fenced.Inc()
+		// Answered at once while the mirror is released: with ZooKeeper slow or away, as it
+		// often is at a fence, the release takes seconds. COORDINATOR_NOT_AVAILABLE, as the
+		// lease's refusal (unvouched): a fence does not tell whether the group is another
+		// bridge's now (a session's end: it maps here again once registered); clients look
+		// for the coordinator again on either.
+		a.refusal = group.ErrCoordinatorNotAvailable
 		a.finish(true)
 		return true // closing: the host waits for its end (closed)
 	case a.m.State() == group.Dead && !a.writing:
@@ -312,7 +322,7 @@ func (a *actor) before(ctx context.Context) bool {
 }
 
 func (a *actor) onRequest(ctx context.Context, req *request) {
-	if a.hold != nil {
+	if a.hold != nil || a.closing != nil {
 		req.reply <- req.finish(errorReply(a.group, req.ev, a.refusal))
 		return
 	}

@@ -29,18 +29,7 @@ func TestIntegration_SeveralBridgesRegistrationDeletedBeforeTheEpochWrite(t *tes
 	// background: once it is, the next write of 9001's connection is the new group's epoch, the
 	// one the test holds. Held instead, the mirror's write kept the load waiting behind it and
 	// the join reached 9001 only after it had the group back (it then answered it, rightly).
-	zktest.Eventually(t, 10*time.Second, "the fixture group's 0.8 mirror written", func() (bool, string) {
-		ids, _, err := zk.Children(ctx, zkstate.IDsPath(fixture))
-		if err != nil || len(ids) != 2 {
-			return false, fmt.Sprint(ids, err)
-		}
-		for p := range int32(6) {
-			if ok, _, err := zk.Exists(ctx, zkstate.OwnerPath(fixture, "orders", p)); err != nil || !ok {
-				return false, fmt.Sprintf("owner of orders/%d: %v %v", p, ok, err)
-			}
-		}
-		return true, ""
-	})
+	mirrorWritten(t, zk, fixture)
 	name := ownedGroup("regwrite-new", a, a, b)
 	// Its mode persisted, so that the first write of its first join is its epoch's.
 	mode, _, err := zkstate.DefaultMode(ctx, zk, name)
