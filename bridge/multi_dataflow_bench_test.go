@@ -220,9 +220,10 @@ func BenchmarkCrashFailoverDataPath(b *testing.B) {
 }
 
 // benchDead is the bridge BenchmarkCrashFailoverDataPath kills: ZKBRIDGE_BENCH_DEAD (9001, 9002 or
-// 9003; 9003 by default). With three upstream brokers, 9003 serves two of them (placement.Server),
-// 9002 one and 9001 none, so the bridge killed decides how many of the addresses in every client's
-// Metadata die with it (its node and its brokers' proxy listeners: 3, 2 or 1 of the 6).
+// 9003; 9003 by default). With three upstream brokers each bridge serves one (placement.Servers,
+// since the eighteenth session: 2 of the 6 addresses in every client's Metadata die with any bridge);
+// one by one (placement.Server, before) 9003 served two of them, 9002 one and 9001 none (3, 2 or 1
+// of the 6).
 func benchDead() int32 {
 	switch os.Getenv("ZKBRIDGE_BENCH_DEAD") {
 	case "9001":

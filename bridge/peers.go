@@ -128,35 +128,49 @@ func (p *peerSet) build(others map[int32]zkstate.BridgeRegistration) *liveView {
 }
 
 // placeBrokers computes which bridge serves each upstream broker that a live bridge advertises a
-// proxy listener for: placement.Server, the first of the broker's ranking over the named ids
-// that advertises one (so when the serving bridge goes, or looks dead, the next in rank takes
-// the broker). It returns the brokers served
-// by another bridge, at that bridge's listener; a broker only we advertise, or that maps to us,
-// is served here. It also returns the serving node of every broker. Every bridge computes the
-// same from the same registrations.
+// proxy listener for: placement.Servers over the named ids (balanced: no bridge serves more than
+// its share), or, while a live bridge runs the older rule (its registration's broker_placement),
+// placement.Server's one broker at a time, the first of the broker's ranking that advertises a
+// listener for it. It returns the brokers served by another bridge, at that bridge's listener; a
+// broker only we advertise, or that maps to us, is served here. It also returns the serving node
+// of every broker. Every bridge computes the same from the same registrations.
 func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]newproto.Broker, map[int32]int32) {
 	ids := map[int32]bool{}
 	for id := range mine {
 		ids[id] = true
 	}
+	balanced := true
 	for _, r := range v.others {
 		for id := range r.Proxy {
 			ids[id] = true
 		}
+		balanced = balanced && r.BrokerPlacement >= placement.BrokerVersion
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	listens := func(n, id int32) bool {
+		if n == self {
+			_, ok := mine[id]
+			return ok
+		}
+		_, ok := proxyBroker(id, v.others[n].Proxy[id])
+		return ok
+	}
+	var placed map[int32]int32
+	if balanced {
+		placed = placement.Servers(slices.Collect(maps.Keys(ids)), v.named, listens)
+	} else {
+		placed = make(map[int32]int32, len(ids))
+		for id := range ids {
+			if n, ok := placement.Server(id, v.named, func(n int32) bool { return listens(n, id) }); ok {
+				placed[id] = n
+			}
+		}
+	}
 	out, servers := map[int32]newproto.Broker{}, make(map[int32]int32, len(ids))
 	for id := range ids {
-		n, ok := placement.Server(id, v.named, func(n int32) bool {
-			if n == self {
-				_, ok := mine[id]
-				return ok
-			}
-			_, ok := proxyBroker(id, v.others[n].Proxy[id])
-			return ok
-		})
+		n, ok := placed[id]
 		if !ok || n == self {
 			servers[id] = self // ours, or none live advertises it: our own listener, if any
 			continue
@@ -591,6 +605,10 @@ func (p *peerSet) parse(children []string, known map[string]zkstate.Read) map[in
 			p.log.Warn().Int32("node_id", reg.NodeID).Int("placement", reg.Placement).Int("ours", placement.Version).
 				Msg("a live bridge computes another placement rule; groups may be named differently until the upgrade completes")
 		}
+		if reg.DataPathOn() && reg.BrokerPlacement < placement.BrokerVersion {
+			p.log.Debug().Int32("node_id", reg.NodeID).Int("broker_placement", reg.BrokerPlacement).Int("ours", placement.BrokerVersion).
+				Msg("a live bridge serves upstream brokers by an older rule: every bridge uses it until the upgrade completes")
+		}
 		others[reg.NodeID] = reg
 	}
 	return others
@@ -601,13 +619,14 @@ func (p *peerSet) parse(children []string, known map[string]zkstate.Read) map[in
 // listener's, else (a listener on every interface) this machine's host name.
 func (b *Bridge) registration(host string, port int32) zkstate.BridgeRegistration {
 	reg := zkstate.BridgeRegistration{
-		NodeID:    b.cfg.NodeID,
-		Kafka:     b.Addr().String(),
-		Admin:     b.AdminAddr().String(),
-		Software:  b.cfg.SoftwareVersion,
-		Placement: placement.Version,
-		StartedMs: time.Now().UnixMilli(),
-		PID:       os.Getpid(),
+		NodeID:          b.cfg.NodeID,
+		Kafka:           b.Addr().String(),
+		Admin:           b.AdminAddr().String(),
+		Software:        b.cfg.SoftwareVersion,
+		Placement:       placement.Version,
+		BrokerPlacement: placement.BrokerVersion,
+		StartedMs:       time.Now().UnixMilli(),
+		PID:             os.Getpid(),
 	}
 	if host == "" {
 		// Listening on every interface without an advertised address: our own answers name

@@ -76,6 +76,54 @@ func Server(id int32, nodes []int32, listens func(node int32) bool) (int32, bool
 	return 0, false
 }
 
+// BrokerVersion of the rule computed by Servers (1: Server, one broker at a time). Bridges
+// advertise it in their registration, and use Servers only while every live bridge does, so that
+// during a rolling upgrade every bridge names the same servers.
+const BrokerVersion = 2
+
+// Servers returns the node that serves each upstream broker of ids among nodes, balanced: the
+// brokers in id order, each to the first of its ranking (Ranked(BrokerKey(id), nodes)) that
+// listens for it and serves fewer than its share so far, the brokers divided by the nodes and
+// rounded up; when every node that listens for it has its share, the first that listens. A
+// broker no node listens for is left out. Server alone gives one node two or three of three
+// brokers over three nodes 78 % of the time, and a node's death then takes that many of the
+// brokers' addresses out of every client's Metadata at once; here each node serves one.
+//
+// A node joining or leaving moves the brokers whose bounded choice changed, which may be more
+// than its own (Server's moves only those); upstream brokers are few, and a move changes only the
+// address Metadata names for the broker (every bridge listens for every broker).
+func Servers(ids []int32, nodes []int32, listens func(node, broker int32) bool) map[int32]int32 {
+	ids = slices.Sorted(slices.Values(ids))
+	ids = slices.Compact(ids)
+	set := slices.Compact(slices.Sorted(slices.Values(nodes)))
+	out := make(map[int32]int32, len(ids))
+	if len(set) == 0 {
+		return out
+	}
+	share := (len(ids) + len(set) - 1) / len(set)
+	load := make(map[int32]int, len(set))
+	for _, id := range ids {
+		first, found := int32(0), false
+		for _, n := range Ranked(BrokerKey(id), set) {
+			if !listens(n, id) {
+				continue
+			}
+			if !found {
+				first, found = n, true
+			}
+			if load[n] < share {
+				first = n
+				break
+			}
+		}
+		if found {
+			out[id] = first
+			load[first]++
+		}
+	}
+	return out
+}
+
 // Moves counts the groups whose owner differs between the node sets before and after.
 func Moves(groups []string, before, after []int32) int {
 	n := 0

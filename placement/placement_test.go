@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -189,5 +191,61 @@ func TestServer(t *testing.T) {
 	}
 	if _, ok := Server(1, nodes, func(int32) bool { return false }); ok {
 		t.Error("Server with no node listening reported one")
+	}
+}
+
+// Servers balances: no node serves more than its share of the brokers (rounded up), whatever the
+// brokers' ids and the nodes' order; it gives each broker to a node that listens for it, and to
+// the first of its ranking that listens when that one has room (with as many nodes as brokers,
+// every broker whose owner is free goes to its owner).
+func TestServers(t *testing.T) {
+	all := func(int32, int32) bool { return true }
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 500 {
+		nodes := []int32{9001, 9002, 9003}
+		if trial%3 == 1 {
+			nodes = []int32{9001, 9002, 9003, 9004}
+		}
+		r.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+		var ids []int32
+		for range 1 + r.IntN(9) {
+			ids = append(ids, r.Int32N(50))
+		}
+		got := Servers(ids, nodes, all)
+		distinct := map[int32]bool{}
+		for _, id := range ids {
+			distinct[id] = true
+		}
+		if len(got) != len(distinct) {
+			t.Fatalf("brokers %v over %v: %d served (%v), want %d", ids, nodes, len(got), got, len(distinct))
+		}
+		share := (len(distinct) + len(nodes) - 1) / len(nodes)
+		load := map[int32]int{}
+		for _, n := range got {
+			load[n]++
+		}
+		for n, c := range load {
+			if c > share {
+				t.Fatalf("brokers %v over %v: %d serves %d (%v), want at most %d", ids, nodes, n, c, got, share)
+			}
+		}
+		reversed := slices.Clone(nodes)
+		slices.Reverse(reversed)
+		if again := Servers(ids, reversed, all); !maps.Equal(again, got) {
+			t.Fatalf("brokers %v: %v over %v, %v over %v", ids, got, nodes, again, reversed)
+		}
+	}
+	// Listening counts: a node that does not listen for a broker never serves it, even with room.
+	nodes := []int32{9001, 9002, 9003}
+	only := func(n, id int32) bool { return n == 9001 || id != 1 }
+	got := Servers([]int32{0, 1, 2}, nodes, only)
+	if got[1] != 9001 {
+		t.Errorf("broker 1, which only 9001 listens for: served by %d", got[1])
+	}
+	if _, ok := Servers([]int32{4}, nodes, func(int32, int32) bool { return false })[4]; ok {
+		t.Error("a broker no node listens for was served")
+	}
+	if got := Servers([]int32{1, 2}, nil, all); len(got) != 0 {
+		t.Errorf("no nodes: %v", got)
 	}
 }

@@ -44,6 +44,9 @@ type BridgeRegistration struct {
 	// computes (package placement's Version).
 	Software  string
 	Placement int
+	// BrokerPlacement is the rule it serves upstream brokers by (package placement's
+	// BrokerVersion); 0 before the field: one broker at a time (placement.Server).
+	BrokerPlacement int
 	StartedMs int64 // Unix milliseconds, written as a string like Kafka's timestamps
 	PID       int
 	// Draining marks a bridge that is shutting down: it is out of the live set (no group maps to
@@ -76,6 +79,7 @@ type bridgeRegistrationJSON struct {
 	Proxy      map[string]string `json:"proxy,omitempty"`
 	Software   string            `json:"software,omitempty"`
 	Placement  int               `json:"placement,omitempty"`
+	Brokers    int               `json:"broker_placement,omitempty"`
 	Started    string            `json:"started"`
 	PID        int               `json:"pid"`
 	Draining   bool              `json:"draining,omitempty"`
@@ -97,7 +101,7 @@ func (r BridgeRegistration) Encode() []byte {
 	node := r.NodeID
 	j := bridgeRegistrationJSON{Version: BridgeRegistrationVersion, NodeID: &node, Kafka: r.Kafka, Advertised: r.Advertised,
 		Legacy: r.Legacy, Admin: r.Admin, Software: r.Software, Placement: r.Placement,
-		Started: strconv.FormatInt(r.StartedMs, 10), PID: r.PID, Draining: r.Draining,
+		Brokers: r.BrokerPlacement, Started: strconv.FormatInt(r.StartedMs, 10), PID: r.PID, Draining: r.Draining,
 		DataPath: r.DataPath, DialedHost: r.DialedHost}
 	if len(r.Proxy) > 0 {
 		j.Proxy = make(map[string]string, len(r.Proxy))
@@ -127,7 +131,7 @@ func ParseBridgeRegistration(data []byte) (BridgeRegistration, error) {
 		return BridgeRegistration{}, fmt.Errorf("%w: bridge registration names no node_id", ErrMalformed)
 	}
 	r := BridgeRegistration{NodeID: *j.NodeID, Kafka: j.Kafka, Advertised: j.Advertised, Legacy: j.Legacy, Admin: j.Admin,
-		Software: j.Software, Placement: j.Placement, PID: j.PID, Draining: j.Draining,
+		Software: j.Software, Placement: j.Placement, BrokerPlacement: j.Brokers, PID: j.PID, Draining: j.Draining,
 		DataPath: j.DataPath, DialedHost: j.DialedHost}
 	for _, a := range []struct{ field, addr string }{{"kafka", j.Kafka}, {"advertised", j.Advertised}, {"legacy", j.Legacy}, {"admin", j.Admin}} {
 		if a.addr == "" && a.field != "kafka" {

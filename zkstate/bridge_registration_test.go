@@ -30,6 +30,12 @@ func TestParseBridgeRegistrationGolden(t *testing.T) {
 		"bridge-v2-data-path-dialed-host.json": {want: zkstate.BridgeRegistration{NodeID: 9003, Kafka: "0.0.0.0:9092",
 			Advertised: "host-3:9092", Admin: "127.0.0.1:9191", Proxy: map[int32]string{0: "host-3:9093"}, Software: "v1.6.0",
 			Placement: 1, StartedMs: 1700000000000, PID: 78, DataPath: true, DialedHost: true}},
+		// A bridge says by which rule it serves upstream brokers (broker_placement: 2, balanced;
+		// absent before the field, one at a time), so that all use the balanced rule only
+		// together.
+		"bridge-v2-broker-placement.json": {want: zkstate.BridgeRegistration{NodeID: 9004, Kafka: "0.0.0.0:9092",
+			Advertised: "host-4:9092", Admin: "127.0.0.1:9191", Proxy: map[int32]string{0: "host-4:9093", 1: "host-4:9094"},
+			Software: "v1.7.0", Placement: 1, BrokerPlacement: 2, StartedMs: 1700000000000, PID: 79, DataPath: true}},
 		"malformed-proxy-addr.json":   {errHas: `proxy 3 "h" is not host:port`},
 		"malformed-no-node.json":      {errHas: "no node_id"},
 		"malformed-kafka-addr.json":   {errHas: `kafka "nowhere"`},
@@ -64,6 +70,12 @@ func TestBridgeRegistrationEncode(t *testing.T) {
 		Proxy: map[int32]string{0: "host-3:9093"}, Software: "v1.6.0", Placement: 1, StartedMs: 1700000000000, PID: 78,
 		DataPath: true, DialedHost: true}
 	if got, want := string(dp.Encode()), readGolden(t, "testdata/registration/bridge-v2-data-path-dialed-host.json"); got != want {
+		t.Errorf("Encode\n got %s\nwant %s", got, want)
+	}
+	bp := zkstate.BridgeRegistration{NodeID: 9004, Kafka: "0.0.0.0:9092", Advertised: "host-4:9092", Admin: "127.0.0.1:9191",
+		Proxy: map[int32]string{0: "host-4:9093", 1: "host-4:9094"}, Software: "v1.7.0", Placement: 1, BrokerPlacement: 2,
+		StartedMs: 1700000000000, PID: 79, DataPath: true}
+	if got, want := string(bp.Encode()), readGolden(t, "testdata/registration/bridge-v2-broker-placement.json"); got != want {
 		t.Errorf("Encode\n got %s\nwant %s", got, want)
 	}
 }
