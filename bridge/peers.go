@@ -139,12 +139,12 @@ func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]new
 	for id := range mine {
 		ids[id] = true
 	}
-	balanced := true
+	rule := placement.BrokerVersion
 	for _, r := range v.others {
 		for id := range r.Proxy {
 			ids[id] = true
 		}
-		balanced = balanced && r.BrokerPlacement >= placement.BrokerVersion
+		rule = min(rule, r.BrokerPlacement)
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -157,17 +157,7 @@ func placeBrokers(self int32, v *liveView, mine map[int32]string) (map[int32]new
 		_, ok := proxyBroker(id, v.others[n].Proxy[id])
 		return ok
 	}
-	var placed map[int32]int32
-	if balanced {
-		placed = placement.Servers(slices.Collect(maps.Keys(ids)), v.named, listens)
-	} else {
-		placed = make(map[int32]int32, len(ids))
-		for id := range ids {
-			if n, ok := placement.Server(id, v.named, func(n int32) bool { return listens(n, id) }); ok {
-				placed[id] = n
-			}
-		}
-	}
+	placed := placement.ServersBy(rule, slices.Collect(maps.Keys(ids)), v.named, listens)
 	out, servers := map[int32]newproto.Broker{}, make(map[int32]int32, len(ids))
 	for id := range ids {
 		n, ok := placed[id]

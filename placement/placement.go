@@ -124,6 +124,22 @@ func Servers(ids []int32, nodes []int32, listens func(node, broker int32) bool) 
 	return out
 }
 
+// ServersBy is the servers of the brokers ids by rule, the oldest broker rule the live bridges
+// advertise (0: a bridge from before the field): Servers from BrokerVersion on, else Server
+// broker by broker, as older bridges compute them.
+func ServersBy(rule int, ids []int32, nodes []int32, listens func(node, broker int32) bool) map[int32]int32 {
+	if rule >= BrokerVersion {
+		return Servers(ids, nodes, listens)
+	}
+	out := make(map[int32]int32, len(ids))
+	for _, id := range ids {
+		if n, ok := Server(id, nodes, func(n int32) bool { return listens(n, id) }); ok {
+			out[id] = n
+		}
+	}
+	return out
+}
+
 // Moves counts the groups whose owner differs between the node sets before and after.
 func Moves(groups []string, before, after []int32) int {
 	n := 0

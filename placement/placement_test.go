@@ -249,3 +249,22 @@ func TestServers(t *testing.T) {
 		t.Errorf("no nodes: %v", got)
 	}
 }
+
+// ServersBy follows the oldest rule the live bridges advertise: Server one broker at a time
+// below BrokerVersion (a bridge from before the balanced rule computes just that), Servers from it.
+func TestServersBy(t *testing.T) {
+	nodes := []int32{9001, 9002, 9003}
+	all := func(int32, int32) bool { return true }
+	ids := []int32{0, 1, 2, 3, 4, 5}
+	for _, rule := range []int{0, 1} {
+		got := ServersBy(rule, ids, nodes, all)
+		for _, id := range ids {
+			if want, _ := Server(id, nodes, func(int32) bool { return true }); got[id] != want {
+				t.Errorf("rule %d: broker %d served by %d, want Server's %d", rule, id, got[id], want)
+			}
+		}
+	}
+	if got, want := ServersBy(BrokerVersion, ids, nodes, all), Servers(ids, nodes, all); !maps.Equal(got, want) {
+		t.Errorf("rule %d: %v, want Servers' %v", BrokerVersion, got, want)
+	}
+}

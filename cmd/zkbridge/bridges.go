@@ -28,8 +28,11 @@ type bridgeRow struct {
 	Proxy     map[string]string `json:"proxy,omitempty"`
 	Version   string            `json:"version,omitempty"`
 	Placement int               `json:"placement"`
-	UpSince   string            `json:"up_since"`
-	Draining  bool              `json:"draining,omitempty"`
+	// BrokerPlacement is the rule it serves upstream brokers by (0: one at a time, before the
+	// balanced rule); every bridge uses the oldest one live.
+	BrokerPlacement int    `json:"broker_placement,omitempty"`
+	UpSince         string `json:"up_since"`
+	Draining        bool   `json:"draining,omitempty"`
 	// State is "live", "draining", or "unreachable": live, but a bridge asked sees it as dead
 	// (its Kafka listener refuses connections; bridge.BridgeUnreachable) and leaves it out of
 	// Metadata and brokers_info until its ZooKeeper session expires.
@@ -40,7 +43,7 @@ type bridgeRow struct {
 	// (GET /bridges): its view of the others is then not in their State.
 	AdminError string `json:"admin_error,omitempty"`
 	// Serves lists the upstream brokers whose proxy listener on this bridge clients are told
-	// to use (the data path across bridges: placement.Server over the bridges not draining).
+	// to use (the data path across bridges: placement.ServersBy over the bridges not draining).
 	Serves []int32 `json:"serves_brokers,omitempty"`
 	// GroupsOwned counts the groups whose epoch names the bridge (not released).
 	GroupsOwned int `json:"groups_owned"`
@@ -123,7 +126,7 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 			return nil, fmt.Errorf("%s: %w", paths[i], err)
 		}
 		row := bridgeRow{NodeID: reg.NodeID, Kafka: reg.KafkaAddr(), Legacy: reg.Legacy, Admin: reg.Admin, Version: reg.Software,
-			Placement: reg.Placement, Draining: reg.Draining, UpSince: time.UnixMilli(reg.StartedMs).UTC().Format(time.RFC3339)}
+			Placement: reg.Placement, BrokerPlacement: reg.BrokerPlacement, Draining: reg.Draining, UpSince: time.UnixMilli(reg.StartedMs).UTC().Format(time.RFC3339)}
 		for _, id := range reg.ProxyBrokers() {
 			if row.Proxy == nil {
 				row.Proxy = map[string]string{}
@@ -157,18 +160,20 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 	return rows, nil
 }
 
-// placeBrokers fills each row's Serves as every bridge computes it (bridge/peers.go): each
-// upstream broker a live bridge advertises a proxy listener for is served by placement.Server
-// over the live bridges.
+// placeBrokers fills each row's Serves as every bridge computes it (bridge/peers.go): the upstream
+// brokers the live bridges advertise a proxy listener for, placed by placement.ServersBy over the
+// live bridges with the oldest broker rule they advertise.
 func placeBrokers(rows []bridgeRow) {
 	var live []int32
 	listens := map[int32]map[string]bool{}
 	brokers := map[int32]bool{}
+	rule := placement.BrokerVersion
 	for _, r := range rows {
 		if r.Draining {
 			continue
 		}
 		live = append(live, r.NodeID)
+		rule = min(rule, r.BrokerPlacement)
 		listens[r.NodeID] = map[string]bool{}
 		for k := range r.Proxy {
 			listens[r.NodeID][k] = true
@@ -177,13 +182,11 @@ func placeBrokers(rows []bridgeRow) {
 			}
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(brokers)) {
-		key := strconv.Itoa(int(id))
-		n, ok := placement.Server(id, live, func(n int32) bool { return listens[n][key] })
-		if !ok {
-			continue
-		}
-		i := slices.IndexFunc(rows, func(r bridgeRow) bool { return r.NodeID == n })
+	served := placement.ServersBy(rule, slices.Collect(maps.Keys(brokers)), live, func(n, id int32) bool {
+		return listens[n][strconv.Itoa(int(id))]
+	})
+	for _, id := range slices.Sorted(maps.Keys(served)) {
+		i := slices.IndexFunc(rows, func(r bridgeRow) bool { return r.NodeID == served[id] })
 		rows[i].Serves = append(rows[i].Serves, id)
 	}
 }
