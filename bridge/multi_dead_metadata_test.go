@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/zkbridge/zkbridge/bridge"
-	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -44,7 +43,7 @@ func TestIntegration_SeveralBridgesDeadBridgeLeftOutOfMetadata(t *testing.T) {
 	var dead int32
 	for id := dfNode + 2; dead == 0; id++ {
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{a, b, id}); o == id {
+			if dfServedBy(a, b, id)[k] == id {
 				dead = id
 			}
 		}
@@ -56,6 +55,11 @@ func TestIntegration_SeveralBridgesDeadBridgeLeftOutOfMetadata(t *testing.T) {
 	})
 	survivors := []string{e.addr, second.Addr().String()}
 	for _, r := range []*running{e.b, second} {
+		// Every survivor's proxy listeners, once all three are open: the balanced rule may
+		// name a broker at the second survivor's.
+		zktest.Eventually(t, 10*time.Second, "a survivor's three proxy listeners open", func() (bool, string) {
+			return len(r.ProxyAddrs()) == 3, fmt.Sprint(r.ProxyAddrs())
+		})
 		for _, p := range r.ProxyAddrs() {
 			survivors = append(survivors, p.String())
 		}

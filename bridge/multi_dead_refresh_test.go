@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/zkbridge/zkbridge/bridge"
-	"github.com/zkbridge/zkbridge/placement"
 )
 
 // A client whose fetches went through a killed bridge's proxy listeners refreshes its metadata the
@@ -39,7 +38,7 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 	var deadParts []int32 // led by the upstream brokers the killed bridge serves
 	for id := dfNode + 2; dead == 0; id++ {
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{a, b, id}); o == id {
+			if dfServedBy(a, b, id)[k] == id {
 				dead = id
 				deadParts = append(deadParts, k, k+3) // partition p is led by broker p%3
 			}
@@ -61,7 +60,8 @@ func TestIntegration_SeveralBridgesRefreshAtTheKillLeavesTheDeadBridgeOut(t *tes
 	// The consumer, with kgo's default metadata.min.age, which the bug this pins waits out, and a
 	// short retry backoff. With kgo's default (250 ms doubling, ±20 %) the consumer's own steps
 	// made this test's figure: its refresh at the kill goes to the next broker of its rotation,
-	// three of whose six entries are the dead bridge's (its node and two proxy listeners), each
+	// two of whose six entries are the dead bridge's (its node and its broker's proxy listener;
+	// three when it served two brokers, before the balanced rule), each
 	// dead pick tried again after a backoff (250, 500, 1,000 ms), while its fetches, refused
 	// meanwhile, back off doubling too (traced under load: three dead picks, the refresh answered
 	// by a survivor 2 s after the kill in 0.6 ms, the next fetch 2 s after that: 4.0 s; no dead

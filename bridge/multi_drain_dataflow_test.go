@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/zkbridge/zkbridge/bridge"
-	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -27,7 +26,7 @@ func TestIntegration_SeveralBridgesDrainMovesFetchers(t *testing.T) {
 	var second int32
 	for id := dfNode + 1; second == 0; id++ {
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{dfNode, id}); o == id {
+			if dfServedBy(dfNode, id)[k] == id {
 				second = id
 			}
 		}

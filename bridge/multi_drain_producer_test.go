@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -85,7 +84,7 @@ func TestIntegration_SeveralBridgesDrainKeepsProducers(t *testing.T) {
 	var theirs []int32
 	for id := dfNode + 1; second == 0; id++ {
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{dfNode, id}); o == id {
+			if dfServedBy(dfNode, id)[k] == id {
 				second, theirs = id, append(theirs, k, k+3)
 			}
 		}

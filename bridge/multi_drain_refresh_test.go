@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/zkbridge/zkbridge/placement"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
 
@@ -60,7 +59,7 @@ func TestIntegration_SeveralBridgesLeavingRefreshesClients(t *testing.T) {
 	for id := dfNode + 1; second == 0; id++ {
 		var mine, theirs []int32
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{dfNode, id}); o == id {
+			if dfServedBy(dfNode, id)[k] == id {
 				theirs = append(theirs, k)
 			} else {
 				mine = append(mine, k, k+3)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/zkbridge/zkbridge/bridge"
 	"github.com/zkbridge/zkbridge/kafkatest"
-	"github.com/zkbridge/zkbridge/placement"
 )
 
 // A member of a group whose coordinator was killed, fetching only through a survivor, learned
@@ -33,7 +32,7 @@ func TestIntegration_SeveralBridgesKillAnswersTheSurvivorsHeldFetches(t *testing
 	for id := dfNode + 2; dead == 0; id++ {
 		liveParts = liveParts[:0]
 		for k := range int32(3) {
-			if o, _ := placement.Owner(placement.BrokerKey(k), []int32{a, b, id}); o == id {
+			if dfServedBy(a, b, id)[k] == id {
 				dead = id
 			} else {
 				liveParts = append(liveParts, k, k+3) // partition p is led by broker p%3
