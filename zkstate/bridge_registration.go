@@ -47,8 +47,8 @@ type BridgeRegistration struct {
 	// BrokerPlacement is the rule it serves upstream brokers by (package placement's
 	// BrokerVersion); 0 before the field: one broker at a time (placement.Server).
 	BrokerPlacement int
-	StartedMs int64 // Unix milliseconds, written as a string like Kafka's timestamps
-	PID       int
+	StartedMs       int64 // Unix milliseconds, written as a string like Kafka's timestamps
+	PID             int
 	// Draining marks a bridge that is shutting down: it is out of the live set (no group maps to
 	// it), yet still alive, so its groups are taken over only once it has handed each over.
 	Draining bool
