@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -51,14 +50,7 @@ func TestIntegration_SeveralBridgesGroupRefusedAfterRegistrationDeletedIsLoadedA
 	}
 
 	proxy.HoldWrites()
-	answered := make(chan group.DescribeReply, 1)
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		r, _ := h.Do(rctx, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} })
-		d, _ := r.(group.DescribeReply)
-		answered <- d
-	}()
+	answered := describeLater(t, h, name)
 	zktest.Eventually(t, 10*time.Second, "9001 writes the group's epoch", func() (bool, string) {
 		return proxy.HeldWrites() == 1, fmt.Sprint(proxy.HeldWrites())
 	})

@@ -59,14 +59,7 @@ func TestIntegration_SeveralBridgesRefusedGroupMappingElsewhereIsReleased(t *tes
 			proxy.Unmute()
 		}
 	}()
-	answered := make(chan group.DescribeReply, 1)
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		r, _ := h.Do(rctx, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} })
-		d, _ := r.(group.DescribeReply)
-		answered <- d
-	}()
+	answered := describeLater(t, h, name)
 	time.Sleep(100 * time.Millisecond) // the load's requests reach ZooKeeper; their answers wait
 	startBridge(t, connect, c, nil)
 	zktest.Eventually(t, 10*time.Second, "9003 registered", func() (bool, string) {
@@ -95,4 +88,18 @@ func movingGroup(prefix string, from int32, before []int32, to int32, after []in
 			return name
 		}
 	}
+}
+
+// describeLater asks g to describe the group in the background (for at most 20 s), the answer
+// on the channel returned: for a request whose answer a test holds back.
+func describeLater(t *testing.T, g groups, name string) <-chan group.DescribeReply {
+	answered := make(chan group.DescribeReply, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		r, _ := g.Do(rctx, name, func(tok group.Token) group.Event { return group.Describe{Token: tok} })
+		d, _ := r.(group.DescribeReply)
+		answered <- d
+	}()
+	return answered
 }
