@@ -485,15 +485,36 @@ func lapsed(until time.Time) bool {
 }
 
 // writeStream writes a streamed response under the same deadline as a
-// frame.
+// frame, and checks until before each of its writes: a stream is written
+// in pieces, and a process paused between two of them must not write the
+// rest once it may be another consumer's. The write deadline alone does
+// not cover that: the runtime enforces it with a timer, and right after a
+// pause (SIGCONT) the writer can run before that timer has fired.
 func (c *conn) writeStream(stream func(io.Writer) error, until time.Time) error {
 	_ = c.nc.SetWriteDeadline(c.writeDeadline(until))
 	if lapsed(until) {
 		return errFetchLapsed
 	}
-	err := stream(c.nc)
+	var w io.Writer = c.nc
+	if !until.IsZero() {
+		w = horizonWriter{w: c.nc, until: until}
+	}
+	err := stream(w)
 	c.lastWrite.Store(time.Now().UnixNano())
 	return lapsedWrite(err, until)
+}
+
+// horizonWriter fails every write once until has passed (errFetchLapsed).
+type horizonWriter struct {
+	w     io.Writer
+	until time.Time
+}
+
+func (h horizonWriter) Write(p []byte) (int, error) {
+	if lapsed(h.until) {
+		return 0, errFetchLapsed
+	}
+	return h.w.Write(p)
 }
 
 // writeFrame writes one frame, no later than until (zero: no bound).
@@ -511,6 +532,9 @@ func (c *conn) writeFrame(buf []byte, until time.Time) error {
 // until's: the client got part of the frame at most, and the connection
 // closes.
 func lapsedWrite(err error, until time.Time) error {
+	if errors.Is(err, errFetchLapsed) {
+		return err
+	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && lapsed(until) {
 		return fmt.Errorf("%w: %w", errFetchLapsed, err)
 	}
