@@ -58,7 +58,9 @@ func bridgesCommand(e *env) *cli.Command {
 		Usage: "list the running bridges of one service: node id, addresses, version, up since, groups owned, upstream brokers served (read-only)",
 		Description: "Reads the registrations under <root>/bridges (one ephemeral per running bridge) and counts, for each,\n" +
 			"the groups whose epoch (<root>/groups/<g>/epoch) names it: the groups it coordinates. With the data path,\n" +
-			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same).\n" +
+			"BROKERS lists the upstream brokers clients reach through its proxy listeners (every bridge computes the same:\n" +
+			"balanced, no bridge serving more than its share, once every live bridge's registration has broker_placement 2\n" +
+			"(-o json shows it); one broker at a time, by its own ranking, while an older bridge runs).\n" +
 			"A WARNING line follows for each live bridge whose registration makes its Metadata answers differ from the\n" +
 			"others' (the data path on here and off there, an advertised host clients cannot be given alike).\n" +
 			"STATE is live, draining, or unreachable: a bridge that another bridge finds dead (its Kafka listener refuses\n" +
