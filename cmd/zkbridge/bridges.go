@@ -167,7 +167,7 @@ func listBridges(ctx context.Context, s *zkstate.Store, root string) ([]bridgeRo
 // live bridges with the oldest broker rule they advertise.
 func placeBrokers(rows []bridgeRow) {
 	var live []int32
-	listens := map[int32]map[string]bool{}
+	listens := map[int32]map[int32]bool{}
 	brokers := map[int32]bool{}
 	rule := placement.BrokerVersion
 	for _, r := range rows {
@@ -176,17 +176,14 @@ func placeBrokers(rows []bridgeRow) {
 		}
 		live = append(live, r.NodeID)
 		rule = min(rule, r.BrokerPlacement)
-		listens[r.NodeID] = map[string]bool{}
+		listens[r.NodeID] = map[int32]bool{}
 		for k := range r.Proxy {
-			listens[r.NodeID][k] = true
 			if id, err := strconv.ParseInt(k, 10, 32); err == nil {
-				brokers[int32(id)] = true
+				listens[r.NodeID][int32(id)], brokers[int32(id)] = true, true
 			}
 		}
 	}
-	served := placement.ServersBy(rule, slices.Collect(maps.Keys(brokers)), live, func(n, id int32) bool {
-		return listens[n][strconv.Itoa(int(id))]
-	})
+	served := placement.ServersBy(rule, slices.Collect(maps.Keys(brokers)), live, func(n, id int32) bool { return listens[n][id] })
 	for _, id := range slices.Sorted(maps.Keys(served)) {
 		i := slices.IndexFunc(rows, func(r bridgeRow) bool { return r.NodeID == served[id] })
 		rows[i].Serves = append(rows[i].Serves, id)
