@@ -190,7 +190,24 @@ type coordinatorTarget struct {
 	// peers are the other bridges of the service when the target is one of several (the
 	// group's owner); their counters are added by counterSumAll.
 	peers []*running
+	// childPeers are peers as peers is, each in a child process: the test process's CPU is
+	// then the clients' and the owner's only, as with one bridge.
+	childPeers []*childBridge
+	// child is the target when it is a bridge in a child process (bridge is nil then): this
+	// process's CPU is the clients' alone, and the bridge's is counted apart.
+	child *childBridge
 }
+
+// childCPU is the CPU time the target's child process has used so far (0 if it has none).
+func (t coordinatorTarget) childCPU(b *testing.B) time.Duration {
+	if t.child == nil {
+		return 0
+	}
+	return childrenCPU(b, []*childBridge{t.child})
+}
+
+// isBridge reports whether the target is a bridge, here or in a child process.
+func (t coordinatorTarget) isBridge() bool { return t.bridge != nil || t.child != nil }
 
 // benchTargets starts the bridge (on a real ZooKeeper, group config gcfg) and a one-broker
 // kfake cluster, both serving topic with partitions partitions.
@@ -234,6 +251,9 @@ func kfakeTarget(b *testing.B, topic string, partitions int32) coordinatorTarget
 // target is not the bridge.
 func (t coordinatorTarget) counterSum(b *testing.B, name string) float64 {
 	b.Helper()
+	if t.child != nil {
+		return t.child.counterSum(b, name)
+	}
 	if t.bridge == nil {
 		return 0
 	}
@@ -260,6 +280,9 @@ func (t coordinatorTarget) counterSumAll(b *testing.B, name string) float64 {
 	for _, p := range t.peers {
 		sum += coordinatorTarget{bridge: p}.counterSum(b, name)
 	}
+	for _, c := range t.childPeers {
+		sum += c.counterSum(b, name)
+	}
 	return sum
 }
 
@@ -270,7 +293,7 @@ func (t coordinatorTarget) counterSumAll(b *testing.B, name string) float64 {
 // measured about a third of its ZooKeeper requests and most of its time on the group before.
 func (t coordinatorTarget) settle(b *testing.B) {
 	b.Helper()
-	if t.bridge == nil {
+	if !t.isBridge() {
 		return
 	}
 	last, still := t.counterSumAll(b, "zkbridge_zk_requests_total"), 0
@@ -323,7 +346,31 @@ type benchGroup struct {
 	mu    sync.Mutex
 	owned []map[int32]bool
 
-	sent requestCounts // requests the clients wrote, by key
+	sent    requestCounts // requests the clients wrote, by key
+	conns   connCount     // connections the clients opened
+	lookups lookupTime    // time the clients' Metadata and FindCoordinator took
+}
+
+// lookupTime sums how long the clients' Metadata and FindCoordinator requests took, from the
+// request's making to its response read: a connection's dial and ApiVersions, when the broker
+// picked had none yet, included (kgo holds the request until then: WriteWait).
+type lookupTime struct{ atomic.Int64 }
+
+func (l *lookupTime) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key == int16(kmsg.Metadata) || key == int16(kmsg.FindCoordinator) {
+		l.Add(int64(e2e.WriteWait + e2e.DurationE2E()))
+	}
+}
+
+// connCount counts the connections a group's clients open (a kgo hook): a client of several
+// bridges spreads its Metadata and FindCoordinator over every broker it knows, and opens a
+// connection to each one it picks.
+type connCount struct{ atomic.Int64 }
+
+func (c *connCount) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil {
+		c.Add(1)
+	}
 }
 
 // requestCounts counts the requests a group's clients write, by api key (a kgo hook, the same
@@ -378,7 +425,7 @@ func startGroup(b *testing.B, addr, name, topic string, n int, extra ...kgo.Opt)
 			kgo.OnPartitionsAssigned(update(true)),
 			kgo.OnPartitionsRevoked(update(false)),
 			kgo.OnPartitionsLost(update(false)),
-			kgo.WithHooks(&g.sent),
+			kgo.WithHooks(&g.sent, &g.conns, &g.lookups),
 		)
 		if os.Getenv("ZKBRIDGE_BENCH_KGO_LOG") != "" && i < 2 {
 			// Diagnosis: the group lifecycle of the first two members, on stderr.
@@ -536,8 +583,8 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 		b.Fatal(err)
 	}
 	defer adm.Close()
-	var total, cpu time.Duration
-	var gens, metadata, joins, finds int64
+	var total, cpu, peersCPU, ownerCPU time.Duration
+	var gens, metadata, joins, finds, conns, lookups int64
 	var zkReqs, zkAll float64
 	b.ResetTimer()
 	for i := range b.N {
@@ -547,12 +594,15 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 		if t.bridge != nil && os.Getenv("ZKBRIDGE_BENCH_ZK_KINDS") != "" {
 			kinds0 = t.zkKinds(b)
 		}
+		peersCPU0, ownerCPU0 := childrenCPU(b, t.childPeers), t.childCPU(b)
 		start, cpu0 := time.Now(), cpuTime()
 		g := startGroup(b, t.addr, name, topic, n)
 		g.waitStable(b, adm, int32(n), 10*time.Minute)
 		total += time.Since(start)
 		cpu += cpuTime() - cpu0
 		b.StopTimer()
+		peersCPU += childrenCPU(b, t.childPeers) - peersCPU0
+		ownerCPU += t.childCPU(b) - ownerCPU0
 		zkReqs += t.counterSum(b, "zkbridge_zk_requests_total") - zk0
 		zkAll += t.counterSumAll(b, "zkbridge_zk_requests_total") - zkAll0
 		if kinds0 != nil {
@@ -581,6 +631,8 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 		metadata += g.sent[kmsg.Metadata].Load()
 		joins += g.sent[kmsg.JoinGroup].Load()
 		finds += g.sent[kmsg.FindCoordinator].Load()
+		conns += g.conns.Load()
+		lookups += g.lookups.Load()
 		g.close()
 		t.settle(b)
 		b.StartTimer()
@@ -591,19 +643,30 @@ func measureJoins(b *testing.B, t coordinatorTarget, n int, topic string, groupN
 	b.ReportMetric(float64(gens)/float64(b.N), "generations")
 	// CPU of the whole process (clients and coordinator) meanwhile.
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/stable")
-	if t.bridge != nil {
+	if t.child != nil {
+		// The coordinating bridge's own CPU, in its process (cpu-s/stable is the clients').
+		b.ReportMetric(ownerCPU.Seconds()/float64(b.N), "owner-cpu-s/stable")
+	}
+	if t.isBridge() {
 		// The bridge's ZooKeeper requests from the first client to Stable.
 		b.ReportMetric(zkReqs/float64(b.N), "zk-reqs/stable")
 	}
-	if len(t.peers) > 0 {
+	if len(t.peers)+len(t.childPeers) > 0 {
 		// Every bridge's, the owner's included: what being several adds beside the join.
 		b.ReportMetric(zkAll/float64(b.N), "zk-reqs-all/stable")
+	}
+	if len(t.childPeers) > 0 {
+		// The other bridges' CPU meanwhile (their processes; 10 ms ticks): what being several
+		// costs beside the owner. cpu-s/stable is then the clients' and the owner's alone.
+		b.ReportMetric(peersCPU.Seconds()/float64(b.N), "peers-cpu-s/stable")
 	}
 	// The protocol work it took: Metadata requests (each a topic of N
 	// partitions, which the clients decode and index) and JoinGroups.
 	b.ReportMetric(float64(metadata)/float64(b.N), "metadata-reqs")
 	b.ReportMetric(float64(joins)/float64(b.N), "join-reqs")
 	b.ReportMetric(float64(finds)/float64(b.N), "findcoord-reqs")
+	b.ReportMetric(float64(conns)/float64(b.N)/float64(n), "conns/member")
+	b.ReportMetric(float64(lookups)/1e6/float64(b.N)/float64(n), "lookup-ms/member")
 	return ms
 }
 
@@ -683,7 +746,7 @@ func measureHeartbeats(b *testing.B, t coordinatorTarget, gname, topic string, m
 	writes0 := t.counterSum(b, "zkbridge_groups_writes_total")
 	total := b.N * perOp
 	b.ResetTimer()
-	cpu0, wall0 := cpuTime(), time.Now()
+	cpu0, wall0, ownerCPU0 := cpuTime(), time.Now(), t.childCPU(b)
 	var wg sync.WaitGroup
 	errs := make([]error, conns)
 	for i, w := range wires {
@@ -694,7 +757,7 @@ func measureHeartbeats(b *testing.B, t coordinatorTarget, gname, topic string, m
 		wg.Go(func() { errs[i] = w.pipeline(n, window, hb, check) })
 	}
 	wg.Wait()
-	wall, cpu := time.Since(wall0), cpuTime()-cpu0
+	wall, cpu, ownerCPU := time.Since(wall0), cpuTime()-cpu0, t.childCPU(b)-ownerCPU0
 	b.StopTimer()
 	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
@@ -704,7 +767,11 @@ func measureHeartbeats(b *testing.B, t coordinatorTarget, gname, topic string, m
 	b.ReportMetric(perSec, "hb/s")
 	b.ReportMetric(perCPU, "hb/cpu-s")
 	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
-	if t.bridge != nil {
+	if t.child != nil {
+		// The coordinating bridge's own CPU, in its process (hb/cpu-s is the load generator's).
+		b.ReportMetric(float64(total)/ownerCPU.Seconds(), "hb/owner-cpu-s")
+	}
+	if t.isBridge() {
 		// A heartbeat changes nothing that is persisted: no ZooKeeper write.
 		b.ReportMetric(t.counterSum(b, "zkbridge_groups_writes_total")-writes0, "zk-writes")
 	}

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/zkbridge/zkbridge/bridge"
+	"github.com/zkbridge/zkbridge/bridge/group"
 	"github.com/zkbridge/zkbridge/zkstate"
 	"github.com/zkbridge/zkbridge/zkstate/zktest"
 )
@@ -48,6 +50,8 @@ type childSpec struct {
 	ZKSessionTimeout time.Duration
 	HeartbeatHold    time.Duration
 	UpstreamFromZK   bool // the data path, with proxy listeners on system-chosen ports
+	// Group, when set, is the group config (testBridgeConfig's otherwise).
+	Group *group.Config
 	// LogLevel is the lowest level the child logs (zerolog's names): "" logs every line, down
 	// to each request's trace (zerolog's global level is trace), for a crash test's diagnosis;
 	// a benchmark logs "info", as a deployment does: at 300 groups a survivor's log was 5.4 MB
@@ -56,8 +60,8 @@ type childSpec struct {
 }
 
 // runChildBridge runs the bridge spec describes until the process is killed; it prints
-// "ready <kafka listener> <legacy listener>" on stdout once the bridge is ready and logs JSON
-// lines on stderr.
+// "ready <kafka listener> <legacy listener> <admin listener>" on stdout once the bridge is ready
+// and logs JSON lines on stderr.
 func runChildBridge(spec string) int {
 	var s childSpec
 	if err := json.Unmarshal([]byte(spec), &s); err != nil {
@@ -76,6 +80,9 @@ func runChildBridge(spec string) int {
 	cfg := testBridgeConfig(s.ZKConnect, s.NodeID, log)
 	cfg.ZKSessionTimeout, cfg.HeartbeatHold, cfg.UpstreamFromZK = s.ZKSessionTimeout, s.HeartbeatHold, s.UpstreamFromZK
 	cfg.LegacyListen = "127.0.0.1:0"
+	if s.Group != nil {
+		cfg.Group = *s.Group
+	}
 	if s.UpstreamFromZK {
 		cfg.ProxyListen = "127.0.0.1:0"
 		cfg.MetadataMaxAge = time.Second
@@ -92,7 +99,7 @@ func runChildBridge(spec string) int {
 	go func() { done <- b.Run(context.Background()) }()
 	select {
 	case <-b.Ready():
-		fmt.Printf("ready %s %s\n", b.Addr(), b.LegacyAddr())
+		fmt.Printf("ready %s %s %s\n", b.Addr(), b.LegacyAddr(), b.AdminAddr())
 	case err := <-done:
 		fmt.Fprintf(os.Stderr, "Run: %v\n", err)
 		return 1
@@ -150,6 +157,7 @@ type childBridge struct {
 	cmd    *exec.Cmd
 	addr   string // its Kafka listener
 	legacy string // its legacy listener
+	admin  string // its admin listener (/metrics)
 	log    string // its stderr, a file
 }
 
@@ -209,7 +217,11 @@ func startChildBridge(t testing.TB, s childSpec) *childBridge {
 	}()
 	select {
 	case addrs := <-ready:
-		c.addr, c.legacy, _ = strings.Cut(addrs, " ")
+		if f := strings.Fields(addrs); len(f) == 3 {
+			c.addr, c.legacy, c.admin = f[0], f[1], f[2]
+		} else {
+			t.Fatalf("the child bridge's ready line: %q", addrs)
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the child bridge was not ready after 30s")
 	}
@@ -521,4 +533,37 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 		}
 		t.Errorf("consumed by two members at once: %s, while z1 consumed it", b)
 	}
+}
+
+// counterSum is the sum of the child's counter name over its labels, read from its /metrics.
+func (c *childBridge) counterSum(tb testing.TB, name string) float64 {
+	tb.Helper()
+	resp, err := http.Get("http://" + c.admin + "/metrics")
+	if err != nil {
+		tb.Fatalf("the child bridge's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		// The text format: `name{labels} value` or `name value`; comments start with '#'.
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			tb.Fatalf("the child bridge's metrics: %q: %v", line, err)
+		}
+		sum += v
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatalf("the child bridge's metrics: %v", err)
+	}
+	return sum
 }
