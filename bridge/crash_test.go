@@ -538,32 +538,15 @@ func testMixedBridgeKilled(t *testing.T, sc killScenario) {
 // counterSum is the sum of the child's counter name over its labels, read from its /metrics.
 func (c *childBridge) counterSum(tb testing.TB, name string) float64 {
 	tb.Helper()
-	resp, err := http.Get("http://" + c.admin + "/metrics")
-	if err != nil {
-		tb.Fatalf("the child bridge's metrics: %v", err)
+	code, body := httpGet(tb, "http://"+c.admin+"/metrics")
+	if code != http.StatusOK {
+		tb.Fatalf("the child bridge's metrics: status %d", code)
 	}
-	defer resp.Body.Close()
 	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		// The text format: `name{labels} value` or `name value`; comments start with '#'.
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
+	for k, v := range parseMetrics(body) {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			sum += v
 		}
-		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			tb.Fatalf("the child bridge's metrics: %q: %v", line, err)
-		}
-		sum += v
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatalf("the child bridge's metrics: %v", err)
 	}
 	return sum
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -355,7 +356,7 @@ func stableGroup(t *testing.T, g groups, name string, insts [2]group.InstanceID)
 }
 
 // httpGet fetches an admin URL and returns status and body.
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get(url)
@@ -365,6 +366,25 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// parseMetrics reads a /metrics body (Prometheus' text format): every sample line's value, by
+// its name and labels as written (`name{labels}` or `name`).
+func parseMetrics(body string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }
 
 // wireCommit is an OffsetCommit of one partition (member "" and generation -1: a simple

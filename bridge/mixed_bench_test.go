@@ -721,28 +721,15 @@ func stabSame(a, b map[mtp]string) int {
 
 // metrics reads the bridge's /metrics: every sample line, by its name and labels.
 func (e *stabEnv) metrics() map[string]float64 {
-	out := map[string]float64{}
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + e.env.b.AdminAddr().String() + "/metrics")
 	if err != nil {
 		e.fail("GET /metrics: %v", err)
-		return out
+		return map[string]float64{}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
+	return parseMetrics(string(body))
 }
 
 // stabZKCounters asks the ZooKeeper server (four-letter word srvr, whitelisted by
